@@ -1,0 +1,190 @@
+/**
+ * The `outlast` command.
+ *   outlast serve MODULE [--port N] [--host H] [--store sqlite:PATH] [--stdio] [--default-ttl-ms N]
+ *                        [--bearer TOKEN=PRINCIPAL]... [tuning flags, see `outlast help`]
+ */
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { ServerNotifier } from '@modelcontextprotocol/server';
+import { Outlast } from '../server/outlast.js';
+import { serveHttp, type RunningHttpServer } from '../server/http.js';
+import { serveOutlastStdio } from '../server/stdio.js';
+import { moduleFactory, type OutlastServerModule } from '../server/module.js';
+import { sqliteStoreFromUrl } from '../store/sqlite/index.js';
+import type { TaskStore } from '../store/types.js';
+import type { Logger } from '../runtime/runtime.js';
+
+const HELP = `outlast: durable MCP Tasks (io.modelcontextprotocol/tasks, 2026-07-28)
+
+Usage:
+  outlast serve MODULE [options]   serve the tools of MODULE (a JS module whose default export is defineServer({...}))
+
+Options for serve:
+  --port N                 HTTP port (default 3000, or $PORT; 0 picks a free one)
+  --host H                 interface to bind (default 127.0.0.1)
+  --store URL              sqlite:PATH (default sqlite:.outlast/tasks.db)
+  --stdio                  serve on stdin/stdout instead of HTTP
+  --default-ttl-ms N       task retention from creation, ms (default 86400000)
+  --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401
+  --inline-budget-ms N     how long an auto call may run before it becomes a task (default 1000)
+  --concurrency N          running handlers above which auto calls become tasks at once (default 64)
+  --poll-interval-ms N     base pollIntervalMs advertised (default 500)
+  --input-timeout-ms N     default deadline for input requests (default 900000)
+  --sweep-interval-ms N    sweeper period (default 30000)
+  --heartbeat-ms N         heartbeat / orphan check period (default 5000)
+  --lease-ms N             a replica silent this long is dead (default 30000)
+  --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
+  --max-body-bytes N       largest request body (default 1048576)
+  --no-poll-limit          do not refuse over-polling
+  --log-level L            debug | info | warn | error (default info)
+`;
+
+function fail(message: string): never {
+  process.stderr.write(`outlast: ${message}\n`);
+  process.exit(2);
+}
+
+function intFlag(values: Record<string, unknown>, name: string, min = 0): number | undefined {
+  const v = values[name];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) fail(`--${name} must be an integer >= ${min}, got "${String(v)}"`);
+  return n;
+}
+
+function stderrLogger(level: string): Logger {
+  const order = ['debug', 'info', 'warn', 'error'];
+  const min = order.indexOf(level);
+  if (min < 0) fail(`--log-level must be one of ${order.join(', ')}`);
+  const at = (l: string) => (msg: string, extra?: object) => {
+    if (order.indexOf(l) < min) return;
+    process.stderr.write(`${new Date().toISOString()} ${l} ${msg}${extra ? ' ' + JSON.stringify(extra) : ''}\n`);
+  };
+  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+export function storeFromUrl(url: string): TaskStore {
+  if (url.startsWith('sqlite:')) return sqliteStoreFromUrl(url);
+  fail(`unsupported --store "${url}": use sqlite:PATH`);
+}
+
+async function serve(argv: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string' },
+      store: { type: 'string' },
+      stdio: { type: 'boolean' },
+      'default-ttl-ms': { type: 'string' },
+      bearer: { type: 'string', multiple: true },
+      'inline-budget-ms': { type: 'string' },
+      concurrency: { type: 'string' },
+      'poll-interval-ms': { type: 'string' },
+      'input-timeout-ms': { type: 'string' },
+      'sweep-interval-ms': { type: 'string' },
+      'heartbeat-ms': { type: 'string' },
+      'lease-ms': { type: 'string' },
+      'drain-ms': { type: 'string' },
+      'max-body-bytes': { type: 'string' },
+      'no-poll-limit': { type: 'boolean' },
+      'log-level': { type: 'string' },
+    },
+  });
+  const modulePath = positionals[0];
+  if (!modulePath) fail('serve needs a MODULE path, e.g. outlast serve dist/demo/server.js');
+  const log = stderrLogger(values['log-level'] ?? 'info');
+  const bearer: Record<string, string> = {};
+  for (const b of values.bearer ?? []) {
+    const i = b.indexOf('=');
+    if (i <= 0 || i === b.length - 1) fail(`--bearer must be TOKEN=PRINCIPAL, got "${b}"`);
+    bearer[b.slice(0, i)] = b.slice(i + 1);
+  }
+  let mod: OutlastServerModule;
+  try {
+    const loaded = await import(pathToFileURL(resolve(modulePath)).href);
+    mod = loaded.default ?? loaded;
+  } catch (e) {
+    fail(`cannot load ${modulePath}: ${(e as Error).message}`);
+  }
+  if (!mod || typeof mod !== 'object' || !mod.info) fail(`${modulePath} must default-export defineServer({ info, setup, register })`);
+
+  const ttl = intFlag(values, 'default-ttl-ms', 1);
+  const outlast = new Outlast({
+    store: storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db'),
+    log,
+    ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
+    ...opt('inlineBudgetMs', intFlag(values, 'inline-budget-ms')),
+    ...opt('concurrencyLimit', intFlag(values, 'concurrency', 1)),
+    ...opt('defaultPollIntervalMs', intFlag(values, 'poll-interval-ms', 1)),
+    ...opt('defaultInputTimeoutMs', intFlag(values, 'input-timeout-ms', 1)),
+    ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
+    ...opt('heartbeatMs', intFlag(values, 'heartbeat-ms', 1)),
+    ...opt('leaseMs', intFlag(values, 'lease-ms', 1)),
+    ...(values['no-poll-limit'] ? { pollLimit: false as const } : {}),
+  });
+  await mod.setup?.(outlast);
+  const drainMs = intFlag(values, 'drain-ms') ?? 3000;
+
+  let http: RunningHttpServer | undefined;
+  let stdio: { close(): Promise<void> } | undefined;
+  let notify: ServerNotifier | undefined;
+  const factory = moduleFactory(mod, () => notify);
+  try {
+    if (values.stdio) {
+      stdio = await serveOutlastStdio(outlast, factory, (e) => log.error(e.message));
+      log.info(`outlast serving ${mod.info.name} on stdio`);
+    } else {
+      const port = intFlag(values, 'port') ?? (process.env.PORT ? Number(process.env.PORT) : 3000);
+      http = await serveHttp(outlast, factory, {
+        port,
+        host: values.host ?? '127.0.0.1',
+        bearer,
+        ...opt('maxBodyBytes', intFlag(values, 'max-body-bytes', 1)),
+        onerror: (e) => log.error(e.message),
+      });
+      notify = http.handler.notify;
+      process.stdout.write(`outlast listening on ${http.url}\n`);
+    }
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(`${signal}: shutting down`);
+    try {
+      await http?.close();
+      await outlast.stop(drainMs);
+      await stdio?.close();
+    } catch (e) {
+      log.error(`shutdown: ${(e as Error).message}`);
+    }
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+function opt<K extends string, V>(key: K, v: V | undefined): { [P in K]?: V } {
+  return (v === undefined ? {} : { [key]: v }) as { [P in K]?: V };
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'serve':
+      return serve(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(HELP);
+      return;
+    default:
+      fail(`unknown command "${cmd}"; run outlast help`);
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * The one vocabulary every room imports: wire types of the Tasks extension (2026-07-28), `_meta` keys,
+ * error codes and the errors a caller can meet. Nothing here knows about the SDK, a store or the runtime.
+ */
+
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+export const PROTOCOL_VERSION = '2026-07-28';
+export const PROTOCOL_VERSION_META = 'io.modelcontextprotocol/protocolVersion';
+export const CLIENT_CAPABILITIES_META = 'io.modelcontextprotocol/clientCapabilities';
+export const CLIENT_INFO_META = 'io.modelcontextprotocol/clientInfo';
+export const SUBSCRIPTION_ID_META = 'io.modelcontextprotocol/subscriptionId';
+export const SERVER_INFO_META = 'io.modelcontextprotocol/serverInfo';
+/** Caller-chosen idempotency key for `tools/call` (scoped to principal and tool). */
+export const IDEMPOTENCY_KEY_META = 'outlast/idempotencyKey';
+
+/** JSON-RPC error codes used by the spec (see protocol.md §1.2). */
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  HeaderMismatch: -32020,
+  MissingRequiredClientCapability: -32021,
+  UnsupportedProtocolVersion: -32022,
+} as const;
+
+/**
+ * Outlast's own code for "you are polling faster than advertised". The spec reserves -32020..-32099 for
+ * itself and asks new implementations not to use -32000..-32019, so a rate limit uses a positive-free
+ * implementation-defined code outside both ranges. `data.retryAfterMs` says when to come back.
+ */
+export const RATE_LIMITED_CODE = -31429;
+
+export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'cancelled'];
+export function isTerminal(status: TaskStatus): boolean {
+  return status === 'completed' || status === 'failed' || status === 'cancelled';
+}
+
+export type JsonObject = { [key: string]: unknown };
+
+export interface JsonRpcErrorObject {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/** An embedded request (MRTR shape): `{method, params}` without jsonrpc/id. */
+export interface InputRequest {
+  method: 'elicitation/create' | 'sampling/createMessage' | 'roots/list';
+  params?: JsonObject;
+}
+export type InputRequests = Record<string, InputRequest>;
+export type InputResponses = Record<string, JsonObject>;
+
+/** Base task fields as on the wire. */
+export interface Task {
+  taskId: string;
+  status: TaskStatus;
+  statusMessage?: string;
+  createdAt: string;
+  lastUpdatedAt: string;
+  ttlMs: number | null;
+  pollIntervalMs?: number;
+}
+
+export type DetailedTask =
+  | (Task & { status: 'working' })
+  | (Task & { status: 'input_required'; inputRequests: InputRequests })
+  | (Task & { status: 'completed'; result: JsonObject })
+  | (Task & { status: 'failed'; error: JsonRpcErrorObject })
+  | (Task & { status: 'cancelled' });
+
+export type CreateTaskResult = Task & { resultType: 'task'; _meta?: JsonObject };
+export type GetTaskResult = DetailedTask & { resultType: 'complete'; _meta?: JsonObject };
+
+/** An error a handler or the runtime raises that must reach the caller as a JSON-RPC error. */
+export class TaskProtocolError extends Error {
+  readonly code: number;
+  readonly data?: unknown;
+  constructor(code: number, message: string, data?: unknown) {
+    super(message);
+    this.name = 'TaskProtocolError';
+    this.code = code;
+    if (data !== undefined) this.data = data;
+  }
+  toJSON(): JsonRpcErrorObject {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data };
+  }
+}
+
+export const TASK_NOT_FOUND_MESSAGE = 'Failed to retrieve task: Task not found';
+export const TASK_EXPIRED_MESSAGE = 'Failed to retrieve task: Task has expired';
+
+export function taskNotFound(): TaskProtocolError {
+  return new TaskProtocolError(ErrorCode.InvalidParams, TASK_NOT_FOUND_MESSAGE);
+}
+export function taskExpired(): TaskProtocolError {
+  return new TaskProtocolError(ErrorCode.InvalidParams, TASK_EXPIRED_MESSAGE);
+}
+export function missingTasksCapability(): TaskProtocolError {
+  return new TaskProtocolError(
+    ErrorCode.MissingRequiredClientCapability,
+    `This request needs the client to declare the ${TASKS_EXTENSION} extension in _meta["${CLIENT_CAPABILITIES_META}"].extensions`,
+    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+  );
+}
+
+/** Does this request's capability object declare the Tasks extension? */
+export function declaresTasks(capabilities: unknown): boolean {
+  const ext = (capabilities as { extensions?: Record<string, unknown> } | undefined)?.extensions;
+  return !!ext && typeof ext === 'object' && ext[TASKS_EXTENSION] !== undefined && ext[TASKS_EXTENSION] !== null;
+}

@@ -1,0 +1,234 @@
+/**
+ * The SDK glue: adds durable Tasks to an official-SDK McpServer. Advertises the extension, decides per
+ * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
+ * Everything that decides or stores lives in the runtime; this file only translates.
+ */
+import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type ServerContext } from '@modelcontextprotocol/server';
+import * as z from 'zod';
+import {
+  CLIENT_CAPABILITIES_META,
+  ErrorCode,
+  IDEMPOTENCY_KEY_META,
+  TASKS_EXTENSION,
+  TaskProtocolError,
+  declaresTasks,
+  missingTasksCapability,
+  type InputRequests,
+  type JsonObject,
+} from '../protocol/index.js';
+import { TaskRuntime, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
+import type { ToolHandler } from '../runtime/context.js';
+
+/** What a preflight step sees: the MRTR answers of this round (if any). */
+export interface PreflightInput {
+  inputResponses: Record<string, unknown> | undefined;
+  clientCapabilities: JsonObject;
+}
+/** A preflight step either asks (MRTR round, no task yet) or hands data to the handler (`ctx.preflight`). */
+export type PreflightResult = { ask: InputRequests; requestState?: string } | { data: JsonObject } | undefined;
+
+export interface OutlastToolConfig<Shape extends z.ZodRawShape = z.ZodRawShape>
+  extends Omit<ToolSpec<z.infer<z.ZodObject<Shape>>>, 'handler'> {
+  title?: string;
+  description?: string;
+  /** Zod shape of the arguments (as for McpServer.registerTool). */
+  inputSchema?: Shape;
+  annotations?: Record<string, unknown>;
+  _meta?: Record<string, unknown>;
+  /** Runs synchronously before any task exists; can ask MRTR rounds (SEP-2322) first. */
+  preflight?: (args: z.infer<z.ZodObject<Shape>>, input: PreflightInput) => PreflightResult | Promise<PreflightResult>;
+}
+
+export interface OutlastOptions extends RuntimeOptions {
+  /** Maps the SDK's auth info to the principal tasks are bound to. Default: extra.principal, then clientId, else "anonymous". */
+  principalOf?: (authInfo: AuthInfo | undefined) => string;
+}
+
+type RequestEnvelope = Record<string, unknown> & { [CLIENT_CAPABILITIES_META]?: JsonObject };
+
+interface ServerInternals {
+  _requestHandlers: Map<string, (req: { params?: Record<string, unknown> }, ctx: ServerContext) => Promise<unknown>>;
+  _wrapHandler(method: string, h: (req: { params?: Record<string, unknown> }, ctx: ServerContext) => Promise<unknown>): (req: { params?: Record<string, unknown> }, ctx: ServerContext) => Promise<unknown>;
+}
+interface McpServerInternals {
+  _registeredTools: Record<string, { enabled: boolean; inputSchema?: unknown }>;
+  validateToolInput(tool: unknown, args: unknown, name: string): Promise<unknown>;
+}
+
+export function defaultPrincipalOf(authInfo: AuthInfo | undefined): string {
+  const extra = authInfo?.extra as { principal?: unknown } | undefined;
+  if (typeof extra?.principal === 'string' && extra.principal) return extra.principal;
+  if (authInfo?.clientId) return authInfo.clientId;
+  return 'anonymous';
+}
+
+function toProtocolError(e: unknown): unknown {
+  if (e instanceof TaskProtocolError) return new ProtocolError(e.code, e.message, e.data);
+  return e;
+}
+
+interface DefinedTool {
+  name: string;
+  config: OutlastToolConfig;
+}
+
+export class Outlast {
+  readonly runtime: TaskRuntime;
+  private readonly tools: DefinedTool[] = [];
+  private readonly principalOf: (a: AuthInfo | undefined) => string;
+
+  constructor(options: OutlastOptions) {
+    const { principalOf, ...runtimeOptions } = options;
+    this.runtime = new TaskRuntime(runtimeOptions);
+    this.principalOf = principalOf ?? defaultPrincipalOf;
+  }
+
+  /** Defines a tool that may outlast its request. Register it once; `attach` adds it to every McpServer. */
+  tool<Shape extends z.ZodRawShape>(name: string, config: OutlastToolConfig<Shape>, handler: ToolHandler<z.infer<z.ZodObject<Shape>>>): this {
+    this.runtime.defineTool(name, { ...config, handler } as ToolSpec<z.infer<z.ZodObject<Shape>>>);
+    this.tools.push({ name, config: config as unknown as OutlastToolConfig });
+    return this;
+  }
+
+  /** Starts the runtime (store, recovery, sweeper). Idempotent. */
+  start(): Promise<void> {
+    return this.runtime.start();
+  }
+  stop(drainMs?: number): Promise<void> {
+    return this.runtime.stop(drainMs);
+  }
+
+  principal(ctx: ServerContext): string {
+    return this.principalOf(ctx.http?.authInfo);
+  }
+  principalOfAuth(authInfo: AuthInfo | undefined): string {
+    return this.principalOf(authInfo);
+  }
+
+  /**
+   * Adds the Tasks extension to one McpServer instance (call it in your per-request factory, after or before
+   * your own registrations). Modern-era only: a legacy (2025) session gets plain tools.
+   */
+  attach(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): McpServer {
+    for (const t of this.tools) {
+      const c = t.config;
+      mcp.registerTool(
+        t.name,
+        {
+          ...(c.title !== undefined ? { title: c.title } : {}),
+          ...(c.description !== undefined ? { description: c.description } : {}),
+          ...(c.inputSchema !== undefined ? { inputSchema: c.inputSchema } : {}),
+          ...(c.annotations !== undefined ? { annotations: c.annotations } : {}),
+          ...(c._meta !== undefined ? { _meta: c._meta } : {}),
+        } as never,
+        // Never reached: tools/call for Outlast tools is routed below, outside McpServer's error catch.
+        () => {
+          throw new Error(`outlast: ${t.name} was called through McpServer directly`);
+        },
+      );
+    }
+    const server = mcp.server as unknown as ServerInternals;
+    const inner = server._requestHandlers.get('tools/call');
+    const ours = server._wrapHandler('tools/call', (req, ctx) => this.toolsCall(mcp, req, ctx, era));
+    server._requestHandlers.set('tools/call', async (req, ctx) => {
+      const name = req.params?.name;
+      if (typeof name !== 'string' || !this.runtime.hasTool(name) || !inner) return inner ? inner(req, ctx) : ours(req, ctx);
+      const r = (await ours(req, ctx)) as JsonObject;
+      if (r?.resultType === 'task') {
+        // The SDK normalises every tools/call result into a CallToolResult and adds `content: []`.
+        const { content: _content, ...rest } = r;
+        return rest;
+      }
+      return r;
+    });
+    if (era !== 'modern') return mcp;
+
+    mcp.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
+    const params = { params: z.object({}).passthrough() };
+    const gate = (ctx: ServerContext) => {
+      const caps = (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META];
+      if (!declaresTasks(caps)) throw toProtocolError(missingTasksCapability());
+    };
+    mcp.server.setRequestHandler('tasks/get', params, async (p: Record<string, unknown>, ctx: ServerContext) => {
+      gate(ctx);
+      try {
+        return { resultType: 'complete', ...(await this.runtime.getTask(p.taskId, this.principal(ctx))) } as never;
+      } catch (e) {
+        throw toProtocolError(e);
+      }
+    });
+    mcp.server.setRequestHandler('tasks/update', params, async (p: Record<string, unknown>, ctx: ServerContext) => {
+      gate(ctx);
+      try {
+        // The SDK lifts params.inputResponses off every request (MRTR); read it from the context.
+        const responses = ctx.mcpReq.inputResponses;
+        const dropped = ctx.mcpReq.droppedInputResponseKeys ?? [];
+        if (responses === undefined && dropped.length === 0) {
+          throw new TaskProtocolError(ErrorCode.InvalidParams, 'tasks/update needs params.inputResponses: an object mapping input request keys to responses');
+        }
+        await this.runtime.updateTask(p.taskId, this.principal(ctx), responses ?? {});
+        return { resultType: 'complete' } as never;
+      } catch (e) {
+        throw toProtocolError(e);
+      }
+    });
+    mcp.server.setRequestHandler('tasks/cancel', params, async (p: Record<string, unknown>, ctx: ServerContext) => {
+      gate(ctx);
+      try {
+        await this.runtime.cancelTask(p.taskId, this.principal(ctx));
+        return { resultType: 'complete' } as never;
+      } catch (e) {
+        throw toProtocolError(e);
+      }
+    });
+    return mcp;
+  }
+
+  private async toolsCall(mcp: McpServer, req: { params?: Record<string, unknown> }, ctx: ServerContext, era: 'modern' | 'legacy'): Promise<unknown> {
+    const name = req.params!.name as string;
+    const internals = mcp as unknown as McpServerInternals;
+    const registered = internals._registeredTools[name];
+    if (!registered || !registered.enabled) throw new ProtocolError(ErrorCode.InvalidParams, `Tool ${name} not found`);
+    const envelope = (ctx.mcpReq.envelope ?? {}) as RequestEnvelope;
+    const clientCapabilities = (envelope[CLIENT_CAPABILITIES_META] ?? {}) as JsonObject;
+    const tasksDeclared = era === 'modern' && declaresTasks(clientCapabilities);
+    const def = this.tools.find((t) => t.name === name)!.config;
+    if ((def.policy ?? 'auto') === 'always' && !tasksDeclared) throw toProtocolError(missingTasksCapability());
+
+    let args: JsonObject;
+    try {
+      args = ((await internals.validateToolInput(registered, req.params!.arguments, name)) ?? req.params!.arguments ?? {}) as JsonObject;
+    } catch (e) {
+      // As McpServer does: invalid arguments are a tool error the model can correct.
+      return { content: [{ type: 'text', text: e instanceof Error ? e.message : String(e) }], isError: true } satisfies CallToolResult;
+    }
+
+    let preflight: JsonObject | undefined;
+    if (def.preflight) {
+      const r = await def.preflight(args as never, { inputResponses: ctx.mcpReq.inputResponses, clientCapabilities });
+      if (r && 'ask' in r) {
+        return { resultType: 'input_required', inputRequests: r.ask, ...(r.requestState ? { requestState: r.requestState } : {}) };
+      }
+      preflight = r?.data;
+    }
+
+    const meta = (req.params!._meta ?? {}) as Record<string, unknown>;
+    const key = meta[IDEMPOTENCY_KEY_META] ?? (ctx.mcpReq._meta as Record<string, unknown> | undefined)?.[IDEMPOTENCY_KEY_META];
+    if (key !== undefined && typeof key !== 'string') {
+      throw new ProtocolError(ErrorCode.InvalidParams, `_meta["${IDEMPOTENCY_KEY_META}"] must be a string`);
+    }
+    try {
+      const outcome = await this.runtime.call(name, args, {
+        principal: this.principal(ctx),
+        clientCapabilities,
+        tasksDeclared,
+        idempotencyKey: key,
+        signal: ctx.mcpReq.signal,
+        preflight,
+      });
+      return outcome.kind === 'task' ? outcome.task : outcome.result;
+    } catch (e) {
+      throw toProtocolError(e);
+    }
+  }
+}

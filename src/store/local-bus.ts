@@ -1,0 +1,49 @@
+/**
+ * Signals between the parts of one process: "task X changed, re-read it". The row stays the truth; a signal
+ * carries no state. A multi-process backend supplies its own SignalBus with the same shape.
+ */
+export type SignalKind = 'changed' | 'cancel' | 'input';
+export interface TaskSignal {
+  taskId: string;
+  kind: SignalKind;
+}
+export interface SignalBus {
+  publish(signal: TaskSignal): void;
+  /** Listens to every signal for one task; returns the unsubscribe function. */
+  subscribe(taskId: string, listener: (signal: TaskSignal) => void): () => void;
+  close(): Promise<void>;
+}
+
+export class LocalSignalBus implements SignalBus {
+  private readonly listeners = new Map<string, Set<(s: TaskSignal) => void>>();
+
+  publish(signal: TaskSignal): void {
+    const set = this.listeners.get(signal.taskId);
+    if (!set) return;
+    for (const l of [...set]) {
+      try {
+        l(signal);
+      } catch {
+        /* a listener's failure is its own */
+      }
+    }
+  }
+
+  subscribe(taskId: string, listener: (signal: TaskSignal) => void): () => void {
+    let set = this.listeners.get(taskId);
+    if (!set) this.listeners.set(taskId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set!.delete(listener);
+      if (set!.size === 0) this.listeners.delete(taskId);
+    };
+  }
+
+  get size(): number {
+    return this.listeners.size;
+  }
+
+  async close(): Promise<void> {
+    this.listeners.clear();
+  }
+}

@@ -1,0 +1,458 @@
+/**
+ * SQLite task store on better-sqlite3 12: WAL, synchronous=FULL by default, creations group-committed
+ * (one transaction per event-loop turn; nobody is answered before the commit that holds their row).
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { JsonObject, TaskStatus } from '../../protocol/index.js';
+import {
+  IdempotencyConflictError,
+  TaskWriteRefused,
+  type AnsweredInput,
+  type NewTask,
+  type Outcome,
+  type PendingInput,
+  type ReplicaInfo,
+  type SweepResult,
+  type TaskLookup,
+  type TaskRecord,
+  type TaskStore,
+} from '../types.js';
+import { MIGRATIONS } from './schema.js';
+
+export interface SqliteStoreOptions {
+  /** `full` (default): a commit survives power loss. `process`: synchronous=NORMAL, survives a process crash only. */
+  durability?: 'full' | 'process';
+  /** Milliseconds to wait on a lock held by another connection. Default 5000. */
+  busyTimeoutMs?: number;
+  /** Group commit of creations (default true). */
+  groupCommit?: boolean;
+}
+
+interface Row {
+  task_id: string;
+  principal: string;
+  tool: string;
+  args: string;
+  status: TaskStatus;
+  status_message: string | null;
+  created_at: number;
+  updated_at: number;
+  ttl_ms: number | null;
+  expires_at: number | null;
+  input_since: number | null;
+  poll_interval_ms: number;
+  result: string | null;
+  error: string | null;
+  input_requests: string;
+  input_responses: string;
+  cancel_requested_at: number | null;
+  owner: string | null;
+  attempts: number;
+  retry_safe: number;
+  idem_key: string | null;
+  request_hash: string | null;
+  client_capabilities: string;
+  version: number;
+  retrieved_at: number | null;
+}
+
+function toRecord(r: Row): TaskRecord {
+  return {
+    taskId: r.task_id,
+    principal: r.principal,
+    tool: r.tool,
+    args: JSON.parse(r.args),
+    status: r.status,
+    statusMessage: r.status_message,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    ttlMs: r.ttl_ms,
+    expiresAt: r.expires_at,
+    inputSince: r.input_since,
+    pollIntervalMs: r.poll_interval_ms,
+    result: r.result === null ? null : JSON.parse(r.result),
+    error: r.error === null ? null : JSON.parse(r.error),
+    inputRequests: JSON.parse(r.input_requests),
+    inputResponses: JSON.parse(r.input_responses),
+    cancelRequestedAt: r.cancel_requested_at,
+    owner: r.owner,
+    attempts: r.attempts,
+    retrySafe: r.retry_safe === 1,
+    idempotencyKey: r.idem_key,
+    requestHash: r.request_hash,
+    clientCapabilities: JSON.parse(r.client_capabilities),
+    version: r.version,
+    retrievedAt: r.retrieved_at,
+  };
+}
+
+const UNFINISHED = `status IN ('working','input_required')`;
+
+interface PendingCreate {
+  task: NewTask;
+  resolve: (v: { record: TaskRecord; created: boolean }) => void;
+  reject: (e: unknown) => void;
+}
+
+export class SqliteTaskStore implements TaskStore {
+  readonly backend = 'sqlite';
+  readonly path: string;
+  private db!: Database.Database;
+  private readonly options: Required<SqliteStoreOptions>;
+  private queue: PendingCreate[] = [];
+  private flushScheduled = false;
+  private s!: ReturnType<SqliteTaskStore['prepare']>;
+
+  constructor(path: string, options: SqliteStoreOptions = {}) {
+    this.path = path;
+    this.options = { durability: 'full', busyTimeoutMs: 5000, groupCommit: true, ...options };
+  }
+
+  async init(): Promise<void> {
+    if (this.db) return;
+    if (this.path !== ':memory:') mkdirSync(dirname(this.path), { recursive: true });
+    const db = new Database(this.path);
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${this.options.durability === 'full' ? 'FULL' : 'NORMAL'}`);
+    db.pragma(`busy_timeout = ${this.options.busyTimeoutMs}`);
+    db.pragma('foreign_keys = ON');
+    db.exec('CREATE TABLE IF NOT EXISTS outlast_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
+    const applied = new Set(
+      (db.prepare('SELECT version FROM outlast_migrations').all() as Array<{ version: number }>).map((r) => r.version),
+    );
+    for (const m of MIGRATIONS) {
+      if (applied.has(m.version)) continue;
+      db.transaction(() => {
+        db.exec(m.sql);
+        db.prepare('INSERT INTO outlast_migrations (version, applied_at) VALUES (?, ?)').run(m.version, Date.now());
+      }).immediate();
+    }
+    this.db = db;
+    this.s = this.prepare(db);
+  }
+
+  private prepare(db: Database.Database) {
+    return {
+      insert: db.prepare(`INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at,
+          ttl_ms, expires_at, input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities)
+        VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @createdAt, @ttlMs, @expiresAt,
+          @inputSince, @pollIntervalMs, @owner, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities)
+        ON CONFLICT DO NOTHING`),
+      byIdem: db.prepare('SELECT * FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?'),
+      get: db.prepare('SELECT * FROM tasks WHERE task_id = ?'),
+      tomb: db.prepare('SELECT principal, expired_at FROM tombstones WHERE task_id = ?'),
+      progress: db.prepare(`UPDATE tasks SET status_message = ?, poll_interval_ms = COALESCE(?, poll_interval_ms),
+          updated_at = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND ${UNFINISHED}`),
+      retrySafe: db.prepare(`UPDATE tasks SET retry_safe = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND ${UNFINISHED}`),
+      setInput: db.prepare(`UPDATE tasks SET status = ?, input_requests = ?, input_responses = ?, input_since = ?,
+          ttl_ms = ?, expires_at = ?, updated_at = ?, version = version + 1 WHERE task_id = ? AND version = ?`),
+      cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?), version = version + 1
+          WHERE task_id = ? AND ${UNFINISHED}`),
+      finish: db.prepare(`UPDATE tasks SET status = @status, result = @result, error = @error,
+          status_message = COALESCE(@statusMessage, status_message), input_requests = '{}', input_since = NULL,
+          ttl_ms = @ttlMs, expires_at = @expiresAt, updated_at = @now, version = version + 1
+        WHERE task_id = @taskId AND version = @version`),
+      replicaUpsert: db.prepare(`INSERT INTO replicas (replica_id, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`),
+      heartbeat: db.prepare('UPDATE replicas SET heartbeat_at = ? WHERE replica_id = ?'),
+      replicaDelete: db.prepare('DELETE FROM replicas WHERE replica_id = ?'),
+      replicas: db.prepare('SELECT * FROM replicas'),
+      orphans: db.prepare(`SELECT * FROM tasks WHERE ${UNFINISHED}
+        AND (owner IS NULL OR owner NOT IN (SELECT value FROM json_each(?))) LIMIT ?`),
+      takeOver: db.prepare(`UPDATE tasks SET owner = ?, attempts = attempts + 1, updated_at = ?, version = version + 1
+        WHERE task_id = ? AND owner IS ? AND ${UNFINISHED}`),
+      retrieved: db.prepare(`UPDATE tasks SET retrieved_at = ? WHERE task_id = ? AND retrieved_at IS NULL
+        AND status IN ('completed','failed','cancelled')`),
+      expired: db.prepare(`SELECT task_id, principal, status, owner, tool, retrieved_at FROM tasks
+        WHERE expires_at IS NOT NULL AND expires_at <= ? AND status <> 'input_required' LIMIT ?`),
+      deleteTask: db.prepare('DELETE FROM tasks WHERE task_id = ?'),
+      insertTomb: db.prepare(`INSERT OR REPLACE INTO tombstones (task_id, principal, expired_at, purge_at) VALUES (?, ?, ?, ?)`),
+      purge: db.prepare('DELETE FROM tombstones WHERE task_id IN (SELECT task_id FROM tombstones WHERE purge_at <= ? LIMIT ?)'),
+      countTasks: db.prepare('SELECT count(*) AS n FROM tasks'),
+      countTombs: db.prepare('SELECT count(*) AS n FROM tombstones'),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (!this.db) return;
+    this.flush();
+    this.db.close();
+    this.db = undefined as never;
+  }
+
+  private ensureOpen(): void {
+    if (!this.db) throw new Error('SqliteTaskStore is not open: call init() first (or it was closed)');
+  }
+
+  create(task: NewTask): Promise<{ record: TaskRecord; created: boolean }> {
+    this.ensureOpen();
+    return new Promise((resolve, reject) => {
+      this.queue.push({ task, resolve, reject });
+      if (!this.options.groupCommit) return this.flush();
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Commits every queued creation in one transaction, then answers each caller. */
+  private flush(): void {
+    this.flushScheduled = false;
+    const batch = this.queue;
+    if (batch.length === 0) return;
+    this.queue = [];
+    const outcomes: Array<{ ok: true; value: { record: TaskRecord; created: boolean } } | { ok: false; error: unknown }> = [];
+    try {
+      this.db.transaction(() => {
+        for (const p of batch) {
+          const t = p.task;
+          const key = t.idempotencyKey ?? null;
+          if (key !== null) {
+            const existing = this.s.byIdem.get(t.principal, t.tool, key) as Row | undefined;
+            if (existing) {
+              if (existing.request_hash !== (t.requestHash ?? null)) {
+                outcomes.push({ ok: false, error: new IdempotencyConflictError(key, existing.task_id) });
+              } else {
+                outcomes.push({ ok: true, value: { record: toRecord(existing), created: false } });
+              }
+              continue;
+            }
+          }
+          const status = t.status ?? 'working';
+          this.s.insert.run({
+            taskId: t.taskId,
+            principal: t.principal,
+            tool: t.tool,
+            args: JSON.stringify(t.args),
+            status,
+            statusMessage: t.statusMessage ?? null,
+            createdAt: t.createdAt,
+            ttlMs: t.ttlMs,
+            expiresAt: t.ttlMs === null ? null : t.createdAt + t.ttlMs,
+            inputSince: status === 'input_required' ? t.createdAt : null,
+            pollIntervalMs: t.pollIntervalMs,
+            owner: t.owner,
+            retrySafe: t.retrySafe ? 1 : 0,
+            idempotencyKey: key,
+            requestHash: t.requestHash ?? null,
+            clientCapabilities: JSON.stringify(t.clientCapabilities ?? {}),
+          });
+          const row = this.s.get.get(t.taskId) as Row;
+          outcomes.push({ ok: true, value: { record: toRecord(row), created: true } });
+        }
+      }).immediate();
+    } catch (error) {
+      for (const p of batch) p.reject(error);
+      return;
+    }
+    batch.forEach((p, i) => {
+      const o = outcomes[i]!;
+      if (o.ok) p.resolve(o.value);
+      else p.reject(o.error);
+    });
+  }
+
+  async get(taskId: string): Promise<TaskLookup> {
+    this.ensureOpen();
+    const row = this.s.get.get(taskId) as Row | undefined;
+    if (row) return { state: 'found', record: toRecord(row) };
+    const t = this.s.tomb.get(taskId) as { principal: string; expired_at: number } | undefined;
+    if (t) return { state: 'expired', principal: t.principal, expiredAt: t.expired_at };
+    return { state: 'missing' };
+  }
+
+  /** Why an update matched no row. */
+  private refusal(taskId: string, owner?: string | null): TaskWriteRefused {
+    const row = this.s.get.get(taskId) as Row | undefined;
+    if (!row) return new TaskWriteRefused(taskId, 'missing');
+    if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') return new TaskWriteRefused(taskId, 'terminal');
+    if (owner !== undefined && row.owner !== owner) return new TaskWriteRefused(taskId, 'fenced');
+    return new TaskWriteRefused(taskId, 'terminal');
+  }
+
+  private reread(taskId: string): TaskRecord {
+    return toRecord(this.s.get.get(taskId) as Row);
+  }
+
+  async markRetrieved(taskId: string, now: number): Promise<void> {
+    this.ensureOpen();
+    this.s.retrieved.run(now, taskId);
+  }
+
+  async setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number): Promise<TaskRecord> {
+    this.ensureOpen();
+    const info = this.s.progress.run(statusMessage, pollIntervalMs ?? null, Date.now(), taskId, owner);
+    if (info.changes === 0) throw this.refusal(taskId, owner);
+    return this.reread(taskId);
+  }
+
+  async setRetrySafe(taskId: string, owner: string, retrySafe: boolean): Promise<TaskRecord> {
+    this.ensureOpen();
+    const info = this.s.retrySafe.run(retrySafe ? 1 : 0, taskId, owner);
+    if (info.changes === 0) throw this.refusal(taskId, owner);
+    return this.reread(taskId);
+  }
+
+  async requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord> {
+    this.ensureOpen();
+    return this.db.transaction(() => {
+      const row = this.s.get.get(taskId) as Row | undefined;
+      if (!row || row.owner !== owner || (row.status !== 'working' && row.status !== 'input_required')) throw this.refusal(taskId, owner);
+      const rec = toRecord(row);
+      const outstanding = { ...rec.inputRequests };
+      for (const [key, pending] of Object.entries(requests)) {
+        const answered = rec.inputResponses[key];
+        if (answered) {
+          if (JSON.stringify(answered.request) !== JSON.stringify(pending.request)) {
+            throw new Error(`Input key "${key}" was already answered for a different request; keys are unique for the task's life`);
+          }
+          continue;
+        }
+        const current = outstanding[key];
+        outstanding[key] = current ? { request: pending.request, deadline: current.deadline } : pending;
+      }
+      const waiting = Object.keys(outstanding).length > 0;
+      const inputSince = waiting ? rec.inputSince ?? now : rec.inputSince;
+      this.s.setInput.run(waiting ? 'input_required' : rec.status, JSON.stringify(outstanding), JSON.stringify(rec.inputResponses),
+        inputSince, rec.ttlMs, rec.expiresAt, now, taskId, rec.version);
+      return this.reread(taskId);
+    }).immediate();
+  }
+
+  async answerInput(taskId: string, responses: Record<string, JsonObject>, now: number): Promise<{ record: TaskRecord; accepted: string[] }> {
+    this.ensureOpen();
+    return this.db.transaction(() => {
+      const row = this.s.get.get(taskId) as Row | undefined;
+      if (!row) throw new TaskWriteRefused(taskId, 'missing');
+      const rec = toRecord(row);
+      if (rec.status !== 'input_required') return { record: rec, accepted: [] };
+      const outstanding = { ...rec.inputRequests };
+      const answered: Record<string, AnsweredInput> = { ...rec.inputResponses };
+      const accepted: string[] = [];
+      for (const [key, response] of Object.entries(responses)) {
+        const pending = outstanding[key];
+        if (!pending) continue;
+        answered[key] = { request: pending.request, response, answeredAt: now };
+        delete outstanding[key];
+        accepted.push(key);
+      }
+      if (accepted.length === 0) return { record: rec, accepted };
+      const stillWaiting = Object.keys(outstanding).length > 0;
+      let { ttlMs, expiresAt, inputSince } = rec;
+      if (!stillWaiting) {
+        // TTL grows by the time the task waited for a human.
+        const waited = Math.max(0, now - (rec.inputSince ?? now));
+        if (ttlMs !== null) {
+          ttlMs += waited;
+          expiresAt = rec.createdAt + ttlMs;
+        }
+        inputSince = null;
+      }
+      this.s.setInput.run(stillWaiting ? 'input_required' : 'working', JSON.stringify(outstanding), JSON.stringify(answered),
+        inputSince, ttlMs, expiresAt, now, taskId, rec.version);
+      return { record: this.reread(taskId), accepted };
+    }).immediate();
+  }
+
+  async requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined> {
+    this.ensureOpen();
+    this.s.cancel.run(now, taskId);
+    const row = this.s.get.get(taskId) as Row | undefined;
+    return row ? toRecord(row) : undefined;
+  }
+
+  async finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord> {
+    this.ensureOpen();
+    return this.db.transaction(() => {
+      const row = this.s.get.get(taskId) as Row | undefined;
+      if (!row) throw new TaskWriteRefused(taskId, 'missing');
+      if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') throw new TaskWriteRefused(taskId, 'terminal');
+      if (owner !== null && row.owner !== owner) throw new TaskWriteRefused(taskId, 'fenced');
+      let ttlMs = row.ttl_ms;
+      let expiresAt = row.expires_at;
+      if (row.input_since !== null && ttlMs !== null) {
+        ttlMs += Math.max(0, now - row.input_since);
+        expiresAt = row.created_at + ttlMs;
+      }
+      this.s.finish.run({
+        taskId,
+        version: row.version,
+        status: outcome.status,
+        result: outcome.status === 'completed' ? JSON.stringify(outcome.result) : null,
+        error: outcome.status === 'failed' ? JSON.stringify(outcome.error) : null,
+        statusMessage,
+        ttlMs,
+        expiresAt,
+        now,
+      });
+      return this.reread(taskId);
+    }).immediate();
+  }
+
+  async registerReplica(info: ReplicaInfo): Promise<void> {
+    this.ensureOpen();
+    this.s.replicaUpsert.run(info.replicaId, info.host, info.pid, info.startedAt, info.heartbeatAt);
+  }
+  async heartbeat(replicaId: string, now: number): Promise<void> {
+    this.ensureOpen();
+    this.s.heartbeat.run(now, replicaId);
+  }
+  async removeReplica(replicaId: string): Promise<void> {
+    this.ensureOpen();
+    this.s.replicaDelete.run(replicaId);
+  }
+  async listReplicas(): Promise<ReplicaInfo[]> {
+    this.ensureOpen();
+    return (this.s.replicas.all() as Array<{ replica_id: string; host: string; pid: number; started_at: number; heartbeat_at: number }>).map(
+      (r) => ({ replicaId: r.replica_id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at }),
+    );
+  }
+
+  async listOrphans(liveOwners: string[], limit: number): Promise<TaskRecord[]> {
+    this.ensureOpen();
+    return (this.s.orphans.all(JSON.stringify(liveOwners), limit) as Row[]).map(toRecord);
+  }
+
+  async takeOver(taskId: string, fromOwner: string | null, newOwner: string, now: number): Promise<TaskRecord> {
+    this.ensureOpen();
+    const info = this.s.takeOver.run(newOwner, now, taskId, fromOwner);
+    if (info.changes === 0) throw this.refusal(taskId, fromOwner);
+    return this.reread(taskId);
+  }
+
+  async sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult> {
+    this.ensureOpen();
+    return this.db.transaction(() => {
+      const rows = this.s.expired.all(now, limit) as Array<{
+        task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null;
+      }>;
+      for (const r of rows) {
+        this.s.deleteTask.run(r.task_id);
+        this.s.insertTomb.run(r.task_id, r.principal, now, now + tombstoneRetentionMs);
+      }
+      const purged = this.s.purge.run(now, limit).changes;
+      return {
+        expired: rows.map((r) => ({ taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null })),
+        purged,
+      };
+    }).immediate();
+  }
+
+  async count(): Promise<{ tasks: number; tombstones: number }> {
+    this.ensureOpen();
+    return {
+      tasks: (this.s.countTasks.get() as { n: number }).n,
+      tombstones: (this.s.countTombs.get() as { n: number }).n,
+    };
+  }
+}
+
+/** Parses `sqlite:PATH` (or a bare path). */
+export function sqliteStoreFromUrl(url: string, options?: SqliteStoreOptions): SqliteTaskStore {
+  const path = url.startsWith('sqlite:') ? url.slice('sqlite:'.length) : url;
+  if (!path) throw new Error(`Invalid store "${url}": expected sqlite:PATH, e.g. sqlite:.outlast/tasks.db`);
+  return new SqliteTaskStore(path, options);
+}

@@ -1,0 +1,58 @@
+/** Numbered migrations for the SQLite store. Applied in order at start-up, each once, in a transaction. */
+export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
+  {
+    version: 1,
+    sql: `
+CREATE TABLE tasks (
+  task_id             TEXT PRIMARY KEY,
+  principal           TEXT NOT NULL,
+  tool                TEXT NOT NULL,
+  args                TEXT NOT NULL,
+  status              TEXT NOT NULL CHECK (status IN ('working','input_required','completed','failed','cancelled')),
+  status_message      TEXT,
+  created_at          INTEGER NOT NULL,
+  updated_at          INTEGER NOT NULL,
+  ttl_ms              INTEGER,
+  expires_at          INTEGER,
+  input_since         INTEGER,
+  poll_interval_ms    INTEGER NOT NULL,
+  result              TEXT,
+  error               TEXT,
+  input_requests      TEXT NOT NULL DEFAULT '{}',
+  input_responses     TEXT NOT NULL DEFAULT '{}',
+  cancel_requested_at INTEGER,
+  owner               TEXT,
+  attempts            INTEGER NOT NULL DEFAULT 1,
+  retry_safe          INTEGER NOT NULL DEFAULT 0,
+  idem_key            TEXT,
+  request_hash        TEXT,
+  client_capabilities TEXT NOT NULL DEFAULT '{}',
+  version             INTEGER NOT NULL DEFAULT 1,
+  retrieved_at        INTEGER
+);
+CREATE UNIQUE INDEX tasks_idem ON tasks (principal, tool, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX tasks_expiry ON tasks (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX tasks_unfinished ON tasks (owner) WHERE status IN ('working','input_required');
+-- Terminal is final: no write may change a finished task (every state write bumps version; the only
+-- update a finished task accepts is the note that its outcome was retrieved; the sweeper deletes).
+CREATE TRIGGER tasks_terminal_is_final BEFORE UPDATE ON tasks
+  WHEN OLD.status IN ('completed','failed','cancelled') AND (NEW.version <> OLD.version OR NEW.status <> OLD.status
+    OR NEW.result IS NOT OLD.result OR NEW.error IS NOT OLD.error)
+  BEGIN SELECT RAISE(ABORT, 'outlast: task is terminal'); END;
+CREATE TABLE tombstones (
+  task_id    TEXT PRIMARY KEY,
+  principal  TEXT NOT NULL,
+  expired_at INTEGER NOT NULL,
+  purge_at   INTEGER NOT NULL
+);
+CREATE INDEX tombstones_purge ON tombstones (purge_at);
+CREATE TABLE replicas (
+  replica_id   TEXT PRIMARY KEY,
+  host         TEXT NOT NULL,
+  pid          INTEGER NOT NULL,
+  started_at   INTEGER NOT NULL,
+  heartbeat_at INTEGER NOT NULL
+);
+`,
+  },
+];

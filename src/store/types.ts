@@ -1,0 +1,157 @@
+/**
+ * The storage contract. A backend is a folder under src/store/ that implements TaskStore and passes the
+ * shared test kit (src/store/testkit). A store never imports the runtime or the SDK.
+ */
+import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskStatus } from '../protocol/index.js';
+
+/** An input request the task is waiting for, with its deadline (epoch ms). */
+export interface PendingInput {
+  request: InputRequest;
+  deadline: number;
+}
+/** An answered input: the request as asked and the answer, kept so a re-run gets it without asking. */
+export interface AnsweredInput {
+  request: InputRequest;
+  response: JsonObject;
+  answeredAt: number;
+}
+
+export interface TaskRecord {
+  taskId: string;
+  /** Who created it. Every read and write from a caller is checked against it. */
+  principal: string;
+  tool: string;
+  /** Tool arguments, plus whatever the tool's preflight step collected (under `preflight`). */
+  args: JsonObject;
+  status: TaskStatus;
+  statusMessage: string | null;
+  createdAt: number;
+  updatedAt: number;
+  /** Retention in ms from creation (grows by the time spent waiting for input); null = unlimited. */
+  ttlMs: number | null;
+  /** createdAt + ttlMs, or null. Not enforced while the task waits for input. */
+  expiresAt: number | null;
+  /** When the task entered input_required, or null. */
+  inputSince: number | null;
+  pollIntervalMs: number;
+  result: JsonObject | null;
+  error: JsonRpcErrorObject | null;
+  inputRequests: Record<string, PendingInput>;
+  inputResponses: Record<string, AnsweredInput>;
+  cancelRequestedAt: number | null;
+  /** Replica currently responsible for running the handler (fencing token with `attempts`). */
+  owner: string | null;
+  attempts: number;
+  retrySafe: boolean;
+  idempotencyKey: string | null;
+  requestHash: string | null;
+  /** Client capabilities declared by the creating request (which input kinds may be asked). */
+  clientCapabilities: JsonObject;
+  version: number;
+  /** When a caller first read the terminal outcome (null: nobody has). */
+  retrievedAt: number | null;
+}
+
+export interface NewTask {
+  taskId: string;
+  principal: string;
+  tool: string;
+  args: JsonObject;
+  status?: 'working' | 'input_required';
+  statusMessage?: string | null;
+  createdAt: number;
+  ttlMs: number | null;
+  pollIntervalMs: number;
+  owner: string;
+  retrySafe: boolean;
+  idempotencyKey?: string | null;
+  requestHash?: string | null;
+  clientCapabilities: JsonObject;
+}
+
+export type TaskLookup =
+  | { state: 'found'; record: TaskRecord }
+  | { state: 'expired'; principal: string; expiredAt: number }
+  | { state: 'missing' };
+
+export type Outcome =
+  | { status: 'completed'; result: JsonObject }
+  | { status: 'failed'; error: JsonRpcErrorObject }
+  | { status: 'cancelled' };
+
+/** Why a write was refused. `terminal`: the task already finished; `fenced`: another owner holds it. */
+export type RefusalReason = 'terminal' | 'fenced' | 'missing';
+
+export class TaskWriteRefused extends Error {
+  constructor(readonly taskId: string, readonly reason: RefusalReason) {
+    super(`Write to task ${taskId} refused: ${reason === 'terminal' ? 'the task is already terminal' : reason === 'fenced' ? 'another replica owns the task now' : 'the task no longer exists'}`);
+    this.name = 'TaskWriteRefused';
+  }
+}
+
+export class IdempotencyConflictError extends Error {
+  constructor(readonly key: string, readonly existingTaskId: string) {
+    super(`Idempotency key "${key}" was already used for this tool with different arguments (task ${existingTaskId}); use a new key for a different call`);
+    this.name = 'IdempotencyConflictError';
+  }
+}
+
+export interface ReplicaInfo {
+  replicaId: string;
+  host: string;
+  pid: number;
+  startedAt: number;
+  heartbeatAt: number;
+}
+
+export interface SweepResult {
+  /** Tasks whose TTL passed and that are now tombstones; `status` is what they had before. */
+  expired: Array<{ taskId: string; status: TaskStatus; owner: string | null; tool: string; retrieved: boolean }>;
+  /** Tombstones purged for good. */
+  purged: number;
+}
+
+export interface TaskStore {
+  readonly backend: string;
+  /** Opens the store and applies numbered migrations. Idempotent. */
+  init(): Promise<void>;
+  close(): Promise<void>;
+
+  /** Durably creates a task; resolves only after the commit. With an idempotency key already used by the
+   *  same principal and tool, returns the existing record (`created: false`) or throws IdempotencyConflictError
+   *  when the request hash differs. */
+  create(task: NewTask): Promise<{ record: TaskRecord; created: boolean }>;
+  get(taskId: string): Promise<TaskLookup>;
+
+  /** Notes that the terminal outcome was read (the only write a terminal task accepts). */
+  markRetrieved(taskId: string, now: number): Promise<void>;
+  /** Status message and poll interval; refused once terminal or when `owner` no longer holds the task. */
+  setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number): Promise<TaskRecord>;
+  setRetrySafe(taskId: string, owner: string, retrySafe: boolean): Promise<TaskRecord>;
+  /** Adds outstanding input requests (keeping the deadline of keys already outstanding) and moves the task
+   *  to input_required. Throws if a key was already answered with a different request. */
+  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord>;
+  /** Answers the outstanding keys among `responses` (others are ignored). When none stay outstanding the task
+   *  returns to working and its TTL grows by the time it waited. */
+  answerInput(taskId: string, responses: Record<string, JsonObject>, now: number): Promise<{ record: TaskRecord; accepted: string[] }>;
+  /** Records the intent to cancel (durable). Returns the record; a terminal task is returned unchanged. */
+  requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined>;
+  /** Moves the task to a terminal state. Refused when already terminal or fenced. */
+  finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord>;
+
+  /** Replica liveness (leases). */
+  registerReplica(info: ReplicaInfo): Promise<void>;
+  heartbeat(replicaId: string, now: number): Promise<void>;
+  removeReplica(replicaId: string): Promise<void>;
+  listReplicas(): Promise<ReplicaInfo[]>;
+  /** Unfinished tasks whose owner is not among `liveOwners` (or that have no owner). */
+  listOrphans(liveOwners: string[], limit: number): Promise<TaskRecord[]>;
+  /** Takes over an unfinished task from `fromOwner` for a re-run: owner := newOwner, attempts += 1, status
+   *  working, outstanding inputs kept. Refused if someone else took it first. */
+  takeOver(taskId: string, fromOwner: string | null, newOwner: string, now: number): Promise<TaskRecord>;
+
+  /** Turns tasks whose TTL passed (not while waiting for input) into tombstones; purges old tombstones. */
+  sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult>;
+  /** Number of stored tasks (for operators and tests). */
+  count(): Promise<{ tasks: number; tombstones: number }>;
+}
