@@ -1,0 +1,233 @@
+/**
+ * The store test kit: the behaviour every TaskStore must have, as node:test suites. A backend's test file calls
+ * `runStoreTestKit('sqlite', { open })` where `open(location?)` opens a store on a fresh location, or on the
+ * given one (a second handle on the same data, to prove commits are visible to another connection).
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, describe, it } from 'node:test';
+import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type TaskStore } from '../types.js';
+
+export interface StoreKitOptions {
+  /** Opens a store. Without a location: on new, empty data. With one: on that data. Returns the location. */
+  open(location?: string): Promise<{ store: TaskStore; location: string }>;
+}
+
+let seq = 0;
+export function newTask(overrides: Partial<NewTask> = {}): NewTask {
+  seq += 1;
+  return {
+    taskId: `t-${randomBytes(8).toString('hex')}-${seq}`,
+    principal: 'alice',
+    tool: 'build',
+    args: { n: seq },
+    createdAt: Date.now(),
+    ttlMs: 60_000,
+    pollIntervalMs: 500,
+    owner: 'replica-a',
+    retrySafe: false,
+    clientCapabilities: { elicitation: {} },
+    ...overrides,
+  };
+}
+
+const ELICIT = { method: 'elicitation/create' as const, params: { mode: 'form', message: 'Name?', requestedSchema: { type: 'object', properties: {} } } };
+
+async function refusal(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof TaskWriteRefused) return e.reason;
+    throw e;
+  }
+  assert.fail('the write was accepted');
+}
+
+export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
+  describe(`store kit: ${name}`, () => {
+    const opened: TaskStore[] = [];
+    const open = async (location?: string) => {
+      const r = await kit.open(location);
+      await r.store.init();
+      opened.push(r.store);
+      return r;
+    };
+    after(async () => {
+      for (const s of opened) await s.close().catch(() => undefined);
+    });
+
+    it('creates a task and reads it back with every field', async () => {
+      const { store } = await open();
+      const t = newTask({ statusMessage: 'queued', idempotencyKey: 'k1', requestHash: 'h1' });
+      const { record, created } = await store.create(t);
+      assert.equal(created, true);
+      assert.equal(record.taskId, t.taskId);
+      const got = await store.get(t.taskId);
+      assert.equal(got.state, 'found');
+      if (got.state !== 'found') return;
+      const r = got.record;
+      assert.deepEqual(
+        [r.principal, r.tool, r.args, r.status, r.statusMessage, r.ttlMs, r.expiresAt, r.owner, r.attempts, r.retrySafe, r.idempotencyKey],
+        ['alice', 'build', t.args, 'working', 'queued', 60_000, t.createdAt + 60_000, 'replica-a', 1, false, 'k1'],
+      );
+      assert.deepEqual(r.clientCapabilities, { elicitation: {} });
+      assert.equal(r.result, null);
+      assert.equal(r.retrievedAt, null);
+      assert.deepEqual(await store.get('no-such-task'), { state: 'missing' });
+    });
+
+    it('a created task is visible to another connection as soon as create resolves (100 concurrent creates)', async () => {
+      const { store, location } = await open();
+      const { store: other } = await open(location);
+      const tasks = Array.from({ length: 100 }, () => newTask());
+      const results = await Promise.all(
+        tasks.map(async (t) => {
+          await store.create(t);
+          return other.get(t.taskId);
+        }),
+      );
+      assert.equal(results.filter((r) => r.state === 'found').length, 100);
+      assert.equal((await other.count()).tasks, 100);
+    });
+
+    it('idempotency: same key and request returns the original; different request is a conflict; scope is principal and tool', async () => {
+      const { store } = await open();
+      const a = await store.create(newTask({ idempotencyKey: 'deploy-1', requestHash: 'h' }));
+      const again = await store.create(newTask({ idempotencyKey: 'deploy-1', requestHash: 'h' }));
+      assert.equal(again.created, false);
+      assert.equal(again.record.taskId, a.record.taskId);
+      await assert.rejects(store.create(newTask({ idempotencyKey: 'deploy-1', requestHash: 'other' })), (e: unknown) => {
+        assert.ok(e instanceof IdempotencyConflictError);
+        assert.equal(e.existingTaskId, a.record.taskId);
+        return true;
+      });
+      const bob = await store.create(newTask({ principal: 'bob', idempotencyKey: 'deploy-1', requestHash: 'h' }));
+      const otherTool = await store.create(newTask({ tool: 'test', idempotencyKey: 'deploy-1', requestHash: 'h' }));
+      assert.equal(bob.created, true);
+      assert.equal(otherTool.created, true);
+      // Duplicates inside one batch of concurrent creates resolve to one task.
+      const burst = await Promise.all(Array.from({ length: 10 }, () => store.create(newTask({ idempotencyKey: 'burst', requestHash: 'h' }))));
+      assert.equal(new Set(burst.map((b) => b.record.taskId)).size, 1);
+      assert.equal(burst.filter((b) => b.created).length, 1);
+    });
+
+    it('terminal is final: no write changes a finished task', async () => {
+      const { store } = await open();
+      const { record } = await store.create(newTask());
+      const done = await store.finish(record.taskId, 'replica-a', { status: 'completed', result: { content: [], resultType: 'complete' } }, null, Date.now());
+      assert.equal(done.status, 'completed');
+      assert.equal(await refusal(store.finish(record.taskId, 'replica-a', { status: 'failed', error: { code: -1, message: 'x' } }, null, Date.now())), 'terminal');
+      assert.equal(await refusal(store.finish(record.taskId, null, { status: 'cancelled' }, null, Date.now())), 'terminal');
+      assert.equal(await refusal(store.setProgress(record.taskId, 'replica-a', 'late', 100)), 'terminal');
+      assert.equal(await refusal(store.requestInput(record.taskId, 'replica-a', { k: { request: ELICIT, deadline: Date.now() + 1000 } }, Date.now())), 'terminal');
+      const cancelled = await store.requestCancel(record.taskId, Date.now());
+      assert.equal(cancelled?.status, 'completed');
+      assert.equal(cancelled?.cancelRequestedAt, null);
+      await store.markRetrieved(record.taskId, Date.now());
+      const after = await store.get(record.taskId);
+      assert.ok(after.state === 'found' && after.record.status === 'completed' && after.record.retrievedAt !== null);
+      assert.deepEqual(after.state === 'found' && after.record.result, { content: [], resultType: 'complete' });
+    });
+
+    it('fencing: a replica that no longer owns a task cannot write to it', async () => {
+      const { store } = await open();
+      const { record } = await store.create(newTask({ owner: 'old' }));
+      const taken = await store.takeOver(record.taskId, 'old', 'new', Date.now());
+      assert.equal(taken.owner, 'new');
+      assert.equal(taken.attempts, 2);
+      assert.equal(await refusal(store.takeOver(record.taskId, 'old', 'third', Date.now())), 'fenced');
+      assert.equal(await refusal(store.finish(record.taskId, 'old', { status: 'completed', result: {} }, null, Date.now())), 'fenced');
+      assert.equal(await refusal(store.setProgress(record.taskId, 'old', 'zombie')), 'fenced');
+      const ok = await store.finish(record.taskId, 'new', { status: 'completed', result: { ok: true } }, null, Date.now());
+      assert.equal(ok.status, 'completed');
+    });
+
+    it('input: outstanding keys, partial answers, TTL growth, unknown keys ignored, keys unique for life', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const { record } = await store.create(newTask({ createdAt: t0, ttlMs: 10_000 }));
+      const asked = await store.requestInput(record.taskId, 'replica-a', {
+        a: { request: ELICIT, deadline: t0 + 5000 },
+        b: { request: ELICIT, deadline: t0 + 5000 },
+      }, t0 + 100);
+      assert.equal(asked.status, 'input_required');
+      assert.deepEqual(Object.keys(asked.inputRequests).sort(), ['a', 'b']);
+      const partial = await store.answerInput(record.taskId, { a: { action: 'accept', content: { x: 1 } }, zzz: { action: 'accept' } }, t0 + 200);
+      assert.deepEqual(partial.accepted, ['a']);
+      assert.equal(partial.record.status, 'input_required');
+      assert.deepEqual(Object.keys(partial.record.inputRequests), ['b']);
+      const again = await store.answerInput(record.taskId, { a: { action: 'decline' } }, t0 + 300);
+      assert.deepEqual(again.accepted, [], 'an answered key is not outstanding any more');
+      const all = await store.answerInput(record.taskId, { b: { action: 'accept', content: { y: 2 } } }, t0 + 4100);
+      assert.equal(all.record.status, 'working');
+      assert.equal(all.record.ttlMs, 10_000 + 4000, 'TTL grows by the time spent waiting');
+      assert.equal(all.record.expiresAt, t0 + 14_000);
+      assert.deepEqual(all.record.inputResponses.a?.response, { action: 'accept', content: { x: 1 } });
+      // Re-asking an answered key with the same request is a replay (no new question)...
+      const replay = await store.requestInput(record.taskId, 'replica-a', { a: { request: ELICIT, deadline: t0 + 9000 } }, t0 + 4200);
+      assert.equal(replay.status, 'working');
+      // ...with a different request it is refused: keys are unique for the task's life.
+      await assert.rejects(
+        store.requestInput(record.taskId, 'replica-a', { a: { request: { ...ELICIT, params: { ...ELICIT.params, message: 'Other?' } }, deadline: t0 + 9000 } }, t0 + 4300),
+        /already answered/,
+      );
+      // A key re-asked while outstanding keeps its first deadline.
+      await store.requestInput(record.taskId, 'replica-a', { c: { request: ELICIT, deadline: t0 + 6000 } }, t0 + 4400);
+      const kept = await store.requestInput(record.taskId, 'replica-a', { c: { request: ELICIT, deadline: t0 + 99_000 } }, t0 + 4500);
+      assert.equal(kept.inputRequests.c?.deadline, t0 + 6000);
+    });
+
+    it('cancel is recorded durably and leaves the status to whoever runs the work', async () => {
+      const { store } = await open();
+      const { record } = await store.create(newTask());
+      const r = await store.requestCancel(record.taskId, 1234);
+      assert.equal(r?.status, 'working');
+      assert.equal(r?.cancelRequestedAt, 1234);
+      const r2 = await store.requestCancel(record.taskId, 5678);
+      assert.equal(r2?.cancelRequestedAt, 1234, 'the first request time is kept');
+      assert.equal(await store.requestCancel('missing', 1), undefined);
+    });
+
+    it('expiry: swept tasks become tombstones (expired, not missing); tasks waiting for input are not swept; tombstones are purged', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const old = await store.create(newTask({ createdAt: t0 - 10_000, ttlMs: 5_000, principal: 'carol' }));
+      const waiting = await store.create(newTask({ createdAt: t0 - 10_000, ttlMs: 5_000 }));
+      await store.requestInput(waiting.record.taskId, 'replica-a', { q: { request: ELICIT, deadline: t0 + 60_000 } }, t0 - 9000);
+      const fresh = await store.create(newTask({ createdAt: t0, ttlMs: 60_000 }));
+      const unlimited = await store.create(newTask({ createdAt: t0 - 10_000_000, ttlMs: null }));
+      const failed = await store.create(newTask({ createdAt: t0 - 10_000, ttlMs: 5_000 }));
+      await store.finish(failed.record.taskId, 'replica-a', { status: 'failed', error: { code: -32603, message: 'boom' } }, 'boom', t0 - 9000);
+      const swept = await store.sweep(t0, 1000, 100);
+      const ids = swept.expired.map((e) => e.taskId).sort();
+      assert.deepEqual(ids, [old.record.taskId, failed.record.taskId].sort());
+      assert.deepEqual(swept.expired.find((e) => e.taskId === failed.record.taskId)?.retrieved, false);
+      const tomb = await store.get(old.record.taskId);
+      assert.equal(tomb.state, 'expired');
+      assert.equal(tomb.state === 'expired' && tomb.principal, 'carol');
+      for (const id of [waiting.record.taskId, fresh.record.taskId, unlimited.record.taskId]) assert.equal((await store.get(id)).state, 'found');
+      const purge = await store.sweep(t0 + 2000, 1000, 100);
+      assert.equal(purge.purged, 2);
+      assert.deepEqual(await store.get(old.record.taskId), { state: 'missing' });
+    });
+
+    it('replicas and orphans: unfinished tasks of owners that are not live are listed for takeover', async () => {
+      const { store } = await open();
+      const now = Date.now();
+      await store.registerReplica({ replicaId: 'live', host: 'h', pid: 1, startedAt: now, heartbeatAt: now });
+      await store.registerReplica({ replicaId: 'dead', host: 'h', pid: 2, startedAt: now, heartbeatAt: now - 60_000 });
+      await store.heartbeat('live', now + 1);
+      const reps = await store.listReplicas();
+      assert.equal(reps.find((r) => r.replicaId === 'live')?.heartbeatAt, now + 1);
+      const mine = await store.create(newTask({ owner: 'live' }));
+      const orphan = await store.create(newTask({ owner: 'dead' }));
+      const done = await store.create(newTask({ owner: 'dead' }));
+      await store.finish(done.record.taskId, 'dead', { status: 'completed', result: {} }, null, now);
+      const orphans = await store.listOrphans(['live'], 100);
+      assert.deepEqual(orphans.map((o) => o.taskId), [orphan.record.taskId]);
+      await store.removeReplica('dead');
+      assert.deepEqual((await store.listReplicas()).map((r) => r.replicaId), ['live']);
+      assert.ok(mine.created);
+    });
+  });
+}

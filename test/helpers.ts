@@ -1,0 +1,288 @@
+/**
+ * Test helpers: start real `outlast serve` processes on loopback ports, talk to them over HTTP like a client
+ * would, and check every message the server sends against the published JSON schemas.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** Repository root (tests run from dist/test). */
+export const ROOT = resolve(here, '..', '..');
+export const BIN = join(ROOT, 'bin', 'outlast.js');
+export const FIXTURES = join(ROOT, 'dist', 'fixtures', 'server.js');
+export const EXT = 'io.modelcontextprotocol/tasks';
+export const TASKS_CAPS = { extensions: { [EXT]: {} }, elicitation: {} };
+
+// ---- schemas ------------------------------------------------------------------------------------------------
+
+const SCHEMA_DIR = resolve(ROOT, '..', 'shared', 'schemas');
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+const extSchema = JSON.parse(readFileSync(join(SCHEMA_DIR, 'ext-tasks-2026-07-28.schema.json'), 'utf8'));
+const coreSchema = JSON.parse(readFileSync(join(SCHEMA_DIR, 'mcp-core-2026-07-28.schema.json'), 'utf8'));
+ajv.addSchema(extSchema, 'ext');
+ajv.addSchema(coreSchema, 'core');
+
+/** Counts of messages validated, per definition (lets a test prove validation really ran). */
+export const validated = new Map<string, number>();
+
+export function assertSchema(def: string, value: unknown): void {
+  const [file, name] = def.split('#') as [string, string];
+  const v = ajv.getSchema(`${file}#/$defs/${name}`);
+  if (!v) throw new Error(`no schema ${def}`);
+  if (!v(value)) {
+    assert.fail(`message does not match ${def}: ${ajv.errorsText(v.errors)}\n${JSON.stringify(value).slice(0, 2000)}`);
+  }
+  validated.set(def, (validated.get(def) ?? 0) + 1);
+}
+
+/** Checks a server→client message for `method` against the extension's or core's schema. */
+export function checkServerMessage(method: string, msg: Record<string, unknown>): void {
+  if ('error' in msg) {
+    assertSchema('core#JSONRPCErrorResponse', msg);
+    return;
+  }
+  if (msg.method === 'notifications/tasks') {
+    assertSchema('ext#TaskStatusNotification', msg);
+    return;
+  }
+  if (msg.method === 'notifications/subscriptions/acknowledged') {
+    assertSchema('core#SubscriptionsAcknowledgedNotification', msg);
+    return;
+  }
+  if (typeof msg.method === 'string') {
+    assertSchema('core#JSONRPCNotification', msg);
+    return;
+  }
+  const result = msg.result as Record<string, unknown>;
+  assertSchema('core#JSONRPCResultResponse', msg);
+  switch (method) {
+    case 'tools/call':
+      if (result.resultType === 'task') {
+        assertSchema('ext#CreateTaskResult', result);
+        assert.equal(result.content, undefined, 'a CreateTaskResult carries no content');
+      } else if (result.resultType === 'input_required') assertSchema('core#InputRequiredResult', result);
+      else {
+        assert.equal(result.resultType, 'complete');
+        assertSchema('core#CallToolResult', result);
+      }
+      break;
+    case 'tasks/get':
+      assertSchema('ext#GetTaskResult', result);
+      assert.equal(result.resultType, 'complete');
+      break;
+    case 'tasks/update':
+      assertSchema('ext#UpdateTaskResult', result);
+      assert.deepEqual(Object.keys(result).filter((k) => k !== '_meta'), ['resultType']);
+      break;
+    case 'tasks/cancel':
+      assertSchema('ext#CancelTaskResult', result);
+      assert.deepEqual(Object.keys(result).filter((k) => k !== '_meta'), ['resultType']);
+      break;
+    case 'subscriptions/listen':
+      assertSchema('core#SubscriptionsListenResult', result);
+      break;
+  }
+}
+
+// ---- processes ----------------------------------------------------------------------------------------------
+
+const children = new Set<ChildProcess>();
+const tempDirs = new Set<string>();
+
+function killAll(): void {
+  for (const c of children) {
+    if (c.pid && c.exitCode === null && c.signalCode === null) {
+      try {
+        process.kill(c.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
+  }
+}
+process.on('exit', () => {
+  killAll();
+  for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
+});
+
+export function tempDir(prefix = 'outlast-test-'): string {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.add(d);
+  return d;
+}
+
+export interface ServerProcess {
+  url: string;
+  pid: number;
+  proc: ChildProcess;
+  stderr(): string;
+  /** Sends a signal and waits for the process to exit. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServerProcess> {
+  const proc = spawn(process.execPath, [BIN, 'serve', opts.module ?? FIXTURES, '--port', '0', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(proc);
+  let out = '';
+  let err = '';
+  proc.stderr!.on('data', (d) => (err += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+    proc.once('exit', (code, signal) => {
+      children.delete(proc);
+      res({ code, signal });
+    }),
+  );
+  const url = await new Promise<string>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`server did not start in 15 s:\n${err}`)), 15_000);
+    proc.stdout!.on('data', (d) => {
+      out += d;
+      const m = /outlast listening on (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        res(m[1]!);
+      }
+    });
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      rej(new Error(`server exited (${code ?? signal}) before it was ready:\n${err}`));
+    });
+  });
+  return {
+    url,
+    pid: proc.pid!,
+    proc,
+    stderr: () => err,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) process.kill(proc.pid!, signal);
+      return exited;
+    },
+  };
+}
+
+// ---- a raw client -------------------------------------------------------------------------------------------
+
+export interface RpcOptions {
+  caps?: Record<string, unknown>;
+  token?: string;
+  meta?: Record<string, unknown>;
+  headers?: Record<string, string>;
+  /** Skip schema checks (for tests that send deliberately broken requests and look at raw answers). */
+  raw?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface RpcReply {
+  status: number;
+  headers: Headers;
+  /** The final JSON-RPC response (result or error). */
+  message: Record<string, unknown>;
+  /** Notifications that preceded it on an SSE stream. */
+  notifications: Array<Record<string, unknown>>;
+  result: Record<string, any>;
+  error: { code: number; message: string; data?: any } | undefined;
+}
+
+let nextId = 1;
+
+export function metaFor(caps: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  return {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': caps,
+    'io.modelcontextprotocol/clientInfo': { name: 'outlast-tests', version: '0.0.0' },
+    ...extra,
+  };
+}
+
+export function headersFor(method: string, params: Record<string, unknown>, opts: RpcOptions = {}): Record<string, string> {
+  const h: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': '2026-07-28',
+    'mcp-method': method,
+  };
+  if (method === 'tools/call') h['mcp-name'] = String(params.name);
+  if (method.startsWith('tasks/') && typeof params.taskId === 'string') h['mcp-name'] = params.taskId;
+  if (opts.token) h.authorization = `Bearer ${opts.token}`;
+  return { ...h, ...opts.headers };
+}
+
+export function parseSse(text: string): Array<Record<string, unknown>> {
+  const out: Array<Record<string, unknown>> = [];
+  for (const block of text.split(/\n\n/)) {
+    const data = block
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).trimStart())
+      .join('\n');
+    if (data) out.push(JSON.parse(data));
+  }
+  return out;
+}
+
+export async function rpc(url: string, method: string, params: Record<string, unknown> = {}, opts: RpcOptions = {}): Promise<RpcReply> {
+  const id = nextId++;
+  const fullParams = { ...params, _meta: { ...metaFor(opts.caps ?? TASKS_CAPS), ...opts.meta } };
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: headersFor(method, params, opts),
+    body: JSON.stringify({ jsonrpc: '2.0', id, method, params: fullParams }),
+    ...(opts.signal ? { signal: opts.signal } : {}),
+  });
+  const text = await res.text();
+  const ct = res.headers.get('content-type') ?? '';
+  const messages = ct.includes('text/event-stream') ? parseSse(text) : [JSON.parse(text)];
+  const message = messages[messages.length - 1]!;
+  const notifications = messages.slice(0, -1);
+  if (!opts.raw) {
+    for (const n of notifications) checkServerMessage(method, n);
+    checkServerMessage(method, message);
+    if (message.id !== undefined && message.id !== null) assert.equal(message.id, id, 'the response echoes the request id');
+  }
+  return {
+    status: res.status,
+    headers: res.headers,
+    message,
+    notifications,
+    result: (message.result ?? {}) as Record<string, any>,
+    error: message.error as RpcReply['error'],
+  };
+}
+
+export function callTool(url: string, name: string, args: Record<string, unknown>, opts: RpcOptions = {}) {
+  return rpc(url, 'tools/call', { name, arguments: args }, opts);
+}
+export function getTask(url: string, taskId: string, opts: RpcOptions = {}) {
+  return rpc(url, 'tasks/get', { taskId }, opts);
+}
+
+/** Polls tasks/get at the advertised interval until `until(task)` holds or `timeoutMs` passes. */
+export async function waitForTask(
+  url: string,
+  taskId: string,
+  until: (t: Record<string, any>) => boolean = (t) => ['completed', 'failed', 'cancelled'].includes(t.status),
+  opts: RpcOptions & { timeoutMs?: number } = {},
+): Promise<Record<string, any>> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
+  for (;;) {
+    const r = await getTask(url, taskId, opts);
+    if (r.error) throw new Error(`tasks/get failed: ${JSON.stringify(r.error)}`);
+    if (until(r.result)) return r.result;
+    if (Date.now() > deadline) throw new Error(`task ${taskId} still ${r.result.status} after ${opts.timeoutMs ?? 20_000} ms`);
+    await new Promise((res) => setTimeout(res, Math.min(r.result.pollIntervalMs ?? 250, 250)));
+  }
+}
+
+export function textOf(result: Record<string, any>): string {
+  return (result.content ?? []).map((c: { text?: string }) => c.text ?? '').join('');
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
