@@ -132,6 +132,22 @@ async function serve(argv: string[]): Promise<void> {
   let stdio: { close(): Promise<void> } | undefined;
   let notify: ServerNotifier | undefined;
   const factory = moduleFactory(mod, () => notify);
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(`${signal}: shutting down`);
+    try {
+      await http?.close();
+      await outlast.stop(drainMs);
+      await stdio?.close();
+    } catch (e) {
+      log.error(`shutdown: ${(e as Error).message}`);
+    }
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
   try {
     if (values.stdio) {
       stdio = await serveOutlastStdio(outlast, factory, (e) => log.error(e.message));
@@ -151,22 +167,6 @@ async function serve(argv: string[]): Promise<void> {
   } catch (e) {
     fail((e as Error).message);
   }
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info(`${signal}: shutting down`);
-    try {
-      await http?.close();
-      await outlast.stop(drainMs);
-      await stdio?.close();
-    } catch (e) {
-      log.error(`shutdown: ${(e as Error).message}`);
-    }
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
 }
 
 function opt<K extends string, V>(key: K, v: V | undefined): { [P in K]?: V } {

@@ -155,6 +155,14 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
             return;
           }
         }
+        if (msg.method === 'tasks/update' && msg.params && 'inputResponses' in msg.params) {
+          const ir = msg.params.inputResponses;
+          if (typeof ir !== 'object' || ir === null || Array.isArray(ir)) {
+            // The SDK turns a non-object inputResponses into {} before any handler sees it: refuse it here.
+            jsonRpcError(res, 400, msg.id, ErrorCode.InvalidParams, 'Invalid inputResponses: expected an object mapping each input request key to its response');
+            return;
+          }
+        }
         const taskIds = (msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds;
         if (msg.method === 'subscriptions/listen' && taskIds !== undefined) {
           await serveTaskListen(req, res, msg as ListenRequest, who);

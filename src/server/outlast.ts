@@ -163,7 +163,10 @@ export class Outlast {
         // The SDK lifts params.inputResponses off every request (MRTR); read it from the context.
         const responses = ctx.mcpReq.inputResponses;
         const dropped = ctx.mcpReq.droppedInputResponseKeys ?? [];
-        if (responses === undefined && dropped.length === 0) {
+        if (dropped.length > 0) {
+          throw new TaskProtocolError(ErrorCode.InvalidParams, `Invalid inputResponses: the response for ${dropped.map((k) => `"${k}"`).join(', ')} must be a plain response object (not a string, array or {method, result} wrapper)`);
+        }
+        if (responses === undefined) {
           throw new TaskProtocolError(ErrorCode.InvalidParams, 'tasks/update needs params.inputResponses: an object mapping input request keys to responses');
         }
         await this.runtime.updateTask(p.taskId, this.principal(ctx), responses ?? {});

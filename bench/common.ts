@@ -1,0 +1,231 @@
+/**
+ * Shared pieces of the benchmark: the wire shape of a 2026-07-28 request, child-process plumbing (every child
+ * is registered and killed by PID on exit), statistics.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const PROTOCOL_VERSION = '2026-07-28';
+export const TASKS = 'io.modelcontextprotocol/tasks';
+
+/** The body and headers of one JSON-RPC request in the stateless 2026-07-28 era. */
+export interface WireRequest {
+  headers: Record<string, string>;
+  body: string;
+}
+
+export function wire(method: string, params: Record<string, unknown>, opts: { tasks?: boolean; name?: string; id?: number } = {}): WireRequest {
+  const caps = opts.tasks === false ? {} : { extensions: { [TASKS]: {} } };
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    id: opts.id ?? 1,
+    method,
+    params: {
+      ...params,
+      _meta: { 'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION, 'io.modelcontextprotocol/clientCapabilities': caps },
+    },
+  });
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': PROTOCOL_VERSION,
+    'mcp-method': method,
+  };
+  if (opts.name !== undefined) headers['mcp-name'] = opts.name;
+  return { headers, body };
+}
+
+export const toolCall = (tool: string, args: Record<string, unknown> = {}, tasks = true): WireRequest =>
+  wire('tools/call', { name: tool, arguments: args }, { tasks, name: tool });
+export const tasksGet = (taskId: string): WireRequest => wire('tasks/get', { taskId }, { tasks: true, name: taskId });
+
+/** Sends one request with fetch (setup and checks only; the load generator uses node:http). */
+export async function send(url: string, r: WireRequest): Promise<{ status: number; json: any; text: string }> {
+  const res = await fetch(url, { method: 'POST', headers: r.headers, body: r.body });
+  const text = await res.text();
+  let json: any;
+  const ct = res.headers.get('content-type') ?? '';
+  if (ct.includes('text/event-stream')) {
+    const line = text.split('\n').find((l) => l.startsWith('data: '));
+    json = line ? JSON.parse(line.slice(6)) : undefined;
+  } else {
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+  }
+  return { status: res.status, json, text };
+}
+
+// ---- statistics -------------------------------------------------------------------------------------------
+
+export function median(xs: number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+export const round = (x: number, d = 0): number => (Number.isFinite(x) ? Math.round(x * 10 ** d) / 10 ** d : x);
+
+// ---- environment knobs ------------------------------------------------------------------------------------
+
+export function envNumber(name: string, fallback: number): number {
+  const v = process.env[name];
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${v}"`);
+  return n;
+}
+
+// ---- child processes --------------------------------------------------------------------------------------
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+export const benchFile = (name: string): string => join(here, name);
+
+const children = new Set<ChildProcess>();
+let cleanupInstalled = false;
+const tempDirs = new Set<string>();
+
+/** Kills every child still alive, by PID, and removes the temp directories. Synchronous: safe in 'exit'. */
+export function cleanupAll(): void {
+  for (const c of children) {
+    if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) {
+      try {
+        process.kill(c.pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  }
+  children.clear();
+  for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
+  tempDirs.clear();
+}
+
+function installCleanup(): void {
+  if (cleanupInstalled) return;
+  cleanupInstalled = true;
+  process.on('exit', cleanupAll);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(sig, () => {
+      cleanupAll();
+      process.exit(130);
+    });
+  }
+}
+
+export function tempDir(label: string): string {
+  installCleanup();
+  const d = mkdtempSync(join(tmpdir(), `outlast-bench-${label}-`));
+  tempDirs.add(d);
+  return d;
+}
+export function removeTempDir(d: string): void {
+  rmSync(d, { recursive: true, force: true });
+  tempDirs.delete(d);
+}
+
+/** A forked child that talks JSON over IPC. */
+export class Child {
+  readonly proc: ChildProcess;
+  private readonly exited: Promise<number | null>;
+  private stderr = '';
+
+  constructor(file: string, args: string[] = [], execArgv: string[] = process.execArgv) {
+    installCleanup();
+    this.proc = fork(benchFile(file), args, { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], execArgv });
+    children.add(this.proc);
+    this.proc.stderr!.on('data', (d: Buffer) => {
+      this.stderr = (this.stderr + d.toString()).slice(-4000);
+      if (process.env.BENCH_VERBOSE) process.stderr.write(d);
+    });
+    this.exited = new Promise((resolve) =>
+      this.proc.once('exit', (code) => {
+        children.delete(this.proc);
+        resolve(code);
+      }),
+    );
+  }
+
+  get pid(): number {
+    return this.proc.pid!;
+  }
+
+  /** The next message of the given type (or a failure if the child exits or reports an error first). */
+  next<T = any>(type: string, timeoutMs = 120_000): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => done(new Error(`child ${this.pid} (${this.proc.spawnargs.slice(-1)}) sent no "${type}" within ${timeoutMs} ms`)), timeoutMs);
+      const onMsg = (m: any) => {
+        if (m?.type === type) done(null, m);
+        else if (m?.type === 'error') done(new Error(`child ${this.pid}: ${m.message}`));
+      };
+      const onExit = (code: number | null) => done(new Error(`child ${this.pid} exited (code ${code}) before "${type}"\n${this.stderr}`));
+      const done = (err: Error | null, m?: any) => {
+        clearTimeout(timer);
+        this.proc.off('message', onMsg);
+        this.proc.off('exit', onExit);
+        if (err) reject(err);
+        else resolve(m as T);
+      };
+      this.proc.on('message', onMsg);
+      this.proc.once('exit', onExit);
+    });
+  }
+
+  send(m: unknown): void {
+    this.proc.send(m as never);
+  }
+
+  async request<T = any>(m: { type: string } & Record<string, unknown>, reply: string, timeoutMs?: number): Promise<T> {
+    const p = this.next<T>(reply, timeoutMs);
+    this.send(m);
+    return p;
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`; always by PID. */
+  async kill(graceMs = 3000): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    try {
+      process.kill(this.pid, 'SIGTERM');
+    } catch {
+      /* gone */
+    }
+    const t = setTimeout(() => {
+      try {
+        process.kill(this.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }, graceMs);
+    await this.exited;
+    clearTimeout(t);
+  }
+}
+
+/** In a child: report a failure to the parent and exit. */
+export function childFail(e: unknown): never {
+  const message = e instanceof Error ? e.stack ?? e.message : String(e);
+  process.stderr.write(message + '\n');
+  try {
+    process.send?.({ type: 'error', message });
+  } catch {
+    /* parent gone */
+  }
+  process.exit(1);
+}
+
+/** In a child: exit when the parent goes away (never outlive the orchestrator). */
+export function exitWithParent(): void {
+  process.on('disconnect', () => process.exit(0));
+}

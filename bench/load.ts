@@ -1,0 +1,104 @@
+/**
+ * Child process: a closed-loop HTTP load generator (loopback only). Fixed concurrency over a keep-alive
+ * http.Agent; each worker sends its next request as soon as the previous answer has been read in full.
+ * Bounded by time and by request count.
+ *
+ * Message in:  {type:'run', url, requests:[{headers, body}], concurrency, seconds, maxRequests}
+ *              (requests are cycled in order; e.g. one tasks/get per task id)
+ * Message out: {type:'result', ok, errors, firstError, seconds, rps, p50Ms, p99Ms, maxMs}
+ * A response counts as ok when its status is 200 and the JSON-RPC message in it carries "result".
+ */
+import { Agent, request } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { childFail, exitWithParent, percentile, type WireRequest } from './common.js';
+
+interface RunMsg {
+  type: 'run';
+  url: string;
+  requests: WireRequest[];
+  concurrency: number;
+  seconds: number;
+  maxRequests: number;
+}
+
+async function run(m: RunMsg) {
+  const u = new URL(m.url);
+  if (u.hostname !== '127.0.0.1' && u.hostname !== 'localhost' && u.hostname !== '[::1]') throw new Error(`load: loopback only, got ${u.hostname}`);
+  const agent = new Agent({ keepAlive: true, maxSockets: m.concurrency, maxFreeSockets: m.concurrency });
+  const prepared = m.requests.map((r) => {
+    const body = Buffer.from(r.body);
+    return { body, headers: { ...r.headers, 'content-length': String(body.length) } };
+  });
+  const lat = new Float64Array(Math.min(m.maxRequests, 5_000_000));
+  let issued = 0;
+  let okCount = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  let cursor = 0;
+  const start = performance.now();
+  const deadline = start + m.seconds * 1000;
+
+  const one = (i: number) =>
+    new Promise<void>((resolve) => {
+      const p = prepared[i]!;
+      const t0 = performance.now();
+      const req = request({ agent, host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: p.headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const t1 = performance.now();
+          const text = chunks.length === 1 ? chunks[0]!.toString() : Buffer.concat(chunks).toString();
+          if (res.statusCode === 200 && text.includes('"result"') && !text.includes('"error":{')) {
+            if (t1 <= deadline) lat[okCount++] = t1 - t0;
+          } else {
+            errors++;
+            firstError ??= `HTTP ${res.statusCode}: ${text.slice(0, 300)}`;
+          }
+          resolve();
+        });
+        res.on('error', (e) => {
+          errors++;
+          firstError ??= String(e);
+          resolve();
+        });
+      });
+      req.on('error', (e) => {
+        errors++;
+        firstError ??= String(e);
+        resolve();
+      });
+      req.end(p.body);
+    });
+
+  const worker = async () => {
+    while (performance.now() < deadline && issued < m.maxRequests) {
+      issued++;
+      const i = cursor;
+      cursor = (cursor + 1) % prepared.length;
+      await one(i);
+      if (errors > 1000) break;
+    }
+  };
+  await Promise.all(Array.from({ length: m.concurrency }, worker));
+  const end = Math.min(performance.now(), deadline);
+  agent.destroy();
+  const seconds = (end - start) / 1000;
+  const sorted = lat.subarray(0, okCount).sort();
+  return {
+    type: 'result',
+    ok: okCount,
+    errors,
+    firstError,
+    seconds,
+    rps: okCount / seconds,
+    p50Ms: percentile(sorted, 50),
+    p99Ms: percentile(sorted, 99),
+    maxMs: sorted.length ? sorted[sorted.length - 1] : NaN,
+  };
+}
+
+exitWithParent();
+process.on('message', (m: any) => {
+  if (m?.type === 'run') run(m as RunMsg).then((r) => process.send!(r), childFail);
+});
+process.send!({ type: 'ready', pid: process.pid });

@@ -1,0 +1,53 @@
+/**
+ * Child process: the baseline. A bare SDK McpServer with one no-op tool, served by createMcpHandler +
+ * toNodeHandler on node:http (127.0.0.1, port 0), nothing of Outlast in the path.
+ *   argv[2] = 'sdk-body' (default): toNodeHandler reads and parses the body itself.
+ *             'parsed': the body is read and JSON.parse'd here and handed to toNodeHandler as parsedBody,
+ *             which is what Outlast's serveHttp does, so the HTTP front is the same on both sides.
+ * Sends {type:'ready', url, pid}; exits on SIGTERM or disconnect.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { toNodeHandler } from '@modelcontextprotocol/node';
+import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
+import { childFail, exitWithParent } from './common.js';
+
+async function main(): Promise<void> {
+  exitWithParent();
+  const handler = createMcpHandler(() => {
+    const mcp = new McpServer({ name: 'bare-bench', version: '0.0.0' });
+    mcp.registerTool('noop', { description: 'returns at once' }, () => ({ content: [{ type: 'text', text: 'ok' }] }));
+    return mcp;
+  });
+  const node = toNodeHandler(handler);
+  const parsed = process.argv[2] === 'parsed';
+  const server = createServer((req, res) => {
+    if (req.url !== '/mcp') {
+      res.writeHead(404).end();
+      return;
+    }
+    if (!parsed || req.method !== 'POST') return void node(req, res);
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let body: unknown;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        res.writeHead(400).end();
+        return;
+      }
+      void node(req, res, body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  process.on('SIGTERM', () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+    setTimeout(() => process.exit(0), 1000).unref();
+  });
+  process.send!({ type: 'ready', url: `http://127.0.0.1:${port}/mcp`, pid: process.pid });
+}
+
+main().catch(childFail);

@@ -1,0 +1,59 @@
+/**
+ * Child process: Outlast over HTTP (serveHttp) on 127.0.0.1, port 0.
+ *   argv[2] = JSON { db, durability?, pollLimit? }
+ * Tools:
+ *   noop       policy 'never'  returns at once (inline)
+ *   noop_auto  policy 'auto'   returns at once (inline within the budget)
+ *   park       policy 'always' stays working until the process stops (retry-safe, so stopping writes nothing)
+ *   quick      policy 'always' returns at once (the task completes)
+ * Sends {type:'ready', url, pid}; answers {type:'stats'} with {type:'stats', ...}; exits on SIGTERM or disconnect.
+ */
+import { McpServer } from '@modelcontextprotocol/server';
+import { Outlast } from '../src/server/outlast.js';
+import { serveHttp } from '../src/server/http.js';
+import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import { childFail, exitWithParent } from './common.js';
+
+const cfg = JSON.parse(process.argv[2] ?? '{}') as { db: string; durability?: 'full' | 'process'; pollLimit?: boolean };
+const ok = { content: [{ type: 'text' as const, text: 'ok' }] };
+
+function parked(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+}
+
+async function main(): Promise<void> {
+  exitWithParent();
+  const outlast = new Outlast({
+    store: new SqliteTaskStore(cfg.db, { durability: cfg.durability ?? 'full' }),
+    ...(cfg.pollLimit === true ? {} : { pollLimit: false as const }),
+  });
+  outlast.tool('noop', { description: 'returns at once', policy: 'never' }, async () => ok);
+  outlast.tool('noop_auto', { description: 'returns at once', policy: 'auto' }, async () => ok);
+  outlast.tool('park', { description: 'parks until shutdown', policy: 'always', retrySafe: true }, async (_a, ctx) => parked(ctx.signal));
+  outlast.tool('quick', { description: 'a task that completes at once', policy: 'always' }, async () => ok);
+
+  const http = await serveHttp(outlast, () => new McpServer({ name: 'outlast-bench', version: '0.0.0' }), { port: 0, host: '127.0.0.1' });
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    const t = setTimeout(() => process.exit(0), 2000);
+    try {
+      await http.close();
+      await outlast.stop();
+    } finally {
+      clearTimeout(t);
+      process.exit(0);
+    }
+  };
+  process.on('SIGTERM', () => void stop());
+  process.on('message', (m: any) => {
+    if (m?.type === 'stats') {
+      const mu = process.memoryUsage();
+      process.send!({ type: 'stats', executions: outlast.runtime.executions.size, running: outlast.runtime.running.size, rss: mu.rss, heapUsed: mu.heapUsed });
+    }
+  });
+  process.send!({ type: 'ready', url: http.url, pid: process.pid });
+}
+
+main().catch(childFail);
