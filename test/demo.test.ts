@@ -1,0 +1,59 @@
+/** The demo server's tools behave as their descriptions promise. */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { ROOT, callTool, getTask, rpc, startServer, tempDir, textOf, waitForTask, type ServerProcess } from './helpers.js';
+
+describe('demo server', () => {
+  let srv: ServerProcess;
+  before(async () => {
+    srv = await startServer(['--store', `sqlite:${join(tempDir(), 'demo.db')}`], { module: join(ROOT, 'dist', 'demo', 'server.js') });
+  });
+  after(() => srv.stop());
+
+  it('lists its three tools', async () => {
+    const r = await rpc(srv.url, 'tools/list', {});
+    assert.deepEqual(r.result.tools.map((t: { name: string }) => t.name).sort(), ['migrate', 'reindex', 'run_pipeline']);
+  });
+
+  it('reindex: a small collection answers inline; a large one becomes a task with progress', async () => {
+    const small = await callTool(srv.url, 'reindex', { collection: 'faq', documents: 500 });
+    assert.equal(small.result.resultType, 'complete');
+    assert.match(textOf(small.result), /Reindexed 500 documents in "faq"/);
+    const big = await callTool(srv.url, 'reindex', { collection: 'orders', documents: 30_000 });
+    assert.equal(big.result.resultType, 'task');
+    const mid = await waitForTask(srv.url, big.result.taskId, (t) => /orders: [\d,]+ of 30,000 documents indexed/.test(t.statusMessage ?? ''));
+    assert.equal(mid.status, 'working');
+    const done = await waitForTask(srv.url, big.result.taskId);
+    assert.match(textOf(done.result), /Reindexed 30,000 documents/);
+  });
+
+  it('run_pipeline: stages show in statusMessage, and cancel stops it', async () => {
+    const t = await callTool(srv.url, 'run_pipeline', { repository: 'acme/shop' });
+    assert.equal(t.result.resultType, 'task');
+    await waitForTask(srv.url, t.result.taskId, (x) => /install dependencies/.test(x.statusMessage ?? ''));
+    await rpc(srv.url, 'tasks/cancel', { taskId: t.result.taskId });
+    const done = await waitForTask(srv.url, t.result.taskId);
+    assert.equal(done.status, 'cancelled');
+  });
+
+  it('migrate: asks for approval, then applies the migration', async () => {
+    const t = await callTool(srv.url, 'migrate', { database: 'orders-db', migration: '042_region' });
+    const w = await waitForTask(srv.url, t.result.taskId, (x) => x.status === 'input_required');
+    assert.match(w.inputRequests.approval.params.message, /Apply migration "042_region" to orders-db/);
+    await rpc(srv.url, 'tasks/update', { taskId: t.result.taskId, inputResponses: { approval: { action: 'accept', content: { approve: true, reason: 'release 7' } } } });
+    const step = await waitForTask(srv.url, t.result.taskId, (x) => /step \d\/5/.test(x.statusMessage ?? ''));
+    assert.equal(step.status, 'working');
+    const done = await waitForTask(srv.url, t.result.taskId);
+    assert.equal(textOf(done.result), 'Applied 042_region to orders-db (approved: release 7).');
+  });
+
+  it('migrate: a declined approval changes nothing', async () => {
+    const t = await callTool(srv.url, 'migrate', { database: 'orders-db', migration: '043_drop' });
+    await waitForTask(srv.url, t.result.taskId, (x) => x.status === 'input_required');
+    await rpc(srv.url, 'tasks/update', { taskId: t.result.taskId, inputResponses: { approval: { action: 'decline' } } });
+    const done = await waitForTask(srv.url, t.result.taskId);
+    assert.match(textOf(done.result), /was not approved \(decline\); nothing was changed/);
+    assert.equal((await getTask(srv.url, t.result.taskId)).result.status, 'completed');
+  });
+});
