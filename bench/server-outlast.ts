@@ -7,14 +7,19 @@
  *   park       policy 'always' stays working until the process stops (retry-safe, so stopping writes nothing)
  *   quick      policy 'always' returns at once (the task completes)
  * Sends {type:'ready', url, pid}; answers {type:'stats'} with {type:'stats', ...}; exits on SIGTERM or disconnect.
+ * Diagnostics: {type:'profile-start'} / {type:'profile-stop', file} take a CPU profile of a window (BENCH_PROFILE).
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import { McpServer } from '@modelcontextprotocol/server';
 import { Outlast } from '../src/server/outlast.js';
 import { serveHttp } from '../src/server/http.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { childFail, exitWithParent } from './common.js';
 
-const cfg = JSON.parse(process.argv[2] ?? '{}') as { db: string; durability?: 'full' | 'process'; pollLimit?: boolean };
+/** tools: which to register, e.g. ['noop:never'] or ['noop:auto'] or ['park', 'noop:never']. */
+const cfg = JSON.parse(process.argv[2] ?? '{}') as { db: string; durability?: 'full' | 'process'; pollLimit?: boolean; tools?: string[] };
+const tools = new Set(cfg.tools ?? ['noop:never', 'park', 'quick']);
 const ok = { content: [{ type: 'text' as const, text: 'ok' }] };
 
 function parked(signal: AbortSignal): Promise<never> {
@@ -27,10 +32,11 @@ async function main(): Promise<void> {
     store: new SqliteTaskStore(cfg.db, { durability: cfg.durability ?? 'full' }),
     ...(cfg.pollLimit === true ? {} : { pollLimit: false as const }),
   });
-  outlast.tool('noop', { description: 'returns at once', policy: 'never' }, async () => ok);
-  outlast.tool('noop_auto', { description: 'returns at once', policy: 'auto' }, async () => ok);
-  outlast.tool('park', { description: 'parks until shutdown', policy: 'always', retrySafe: true }, async (_a, ctx) => parked(ctx.signal));
-  outlast.tool('quick', { description: 'a task that completes at once', policy: 'always' }, async () => ok);
+  // Only the tools asked for: the SDK's per-request factory pays for every registered tool on every request.
+  if (tools.has('noop:never')) outlast.tool('noop', { description: 'returns at once', policy: 'never' }, async () => ok);
+  if (tools.has('noop:auto')) outlast.tool('noop', { description: 'returns at once', policy: 'auto' }, async () => ok);
+  if (tools.has('park')) outlast.tool('park', { description: 'parks until shutdown', policy: 'always', retrySafe: true }, async (_a, ctx) => parked(ctx.signal));
+  if (tools.has('quick')) outlast.tool('quick', { description: 'a task that completes at once', policy: 'always' }, async () => ok);
 
   const http = await serveHttp(outlast, () => new McpServer({ name: 'outlast-bench', version: '0.0.0' }), { port: 0, host: '127.0.0.1' });
   let stopping = false;
@@ -47,7 +53,21 @@ async function main(): Promise<void> {
     }
   };
   process.on('SIGTERM', () => void stop());
+  let session: Session | undefined;
   process.on('message', (m: any) => {
+    if (m?.type === 'profile-start') {
+      session = new Session();
+      session.connect();
+      session.post('Profiler.enable', () => session!.post('Profiler.start', () => process.send!({ type: 'profile-started' })));
+    }
+    if (m?.type === 'profile-stop' && session) {
+      session.post('Profiler.stop', (err, r) => {
+        if (!err) writeFileSync(m.file, JSON.stringify(r.profile));
+        session!.disconnect();
+        session = undefined;
+        process.send!({ type: 'profile-stopped', file: m.file, error: err ? String(err) : undefined });
+      });
+    }
     if (m?.type === 'stats') {
       const mu = process.memoryUsage();
       process.send!({ type: 'stats', executions: outlast.runtime.executions.size, running: outlast.runtime.running.size, rss: mu.rss, heapUsed: mu.heapUsed });

@@ -1,0 +1,148 @@
+/** The runtime in-process, on a real SQLite file: policies, alerts, shutdown, poll intervals. */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { TaskRuntime, type RuntimeAlert, type RuntimeOptions } from '../src/runtime/runtime.js';
+import { PollGovernor, advertisedPollInterval, DEFAULT_POLL_POLICY } from '../src/runtime/poll.js';
+import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import { sleep, tempDir } from './helpers.js';
+
+const DECLARED = { principal: 'p', clientCapabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} }, elicitation: {} }, tasksDeclared: true };
+
+async function runtime(opts: Partial<RuntimeOptions> = {}, path = join(tempDir(), 'rt.db')) {
+  const rt = new TaskRuntime({ store: new SqliteTaskStore(path), ...opts });
+  return { rt, path };
+}
+
+function gate() {
+  let open!: () => void;
+  const p = new Promise<void>((r) => (open = r));
+  return { p, open };
+}
+
+describe('runtime', () => {
+  it('promotes at once when the replica is over its concurrency limit', async () => {
+    const { rt } = await runtime({ concurrencyLimit: 2, inlineBudgetMs: 5000 });
+    const g = gate();
+    rt.defineTool('hold', { handler: async () => (await g.p, { content: [] }) });
+    await rt.start();
+    try {
+      const first = rt.call('hold', {}, DECLARED);
+      const second = rt.call('hold', {}, DECLARED);
+      const t0 = Date.now();
+      const third = await rt.call('hold', {}, DECLARED);
+      assert.equal(third.kind, 'task', 'the third concurrent call did not wait for the 5 s budget');
+      assert.ok(Date.now() - t0 < 1000);
+      g.open();
+      assert.equal((await first).kind, 'result');
+      assert.equal((await second).kind, 'result');
+    } finally {
+      await rt.stop(1000);
+    }
+  });
+
+  it('a handler can promote itself, and statusMessage given before promotion is kept', async () => {
+    const { rt } = await runtime({ inlineBudgetMs: 10_000 });
+    const g = gate();
+    rt.defineTool('early', {
+      handler: async (_a, ctx) => {
+        await ctx.status('queued behind 3 builds');
+        await ctx.promote();
+        await g.p;
+        return { content: [{ type: 'text', text: `task ${ctx.taskId}` }] };
+      },
+    });
+    await rt.start();
+    try {
+      const r = await rt.call('early', {}, DECLARED);
+      assert.equal(r.kind, 'task');
+      if (r.kind !== 'task') return;
+      assert.equal(r.task.statusMessage, 'queued behind 3 builds');
+      g.open();
+      await sleep(100);
+      const t = await rt.getTask(r.task.taskId, 'p');
+      assert.equal(t.status, 'completed');
+      assert.deepEqual((t as { result: unknown }).result, { content: [{ type: 'text', text: `task ${r.task.taskId}` }], resultType: 'complete' });
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('raises an alert when a failure expires without anyone reading it', async () => {
+    const { rt } = await runtime({ defaultTtlMs: 200 });
+    rt.defineTool('boom', { policy: 'always', handler: () => Promise.reject(Object.assign(new Error('disk full'), { code: -32603 })) });
+    const alerts: RuntimeAlert[] = [];
+    rt.on('alert', (a: RuntimeAlert) => alerts.push(a));
+    await rt.start();
+    try {
+      const read = await rt.call('boom', {}, DECLARED);
+      const unread = await rt.call('boom', {}, DECLARED);
+      await sleep(100);
+      if (read.kind === 'task') assert.equal((await rt.getTask(read.task.taskId, 'p')).status, 'failed');
+      await sleep(300);
+      await rt.sweep();
+      assert.deepEqual(
+        alerts.map((a) => [a.kind, a.taskId]),
+        [['failed-unretrieved', unread.kind === 'task' ? unread.task.taskId : '']],
+      );
+    } finally {
+      await rt.stop();
+    }
+  });
+
+  it('on stop, a task that outlasts the drain is failed with the reason unless it is safe to re-run', async () => {
+    const { rt, path } = await runtime({ inlineBudgetMs: 10 });
+    rt.defineTool('forever', { policy: 'always', handler: (_a, ctx) => new Promise((_r, rej) => ctx.signal.addEventListener('abort', () => rej(ctx.signal.reason))) });
+    rt.defineTool('forever_safe', { policy: 'always', retrySafe: true, handler: (_a, ctx) => new Promise((_r, rej) => ctx.signal.addEventListener('abort', () => rej(ctx.signal.reason))) });
+    await rt.start();
+    const a = await rt.call('forever', {}, DECLARED);
+    const b = await rt.call('forever_safe', {}, DECLARED);
+    await rt.stop(100);
+    const store = new SqliteTaskStore(path);
+    await store.init();
+    const ra = await store.get(a.kind === 'task' ? a.task.taskId : '');
+    const rb = await store.get(b.kind === 'task' ? b.task.taskId : '');
+    assert.ok(ra.state === 'found' && ra.record.status === 'failed' && /shut down before the task finished/.test(ra.record.error!.message));
+    assert.ok(rb.state === 'found' && rb.record.status === 'working', 'left for the next start to re-run');
+    await store.close();
+  });
+
+  it('refuses a tool defined twice, an unknown policy and a bad TTL', () => {
+    const rt = new TaskRuntime({ store: new SqliteTaskStore(join(tempDir(), 'x.db')) });
+    rt.defineTool('a', { handler: () => ({ content: [] }) });
+    assert.throws(() => rt.defineTool('a', { handler: () => ({ content: [] }) }), /already defined/);
+    assert.throws(() => rt.defineTool('b', { policy: 'sometimes' as never, handler: () => ({ content: [] }) }), /policy must be/);
+    assert.throws(() => new TaskRuntime({ store: new SqliteTaskStore(':memory:'), defaultTtlMs: -5 }), /defaultTtlMs must be a positive integer/);
+  });
+});
+
+describe('poll interval and governor', () => {
+  it('the advertised interval starts at the tool granularity and grows with age', () => {
+    const now = 1_000_000;
+    const young = advertisedPollInterval({ pollIntervalMs: 500, createdAt: now - 1000, status: 'working' }, now, DEFAULT_POLL_POLICY);
+    const mid = advertisedPollInterval({ pollIntervalMs: 500, createdAt: now - 60_000, status: "working" }, now, DEFAULT_POLL_POLICY);
+    const old = advertisedPollInterval({ pollIntervalMs: 500, createdAt: now - 600_000, status: 'working' }, now, DEFAULT_POLL_POLICY);
+    const ancient = advertisedPollInterval({ pollIntervalMs: 500, createdAt: now - 86_400_000, status: 'working' }, now, DEFAULT_POLL_POLICY);
+    assert.equal(young, 500);
+    assert.equal(mid, 6000, "a minute old: polled every 6 s");
+    assert.equal(old, 30_000, "ten minutes old: a tenth of its age, capped at maxMs");
+    assert.equal(ancient, DEFAULT_POLL_POLICY.maxMs);
+    const slowTool = advertisedPollInterval({ pollIntervalMs: 5000, createdAt: now - 1000, status: 'working' }, now, DEFAULT_POLL_POLICY);
+    assert.equal(slowTool, 5000);
+  });
+
+  it('allows a burst, then holds polls to `factor` times the advertised rate, with bounded memory', () => {
+    const g = new PollGovernor({ factor: 4, burst: 3, maxEntries: 2 });
+    assert.equal(g.check('p', 't', 0), 0, 'a task never advertised to this caller is not limited');
+    g.advertised('p', 't', 1000, 0);
+    assert.equal(g.check('p', 't', 1), 0);
+    assert.equal(g.check('p', 't', 2), 0);
+    const wait = g.check('p', 't', 3);
+    assert.ok(wait > 0 && wait <= 250, `wait ${wait}`);
+    assert.equal(g.check('p', 't', 3 + 250), 0, 'coming back after the wait is allowed');
+    g.advertised('p', 'u', 1000, 0);
+    g.advertised('p', 'v', 1000, 0);
+    assert.equal(g.size, 2);
+    assert.equal(g.check('p', 't', 300), 0, 'the oldest entry was evicted');
+  });
+});
