@@ -6,6 +6,7 @@
  * outcome (runtime.getTask, which also marks it retrieved and feeds the poll governor, left at its defaults).
  * RSS and heapUsed are taken after global.gc() once `warmup` tasks are done, and again after `tasks` more.
  */
+import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Outlast } from '../src/server/outlast.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
@@ -13,6 +14,29 @@ import { TASKS, childFail, exitWithParent } from './common.js';
 
 const cfg = JSON.parse(process.argv[2]!) as { db: string; warmup: number; tasks: number; inflight: number };
 const gc = (globalThis as { gc?: () => void }).gc;
+
+/** RSS by mapping from /proc/self/smaps (Linux only): anonymous, [heap] (malloc), the SQLite -shm, other files. */
+function rssByMapping(): Record<string, number> {
+  const out: Record<string, number> = {};
+  let text: string;
+  try {
+    text = readFileSync('/proc/self/smaps', 'utf8');
+  } catch {
+    return out;
+  }
+  let name = '';
+  for (const line of text.split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+\s+\S+\s+\S+\s+\S+\s+\d+\s*(.*)$/.exec(line);
+    if (head) {
+      const path = head[1]!.trim();
+      name = path === '' ? 'anonymous' : path.startsWith('[') ? path : path.endsWith('-shm') ? 'sqlite -shm' : path.endsWith('.node') ? 'native addons' : 'other files';
+      continue;
+    }
+    const m = /^Rss:\s+(\d+) kB/.exec(line);
+    if (m) out[name] = (out[name] ?? 0) + Number(m[1]) * 1024;
+  }
+  return out;
+}
 
 async function settle(o: Outlast): Promise<void> {
   while (o.runtime.executions.size > 0 || o.runtime.running.size > 0) await new Promise((r) => setImmediate(r));
@@ -59,11 +83,13 @@ async function main(): Promise<void> {
   await batch(cfg.warmup);
   await fullGc();
   const before = process.memoryUsage();
+  const mapsBefore = rssByMapping();
   const t0 = performance.now();
   await batch(cfg.tasks);
   const seconds = (performance.now() - t0) / 1000;
   await fullGc();
   const after = process.memoryUsage();
+  const mapsAfter = rssByMapping();
   const result = {
     type: 'result',
     tasks: cfg.tasks,
@@ -77,6 +103,7 @@ async function main(): Promise<void> {
     executions: o.runtime.executions.size,
     running: o.runtime.running.size,
     pollBuckets: o.runtime.governor?.size ?? 0,
+    rssByMapping: Object.fromEntries(Object.keys({ ...mapsBefore, ...mapsAfter }).map((k) => [k, { before: mapsBefore[k] ?? 0, after: mapsAfter[k] ?? 0 }])),
   };
   await o.stop();
   process.send!(result, () => process.exit(0));
