@@ -3,7 +3,8 @@
  * is registered and killed by PID on exit), statistics.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -146,6 +147,9 @@ export class Child {
     installCleanup();
     this.proc = fork(benchFile(file), args, { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], execArgv });
     children.add(this.proc);
+    this.proc.on('error', (e) => {
+      this.stderr += `\n[bench] child ${this.proc.pid}: ${e.message}`;
+    });
     this.proc.stderr!.on('data', (d: Buffer) => {
       this.stderr = (this.stderr + d.toString()).slice(-4000);
       if (process.env.BENCH_VERBOSE) process.stderr.write(d);
@@ -183,14 +187,25 @@ export class Child {
     });
   }
 
-  send(m: unknown): void {
-    this.proc.send(m as never);
+  /** Sends over IPC; a closed channel is reported through `onError` (never as an unhandled 'error' event). */
+  send(m: unknown, onError: (e: Error) => void = () => undefined): void {
+    if (!this.proc.connected) return onError(new Error(`child ${this.pid} is gone (IPC channel closed)`));
+    this.proc.send(m as never, (e) => e && onError(e));
   }
 
   async request<T = any>(m: { type: string } & Record<string, unknown>, reply: string, timeoutMs?: number): Promise<T> {
+    let failed: (e: Error) => void = () => undefined;
+    const sent = new Promise<never>((_, reject) => (failed = reject));
     const p = this.next<T>(reply, timeoutMs);
-    this.send(m);
-    return p;
+    this.send(m, failed);
+    return Promise.race([p, sent]);
+  }
+
+  /** Waits up to `ms` for the child to exit by itself, then kills it. */
+  async exit(ms = 10_000): Promise<void> {
+    const t = setTimeout(() => void this.kill(), ms);
+    await this.exited;
+    clearTimeout(t);
   }
 
   /** SIGTERM, then SIGKILL after `graceMs`; always by PID. */
@@ -228,4 +243,28 @@ export function childFail(e: unknown): never {
 /** In a child: exit when the parent goes away (never outlive the orchestrator). */
 export function exitWithParent(): void {
   process.on('disconnect', () => process.exit(0));
+}
+
+/**
+ * In a server child: {type:'profile-start'} / {type:'profile-stop', file} take a CPU profile of a window of
+ * the load (BENCH_PROFILE), without the start-up and warm-up that node --cpu-prof would include.
+ */
+export function installProfiler(): void {
+  let session: Session | undefined;
+  process.on('message', (m: any) => {
+    if (m?.type === 'profile-start' && !session) {
+      const s = (session = new Session());
+      s.connect();
+      s.post('Profiler.enable', () => s.post('Profiler.start', () => process.send!({ type: 'profile-started' })));
+    }
+    if (m?.type === 'profile-stop' && session) {
+      const s = session;
+      session = undefined;
+      s.post('Profiler.stop', (err, r) => {
+        if (!err) writeFileSync(m.file, JSON.stringify(r.profile));
+        s.disconnect();
+        process.send!({ type: 'profile-stopped', file: m.file, error: err ? String(err) : undefined });
+      });
+    }
+  });
 }

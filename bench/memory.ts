@@ -4,15 +4,19 @@
  * Each task goes through Outlast in-process the way a client drives it: tools/call of a policy 'always' tool
  * (runtime.call), the handler returns at once, the task is completed in the store, and one tasks/get reads the
  * outcome (runtime.getTask, which also marks it retrieved and feeds the poll governor, left at its defaults).
- * RSS and heapUsed are taken after global.gc() once `warmup` tasks are done, and again after `tasks` more.
+ * RSS and heapUsed are taken after global.gc() once `warmup` tasks are done, again after `tasks` more, and again
+ * after a second batch of `tasks` (to tell per-task growth from one-time sizing such as V8's young generation).
  */
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { getHeapSpaceStatistics } from 'node:v8';
 import { Outlast } from '../src/server/outlast.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { TASKS, childFail, exitWithParent } from './common.js';
 
-const cfg = JSON.parse(process.argv[2]!) as { db: string; warmup: number; tasks: number; inflight: number };
+/** pollLimit: false turns the poll governor off (default: Outlast's defaults, governor on). */
+/** second: run a second batch of `tasks` (default true). */
+const cfg = JSON.parse(process.argv[2]!) as { db: string; warmup: number; tasks: number; inflight: number; pollLimit?: boolean; second?: boolean };
 const gc = (globalThis as { gc?: () => void }).gc;
 
 /** RSS by mapping from /proc/self/smaps (Linux only): anonymous, [heap] (malloc), the SQLite -shm, other files. */
@@ -53,7 +57,7 @@ async function fullGc(): Promise<void> {
 async function main(): Promise<void> {
   exitWithParent();
   if (!gc) throw new Error('memory: run node with --expose-gc');
-  const o = new Outlast({ store: new SqliteTaskStore(cfg.db, { durability: 'full' }) });
+  const o = new Outlast({ store: new SqliteTaskStore(cfg.db, { durability: 'full' }), ...(cfg.pollLimit === false ? { pollLimit: false as const } : {}) });
   o.tool('quick', { policy: 'always' }, async () => ({ content: [{ type: 'text' as const, text: 'ok' }] }));
   await o.start();
   const cc = { principal: 'bench', clientCapabilities: { extensions: { [TASKS]: {} } }, tasksDeclared: true };
@@ -80,31 +84,40 @@ async function main(): Promise<void> {
     if (completed !== n) throw new Error(`memory: ${completed} of ${n} tasks completed`);
   };
 
+  const snap = (label: string, tasksSoFar: number) => {
+    const mu = process.memoryUsage();
+    const spaces = getHeapSpaceStatistics();
+    return {
+      label,
+      tasks: tasksSoFar,
+      rss: mu.rss,
+      heapUsed: mu.heapUsed,
+      heapTotal: mu.heapTotal,
+      external: mu.external,
+      /** V8 spaces: committed (physical) and used bytes. */
+      heapSpaces: Object.fromEntries(spaces.map((x) => [x.space_name, { physical: x.physical_space_size, used: x.space_used_size }])),
+      rssByMapping: rssByMapping(),
+      pollBuckets: o.runtime.governor?.size ?? 0,
+      executions: o.runtime.executions.size,
+      running: o.runtime.running.size,
+    };
+  };
+
   await batch(cfg.warmup);
   await fullGc();
-  const before = process.memoryUsage();
-  const mapsBefore = rssByMapping();
+  const snaps = [snap('warm-up', cfg.warmup)];
   const t0 = performance.now();
   await batch(cfg.tasks);
   const seconds = (performance.now() - t0) / 1000;
   await fullGc();
-  const after = process.memoryUsage();
-  const mapsAfter = rssByMapping();
-  const result = {
-    type: 'result',
-    tasks: cfg.tasks,
-    seconds,
-    rssBefore: before.rss,
-    rssAfter: after.rss,
-    heapBefore: before.heapUsed,
-    heapAfter: after.heapUsed,
-    externalBefore: before.external,
-    externalAfter: after.external,
-    executions: o.runtime.executions.size,
-    running: o.runtime.running.size,
-    pollBuckets: o.runtime.governor?.size ?? 0,
-    rssByMapping: Object.fromEntries(Object.keys({ ...mapsBefore, ...mapsAfter }).map((k) => [k, { before: mapsBefore[k] ?? 0, after: mapsAfter[k] ?? 0 }])),
-  };
+  snaps.push(snap('first', cfg.warmup + cfg.tasks));
+  // A further batch of the same size: growth that repeats is per-task; growth that does not is one-time sizing.
+  if (cfg.second !== false) {
+    await batch(cfg.tasks);
+    await fullGc();
+    snaps.push(snap('second', cfg.warmup + 2 * cfg.tasks));
+  }
+  const result = { type: 'result', tasks: cfg.tasks, seconds, rate: cfg.tasks / seconds, pollLimit: cfg.pollLimit !== false, snaps };
   await o.stop();
   process.send!(result, () => process.exit(0));
 }

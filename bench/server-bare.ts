@@ -10,10 +10,11 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
-import { childFail, exitWithParent } from './common.js';
+import { childFail, exitWithParent, installProfiler } from './common.js';
 
 async function main(): Promise<void> {
   exitWithParent();
+  installProfiler();
   const handler = createMcpHandler(() => {
     const mcp = new McpServer({ name: 'bare-bench', version: '0.0.0' });
     mcp.registerTool('noop', { description: 'returns at once' }, () => ({ content: [{ type: 'text', text: 'ok' }] }));

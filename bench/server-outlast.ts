@@ -9,13 +9,11 @@
  * Sends {type:'ready', url, pid}; answers {type:'stats'} with {type:'stats', ...}; exits on SIGTERM or disconnect.
  * Diagnostics: {type:'profile-start'} / {type:'profile-stop', file} take a CPU profile of a window (BENCH_PROFILE).
  */
-import { writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector';
 import { McpServer } from '@modelcontextprotocol/server';
 import { Outlast } from '../src/server/outlast.js';
 import { serveHttp } from '../src/server/http.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import { childFail, exitWithParent } from './common.js';
+import { childFail, exitWithParent, installProfiler } from './common.js';
 
 /** tools: which to register, e.g. ['noop:never'] or ['noop:auto'] or ['park', 'noop:never']. */
 const cfg = JSON.parse(process.argv[2] ?? '{}') as { db: string; durability?: 'full' | 'process'; pollLimit?: boolean; tools?: string[] };
@@ -53,21 +51,8 @@ async function main(): Promise<void> {
     }
   };
   process.on('SIGTERM', () => void stop());
-  let session: Session | undefined;
+  installProfiler();
   process.on('message', (m: any) => {
-    if (m?.type === 'profile-start') {
-      session = new Session();
-      session.connect();
-      session.post('Profiler.enable', () => session!.post('Profiler.start', () => process.send!({ type: 'profile-started' })));
-    }
-    if (m?.type === 'profile-stop' && session) {
-      session.post('Profiler.stop', (err, r) => {
-        if (!err) writeFileSync(m.file, JSON.stringify(r.profile));
-        session!.disconnect();
-        session = undefined;
-        process.send!({ type: 'profile-stopped', file: m.file, error: err ? String(err) : undefined });
-      });
-    }
     if (m?.type === 'stats') {
       const mu = process.memoryUsage();
       process.send!({ type: 'stats', executions: outlast.runtime.executions.size, running: outlast.runtime.running.size, rss: mu.rss, heapUsed: mu.heapUsed });

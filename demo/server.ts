@@ -8,24 +8,13 @@
  *              not safe to re-run (it publishes an artifact).
  * - migrate:   asks a human to approve a schema migration, with a deadline, before it touches anything.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import * as z from 'zod';
 import { defineServer } from '../src/server/module.js';
 import type { TaskContext } from '../src/runtime/context.js';
 
-function wait(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal.removeEventListener('abort', stop);
-      resolve();
-    }, ms);
-    const stop = () => {
-      clearTimeout(t);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', stop, { once: true });
-  });
-}
+/** Waits `ms`, or throws as soon as the task is cancelled. */
+const wait = (ms: number, signal: AbortSignal): Promise<void> => delay(ms, undefined, { signal });
 
 const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 

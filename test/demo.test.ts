@@ -2,14 +2,10 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ROOT, callTool, getTask, rpc, startServer, tempDir, textOf, waitForTask, type ServerProcess } from './helpers.js';
+import { ROOT, callTool, getTask, rpc, tempDir, textOf, useServer, waitForTask } from './helpers.js';
 
 describe('demo server', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 'demo.db')}`], { module: join(ROOT, 'dist', 'demo', 'server.js') });
-  });
-  after(() => srv.stop());
+  const srv = useServer([], { module: join(ROOT, 'dist', 'demo', 'server.js') });
 
   it('lists its three tools', async () => {
     const r = await rpc(srv.url, 'tools/list', {});

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -164,6 +165,25 @@ export async function startServer(args: string[], opts: { module?: string; env?:
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) process.kill(proc.pid!, signal);
       return exited;
+    },
+  };
+}
+
+/** A server started before the tests of the enclosing suite (on a fresh SQLite file) and stopped after them. */
+export function useServer(args: string[] = [], opts: { module?: string } = {}): { readonly url: string; readonly process: ServerProcess } {
+  let current: ServerProcess | undefined;
+  before(async () => {
+    current = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`, ...args], opts);
+  });
+  after(async () => {
+    await current?.stop();
+  });
+  return {
+    get url() {
+      return current!.url;
+    },
+    get process() {
+      return current!;
     },
   };
 }

@@ -17,19 +17,15 @@ import {
   tempDir,
   textOf,
   validated,
+  useServer,
   waitForTask,
-  type ServerProcess,
 } from './helpers.js';
 
 const NO_TASKS = { elicitation: {} };
 const key = (s: string) => ({ 'outlast/idempotencyKey': s });
 
 describe('tools/call: inline or task, decided per request', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`]);
-  });
-  after(() => srv.stop());
+  const srv = useServer([]);
 
   it('answers inline when the handler finishes within the budget', async () => {
     const r = await callTool(srv.url, 'sleep', { seconds: 0.1 });
@@ -183,11 +179,7 @@ describe('crash recovery: kill -9 and restart on the same file', () => {
 });
 
 describe('TTL: expired is not "not found"', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`, '--default-ttl-ms', '1500', '--sweep-interval-ms', '200', '--inline-budget-ms', '50']);
-  });
-  after(() => srv.stop());
+  const srv = useServer(['--default-ttl-ms', '1500', '--sweep-interval-ms', '200', '--inline-budget-ms', '50']);
 
   it('a task past its TTL reads "Task has expired"; an id never issued reads "Task not found"; both -32602', async () => {
     const t = await callTool(srv.url, 'sleep', { seconds: 0.2 }, { meta: key('ttl') });
@@ -225,11 +217,7 @@ describe('TTL: expired is not "not found"', () => {
 });
 
 describe('principals: tasks are bound to the caller', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`, '--bearer', 'tok-a=alice', '--bearer', 'tok-b=bob']);
-  });
-  after(() => srv.stop());
+  const srv = useServer(['--bearer', 'tok-a=alice', '--bearer', 'tok-b=bob']);
 
   it('no token or an unknown token gets 401', async () => {
     const r = await rpc(srv.url, 'server/discover', {}, { raw: true });
@@ -266,11 +254,7 @@ describe('principals: tasks are bound to the caller', () => {
 });
 
 describe('idempotent creation', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`]);
-  });
-  after(() => srv.stop());
+  const srv = useServer([]);
 
   it('a duplicate returns the existing task instead of starting the work again; other arguments are an error', async () => {
     const first = await callTool(srv.url, 'sleep', { seconds: 1 }, { meta: key('deploy-42') });
@@ -301,11 +285,7 @@ describe('idempotent creation', () => {
 });
 
 describe('cancel reaches the handler', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`]);
-  });
-  after(() => srv.stop());
+  const srv = useServer([]);
 
   it('tasks/cancel acks empty; the handler aborts and the task reads cancelled', async () => {
     const t = await callTool(srv.url, 'sleep', { seconds: 60 });
@@ -338,11 +318,7 @@ describe('cancel reaches the handler', () => {
 });
 
 describe('input: input_required, answers, deadlines', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`]);
-  });
-  after(() => srv.stop());
+  const srv = useServer([]);
 
   it('asks, takes the answer through tasks/update, completes with it', async () => {
     const t = await callTool(srv.url, 'ask', { message: 'Favourite colour?' });
@@ -398,11 +374,7 @@ describe('input: input_required, answers, deadlines', () => {
 });
 
 describe('pollIntervalMs is a load contract', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`, '--poll-interval-ms', '400']);
-  });
-  after(() => srv.stop());
+  const srv = useServer(['--poll-interval-ms', '400']);
 
   it('polling at the advertised interval is never refused', async () => {
     const t = await callTool(srv.url, 'sleep', { seconds: 4 });
@@ -437,11 +409,7 @@ describe('pollIntervalMs is a load contract', () => {
 });
 
 describe('subscriptions/listen with taskIds pushes notifications/tasks', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`]);
-  });
-  after(() => srv.stop());
+  const srv = useServer([]);
 
   async function listen(taskIds: string[], caps: Record<string, unknown>, until: (msgs: Array<Record<string, any>>) => boolean) {
     const ac = new AbortController();
@@ -500,11 +468,7 @@ describe('subscriptions/listen with taskIds pushes notifications/tasks', () => {
 });
 
 describe('bad input gets a clear error and the server keeps serving', () => {
-  let srv: ServerProcess;
-  before(async () => {
-    srv = await startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`, '--max-body-bytes', '4096']);
-  });
-  after(() => srv.stop());
+  const srv = useServer(['--max-body-bytes', '4096']);
 
   const post = (body: string, headers: Record<string, string> = {}) =>
     fetch(srv.url, { method: 'POST', headers: { ...headersFor('tools/call', { name: 'greet' }), ...headers }, body });

@@ -62,6 +62,10 @@ export function defaultPrincipalOf(authInfo: AuthInfo | undefined): string {
   return 'anonymous';
 }
 
+function unreachable(): never {
+  throw new Error('outlast: an Outlast tool was called through McpServer directly');
+}
+
 function toProtocolError(e: unknown): unknown {
   if (e instanceof TaskProtocolError) return new ProtocolError(e.code, e.message, e.data);
   return e;
@@ -70,11 +74,16 @@ function toProtocolError(e: unknown): unknown {
 interface DefinedTool {
   name: string;
   config: OutlastToolConfig;
+  /** What McpServer.registerTool gets, built once (attach runs for every request). */
+  registration: Record<string, unknown>;
 }
+
+/** tasks/* params are checked by the runtime after the capability gate; the SDK only needs an object. */
+const TASK_PARAMS = { params: z.object({}).passthrough() };
 
 export class Outlast {
   readonly runtime: TaskRuntime;
-  private readonly tools: DefinedTool[] = [];
+  private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
 
   constructor(options: OutlastOptions) {
@@ -86,7 +95,15 @@ export class Outlast {
   /** Defines a tool that may outlast its request. Register it once; `attach` adds it to every McpServer. */
   tool<Shape extends z.ZodRawShape>(name: string, config: OutlastToolConfig<Shape>, handler: ToolHandler<z.infer<z.ZodObject<Shape>>>): this {
     this.runtime.defineTool(name, { ...config, handler } as ToolSpec<z.infer<z.ZodObject<Shape>>>);
-    this.tools.push({ name, config: config as unknown as OutlastToolConfig });
+    const c = config as unknown as OutlastToolConfig;
+    const registration = {
+      ...(c.title !== undefined ? { title: c.title } : {}),
+      ...(c.description !== undefined ? { description: c.description } : {}),
+      ...(c.inputSchema !== undefined ? { inputSchema: z.object(c.inputSchema) } : {}),
+      ...(c.annotations !== undefined ? { annotations: c.annotations } : {}),
+      ...(c._meta !== undefined ? { _meta: c._meta } : {}),
+    };
+    this.tools.set(name, { name, config: c, registration });
     return this;
   }
 
@@ -110,22 +127,9 @@ export class Outlast {
    * your own registrations). Modern-era only: a legacy (2025) session gets plain tools.
    */
   attach(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): McpServer {
-    for (const t of this.tools) {
-      const c = t.config;
-      mcp.registerTool(
-        t.name,
-        {
-          ...(c.title !== undefined ? { title: c.title } : {}),
-          ...(c.description !== undefined ? { description: c.description } : {}),
-          ...(c.inputSchema !== undefined ? { inputSchema: c.inputSchema } : {}),
-          ...(c.annotations !== undefined ? { annotations: c.annotations } : {}),
-          ...(c._meta !== undefined ? { _meta: c._meta } : {}),
-        } as never,
-        // Never reached: tools/call for Outlast tools is routed below, outside McpServer's error catch.
-        () => {
-          throw new Error(`outlast: ${t.name} was called through McpServer directly`);
-        },
-      );
+    for (const t of this.tools.values()) {
+      // The callback is never reached: tools/call for Outlast tools is routed below, outside McpServer's catch.
+      mcp.registerTool(t.name, t.registration as never, unreachable);
     }
     const server = mcp.server as unknown as ServerInternals;
     const inner = server._requestHandlers.get('tools/call');
@@ -144,12 +148,11 @@ export class Outlast {
     if (era !== 'modern') return mcp;
 
     mcp.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
-    const params = { params: z.object({}).passthrough() };
     const gate = (ctx: ServerContext) => {
       const caps = (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META];
       if (!declaresTasks(caps)) throw toProtocolError(missingTasksCapability());
     };
-    mcp.server.setRequestHandler('tasks/get', params, async (p: Record<string, unknown>, ctx: ServerContext) => {
+    mcp.server.setRequestHandler('tasks/get', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
       gate(ctx);
       try {
         return { resultType: 'complete', ...(await this.runtime.getTask(p.taskId, this.principal(ctx))) } as never;
@@ -157,7 +160,7 @@ export class Outlast {
         throw toProtocolError(e);
       }
     });
-    mcp.server.setRequestHandler('tasks/update', params, async (p: Record<string, unknown>, ctx: ServerContext) => {
+    mcp.server.setRequestHandler('tasks/update', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
       gate(ctx);
       try {
         // The SDK lifts params.inputResponses off every request (MRTR); read it from the context.
@@ -175,7 +178,7 @@ export class Outlast {
         throw toProtocolError(e);
       }
     });
-    mcp.server.setRequestHandler('tasks/cancel', params, async (p: Record<string, unknown>, ctx: ServerContext) => {
+    mcp.server.setRequestHandler('tasks/cancel', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
       gate(ctx);
       try {
         await this.runtime.cancelTask(p.taskId, this.principal(ctx));
@@ -195,7 +198,7 @@ export class Outlast {
     const envelope = (ctx.mcpReq.envelope ?? {}) as RequestEnvelope;
     const clientCapabilities = (envelope[CLIENT_CAPABILITIES_META] ?? {}) as JsonObject;
     const tasksDeclared = era === 'modern' && declaresTasks(clientCapabilities);
-    const def = this.tools.find((t) => t.name === name)!.config;
+    const def = this.tools.get(name)!.config;
     if ((def.policy ?? 'auto') === 'always' && !tasksDeclared) throw toProtocolError(missingTasksCapability());
 
     let args: JsonObject;
