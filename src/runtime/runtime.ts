@@ -19,7 +19,7 @@ import {
   type JsonRpcErrorObject,
 } from '../protocol/index.js';
 import { LocalSignalBus, type SignalBus } from '../store/local-bus.js';
-import { IdempotencyConflictError, TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore } from '../store/types.js';
+import { IdempotencyConflictError, TaskWriteRefused, type Outcome, type TaskLookup, type TaskRecord, type TaskStore, type TaskView } from '../store/types.js';
 import {
   InputTimeoutError,
   TaskCancelledError,
@@ -785,7 +785,7 @@ export class TaskRuntime extends EventEmitter {
   }
 
   /** The wire view of a record (what tasks/get and notifications/tasks carry). */
-  wireTask(rec: TaskRecord, now: number): DetailedTask {
+  wireTask(rec: TaskView, now: number): DetailedTask {
     const base = {
       taskId: rec.taskId,
       createdAt: isoOf(rec.createdAt),
@@ -813,13 +813,7 @@ export class TaskRuntime extends EventEmitter {
 
   /** Reads a task for `principal`; another principal's task reads exactly like an unknown id. */
   async lookup(taskId: unknown, principal: string): Promise<TaskRecord> {
-    if (typeof taskId !== 'string' || taskId.length === 0 || taskId.length > 200) {
-      throw new TaskProtocolError(ErrorCode.InvalidParams, 'params.taskId must be a non-empty string (the id from a CreateTaskResult)');
-    }
-    const l = await this.store.get(taskId);
-    if (l.state === 'found' && l.record.principal === principal) return l.record;
-    if (l.state === 'expired' && l.principal === principal) throw taskExpired();
-    throw taskNotFound();
+    return owned(await this.store.get(checkTaskId(taskId)), principal);
   }
 
   /** Polls faster than advertised: returns ms to wait, or 0. */
@@ -828,10 +822,11 @@ export class TaskRuntime extends EventEmitter {
   }
 
   async getTask(taskId: unknown, principal: string): Promise<DetailedTask> {
-    const rec = await this.lookup(taskId, principal);
+    const rec = owned(await this.store.view(checkTaskId(taskId)), principal);
     const now = Date.now();
     const t = this.wireTask(rec, now);
-    this.governor?.advertised(principal, rec.taskId, t.pollIntervalMs, now);
+    // A finished task needs no more polling, and its limiter entry would only hold memory.
+    this.governor?.advertised(principal, rec.taskId, isTerminal(rec.status) ? undefined : t.pollIntervalMs, now);
     if (isTerminal(rec.status) && rec.retrievedAt === null) {
       void this.store.markRetrieved(rec.taskId, now).catch((e) => this.log.warn('could not note retrieval', { error: String(e) }));
     }
@@ -861,12 +856,12 @@ export class TaskRuntime extends EventEmitter {
 
   /** Calls `listener` with the full task state now and after every change, until unsubscribed. */
   async watch(taskId: unknown, principal: string, listener: (task: DetailedTask) => void): Promise<() => void> {
-    const rec = await this.lookup(taskId, principal);
+    const rec = owned(await this.store.view(checkTaskId(taskId)), principal);
     let lastVersion = -1;
     let reading = false;
     let again = false;
     let closed = false;
-    const emit = (r: TaskRecord) => {
+    const emit = (r: TaskView) => {
       if (r.version === lastVersion) return;
       lastVersion = r.version;
       listener(this.wireTask(r, Date.now()));
@@ -880,7 +875,7 @@ export class TaskRuntime extends EventEmitter {
       try {
         do {
           again = false;
-          const l = await this.store.get(rec.taskId);
+          const l = await this.store.view(rec.taskId);
           if (closed) return;
           if (l.state === 'found') emit(l.record);
         } while (again);
@@ -895,6 +890,20 @@ export class TaskRuntime extends EventEmitter {
       unsubscribe();
     };
   }
+}
+
+function checkTaskId(taskId: unknown): string {
+  if (typeof taskId !== 'string' || taskId.length === 0 || taskId.length > 200) {
+    throw new TaskProtocolError(ErrorCode.InvalidParams, 'params.taskId must be a non-empty string (the id from a CreateTaskResult)');
+  }
+  return taskId;
+}
+
+/** The record if `principal` owns it; otherwise exactly what an unknown id gets. */
+function owned<R extends { principal: string }>(l: TaskLookup<R>, principal: string): R {
+  if (l.state === 'found' && l.record.principal === principal) return l.record;
+  if (l.state === 'expired' && l.principal === principal) throw taskExpired();
+  throw taskNotFound();
 }
 
 export function toolErrorResult(e: unknown): JsonObject {

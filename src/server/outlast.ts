@@ -3,7 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
-import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type ServerContext } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type ServerContext, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
   CLIENT_CAPABILITIES_META,
@@ -78,8 +78,14 @@ interface DefinedTool {
   registration: Record<string, unknown>;
 }
 
-/** tasks/* params are checked by the runtime after the capability gate; the SDK only needs an object. */
-const TASK_PARAMS = { params: z.object({}).passthrough() };
+/**
+ * tasks/* params are checked by the runtime after the capability gate (so -32021 comes before any -32602); the
+ * SDK only needs a Standard Schema, and this one passes the params through without work on the hot path.
+ */
+const passThrough: StandardSchemaV1<Record<string, unknown>> = {
+  '~standard': { version: 1, vendor: 'outlast', validate: (value: unknown) => ({ value: (value ?? {}) as Record<string, unknown> }) },
+};
+const TASK_PARAMS = { params: passThrough };
 
 export class Outlast {
   readonly runtime: TaskRuntime;

@@ -69,8 +69,14 @@ export interface NewTask {
   clientCapabilities: JsonObject;
 }
 
-export type TaskLookup =
-  | { state: 'found'; record: TaskRecord }
+/** What tasks/get and notifications/tasks need: a narrow read of the hot path. */
+export type TaskView = Pick<
+  TaskRecord,
+  'taskId' | 'principal' | 'status' | 'statusMessage' | 'createdAt' | 'updatedAt' | 'ttlMs' | 'pollIntervalMs' | 'result' | 'error' | 'inputRequests' | 'retrievedAt' | 'version'
+>;
+
+export type TaskLookup<R = TaskRecord> =
+  | { state: 'found'; record: R }
   | { state: 'expired'; principal: string; expiredAt: number }
   | { state: 'missing' };
 
@@ -122,6 +128,8 @@ export interface TaskStore {
    *  when the request hash differs. */
   create(task: NewTask): Promise<{ record: TaskRecord; created: boolean }>;
   get(taskId: string): Promise<TaskLookup>;
+  /** The narrow read behind tasks/get (one indexed read of the fields on the wire). */
+  view(taskId: string): Promise<TaskLookup<TaskView>>;
 
   /** Notes that the terminal outcome was read (the only write a terminal task accepts). */
   markRetrieved(taskId: string, now: number): Promise<void>;

@@ -18,6 +18,7 @@ import {
   type TaskLookup,
   type TaskRecord,
   type TaskStore,
+  type TaskView,
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
 
@@ -26,7 +27,8 @@ export interface SqliteStoreOptions {
   durability?: 'full' | 'process';
   /** Milliseconds to wait on a lock held by another connection. Default 5000. */
   busyTimeoutMs?: number;
-  /** Group commit of creations (default true). */
+  /** Group commit (default true): the writes of one event-loop turn share one transaction, and each caller is
+   *  answered only after that transaction commits. false: one transaction per write. */
   groupCommit?: boolean;
 }
 
@@ -88,11 +90,31 @@ function toRecord(r: Row): TaskRecord {
   };
 }
 
+const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version';
+
+function toView(r: Row): TaskView {
+  return {
+    taskId: r.task_id,
+    principal: r.principal,
+    status: r.status,
+    statusMessage: r.status_message,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    ttlMs: r.ttl_ms,
+    pollIntervalMs: r.poll_interval_ms,
+    result: r.result === null ? null : JSON.parse(r.result),
+    error: r.error === null ? null : JSON.parse(r.error),
+    inputRequests: r.input_requests === '{}' ? {} : JSON.parse(r.input_requests),
+    retrievedAt: r.retrieved_at,
+    version: r.version,
+  };
+}
+
 const UNFINISHED = `status IN ('working','input_required')`;
 
-interface PendingCreate {
-  task: NewTask;
-  resolve: (v: { record: TaskRecord; created: boolean }) => void;
+interface PendingWrite {
+  op: () => unknown;
+  resolve: (v: never) => void;
   reject: (e: unknown) => void;
 }
 
@@ -101,7 +123,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly path: string;
   private db!: Database.Database;
   private readonly options: Required<SqliteStoreOptions>;
-  private queue: PendingCreate[] = [];
+  private queue: PendingWrite[] = [];
   private flushScheduled = false;
   private s!: ReturnType<SqliteTaskStore['prepare']>;
 
@@ -139,21 +161,25 @@ export class SqliteTaskStore implements TaskStore {
           ttl_ms, expires_at, input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities)
         VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @createdAt, @ttlMs, @expiresAt,
           @inputSince, @pollIntervalMs, @owner, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities)
-        ON CONFLICT DO NOTHING`),
+        ON CONFLICT DO NOTHING RETURNING *`),
       byIdem: db.prepare('SELECT * FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?'),
       get: db.prepare('SELECT * FROM tasks WHERE task_id = ?'),
+      view: db.prepare(`SELECT ${VIEW_COLUMNS} FROM tasks WHERE task_id = ?`),
+      savepoint: db.prepare('SAVEPOINT outlast_write'),
+      release: db.prepare('RELEASE outlast_write'),
+      rollbackTo: db.prepare('ROLLBACK TO outlast_write'),
       tomb: db.prepare('SELECT principal, expired_at FROM tombstones WHERE task_id = ?'),
       progress: db.prepare(`UPDATE tasks SET status_message = ?, poll_interval_ms = COALESCE(?, poll_interval_ms),
-          updated_at = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND ${UNFINISHED}`),
-      retrySafe: db.prepare(`UPDATE tasks SET retry_safe = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND ${UNFINISHED}`),
+          updated_at = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING *`),
+      retrySafe: db.prepare(`UPDATE tasks SET retry_safe = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING *`),
       setInput: db.prepare(`UPDATE tasks SET status = ?, input_requests = ?, input_responses = ?, input_since = ?,
-          ttl_ms = ?, expires_at = ?, updated_at = ?, version = version + 1 WHERE task_id = ? AND version = ?`),
+          ttl_ms = ?, expires_at = ?, updated_at = ?, version = version + 1 WHERE task_id = ? AND version = ? RETURNING *`),
       cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?), version = version + 1
           WHERE task_id = ? AND ${UNFINISHED}`),
       finish: db.prepare(`UPDATE tasks SET status = @status, result = @result, error = @error,
           status_message = COALESCE(@statusMessage, status_message), input_requests = '{}', input_since = NULL,
           ttl_ms = @ttlMs, expires_at = @expiresAt, updated_at = @now, version = version + 1
-        WHERE task_id = @taskId AND version = @version`),
+        WHERE task_id = @taskId AND version = @version RETURNING *`),
       replicaUpsert: db.prepare(`INSERT INTO replicas (replica_id, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)
         ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`),
       heartbeat: db.prepare('UPDATE replicas SET heartbeat_at = ? WHERE replica_id = ?'),
@@ -162,7 +188,7 @@ export class SqliteTaskStore implements TaskStore {
       orphans: db.prepare(`SELECT * FROM tasks WHERE ${UNFINISHED}
         AND (owner IS NULL OR owner NOT IN (SELECT value FROM json_each(?))) LIMIT ?`),
       takeOver: db.prepare(`UPDATE tasks SET owner = ?, attempts = attempts + 1, updated_at = ?, version = version + 1
-        WHERE task_id = ? AND owner IS ? AND ${UNFINISHED}`),
+        WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING *`),
       retrieved: db.prepare(`UPDATE tasks SET retrieved_at = ? WHERE task_id = ? AND retrieved_at IS NULL
         AND status IN ('completed','failed','cancelled')`),
       expired: db.prepare(`SELECT task_id, principal, status, owner, tool, retrieved_at FROM tasks
@@ -186,10 +212,14 @@ export class SqliteTaskStore implements TaskStore {
     if (!this.db) throw new Error('SqliteTaskStore is not open: call init() first (or it was closed)');
   }
 
-  create(task: NewTask): Promise<{ record: TaskRecord; created: boolean }> {
+  /**
+   * Queues a write. Every write queued in one event-loop turn runs in one IMMEDIATE transaction (each inside
+   * its own savepoint, so one refused write does not undo the others); callers are answered after COMMIT.
+   */
+  private write<T>(op: () => T): Promise<T> {
     this.ensureOpen();
-    return new Promise((resolve, reject) => {
-      this.queue.push({ task, resolve, reject });
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ op, resolve: resolve as (v: never) => void, reject });
       if (!this.options.groupCommit) return this.flush();
       if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -198,51 +228,25 @@ export class SqliteTaskStore implements TaskStore {
     });
   }
 
-  /** Commits every queued creation in one transaction, then answers each caller. */
   private flush(): void {
     this.flushScheduled = false;
     const batch = this.queue;
-    if (batch.length === 0) return;
+    if (batch.length === 0 || !this.db) return;
     this.queue = [];
-    const outcomes: Array<{ ok: true; value: { record: TaskRecord; created: boolean } } | { ok: false; error: unknown }> = [];
+    const outcomes: Array<{ ok: boolean; value: unknown }> = new Array(batch.length);
     try {
       this.db.transaction(() => {
-        for (const p of batch) {
-          const t = p.task;
-          const key = t.idempotencyKey ?? null;
-          if (key !== null) {
-            const existing = this.s.byIdem.get(t.principal, t.tool, key) as Row | undefined;
-            if (existing) {
-              if (existing.request_hash !== (t.requestHash ?? null)) {
-                outcomes.push({ ok: false, error: new IdempotencyConflictError(key, existing.task_id) });
-              } else {
-                outcomes.push({ ok: true, value: { record: toRecord(existing), created: false } });
-              }
-              continue;
-            }
+        batch.forEach((p, i) => {
+          this.s.savepoint.run();
+          try {
+            outcomes[i] = { ok: true, value: p.op() };
+            this.s.release.run();
+          } catch (error) {
+            this.s.rollbackTo.run();
+            this.s.release.run();
+            outcomes[i] = { ok: false, value: error };
           }
-          const status = t.status ?? 'working';
-          this.s.insert.run({
-            taskId: t.taskId,
-            principal: t.principal,
-            tool: t.tool,
-            args: JSON.stringify(t.args),
-            status,
-            statusMessage: t.statusMessage ?? null,
-            createdAt: t.createdAt,
-            ttlMs: t.ttlMs,
-            expiresAt: t.ttlMs === null ? null : t.createdAt + t.ttlMs,
-            inputSince: status === 'input_required' ? t.createdAt : null,
-            pollIntervalMs: t.pollIntervalMs,
-            owner: t.owner,
-            retrySafe: t.retrySafe ? 1 : 0,
-            idempotencyKey: key,
-            requestHash: t.requestHash ?? null,
-            clientCapabilities: JSON.stringify(t.clientCapabilities ?? {}),
-          });
-          const row = this.s.get.get(t.taskId) as Row;
-          outcomes.push({ ok: true, value: { record: toRecord(row), created: true } });
-        }
+        });
       }).immediate();
     } catch (error) {
       for (const p of batch) p.reject(error);
@@ -250,8 +254,43 @@ export class SqliteTaskStore implements TaskStore {
     }
     batch.forEach((p, i) => {
       const o = outcomes[i]!;
-      if (o.ok) p.resolve(o.value);
-      else p.reject(o.error);
+      if (o.ok) p.resolve(o.value as never);
+      else p.reject(o.value);
+    });
+  }
+
+  create(task: NewTask): Promise<{ record: TaskRecord; created: boolean }> {
+    return this.write(() => {
+      const t = task;
+      const key = t.idempotencyKey ?? null;
+      if (key !== null) {
+        const existing = this.s.byIdem.get(t.principal, t.tool, key) as Row | undefined;
+        if (existing) {
+          if (existing.request_hash !== (t.requestHash ?? null)) throw new IdempotencyConflictError(key, existing.task_id);
+          return { record: toRecord(existing), created: false };
+        }
+      }
+      const status = t.status ?? 'working';
+      const row = this.s.insert.get({
+        taskId: t.taskId,
+        principal: t.principal,
+        tool: t.tool,
+        args: JSON.stringify(t.args),
+        status,
+        statusMessage: t.statusMessage ?? null,
+        createdAt: t.createdAt,
+        ttlMs: t.ttlMs,
+        expiresAt: t.ttlMs === null ? null : t.createdAt + t.ttlMs,
+        inputSince: status === 'input_required' ? t.createdAt : null,
+        pollIntervalMs: t.pollIntervalMs,
+        owner: t.owner,
+        retrySafe: t.retrySafe ? 1 : 0,
+        idempotencyKey: key,
+        requestHash: t.requestHash ?? null,
+        clientCapabilities: JSON.stringify(t.clientCapabilities ?? {}),
+      }) as Row | undefined;
+      if (!row) throw new Error(`Task id ${t.taskId} already exists`);
+      return { record: toRecord(row), created: true };
     });
   }
 
@@ -259,6 +298,17 @@ export class SqliteTaskStore implements TaskStore {
     this.ensureOpen();
     const row = this.s.get.get(taskId) as Row | undefined;
     if (row) return { state: 'found', record: toRecord(row) };
+    return this.tombstone(taskId);
+  }
+
+  async view(taskId: string): Promise<TaskLookup<TaskView>> {
+    this.ensureOpen();
+    const row = this.s.view.get(taskId) as Row | undefined;
+    if (row) return { state: 'found', record: toView(row) };
+    return this.tombstone(taskId);
+  }
+
+  private tombstone(taskId: string): { state: 'expired'; principal: string; expiredAt: number } | { state: 'missing' } {
     const t = this.s.tomb.get(taskId) as { principal: string; expired_at: number } | undefined;
     if (t) return { state: 'expired', principal: t.principal, expiredAt: t.expired_at };
     return { state: 'missing' };
@@ -273,32 +323,28 @@ export class SqliteTaskStore implements TaskStore {
     return new TaskWriteRefused(taskId, 'terminal');
   }
 
-  private reread(taskId: string): TaskRecord {
-    return toRecord(this.s.get.get(taskId) as Row);
-  }
-
   async markRetrieved(taskId: string, now: number): Promise<void> {
-    this.ensureOpen();
-    this.s.retrieved.run(now, taskId);
+    await this.write(() => this.s.retrieved.run(now, taskId));
   }
 
-  async setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number): Promise<TaskRecord> {
-    this.ensureOpen();
-    const info = this.s.progress.run(statusMessage, pollIntervalMs ?? null, Date.now(), taskId, owner);
-    if (info.changes === 0) throw this.refusal(taskId, owner);
-    return this.reread(taskId);
+  setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number): Promise<TaskRecord> {
+    return this.write(() => {
+      const row = this.s.progress.get(statusMessage, pollIntervalMs ?? null, Date.now(), taskId, owner) as Row | undefined;
+      if (!row) throw this.refusal(taskId, owner);
+      return toRecord(row);
+    });
   }
 
-  async setRetrySafe(taskId: string, owner: string, retrySafe: boolean): Promise<TaskRecord> {
-    this.ensureOpen();
-    const info = this.s.retrySafe.run(retrySafe ? 1 : 0, taskId, owner);
-    if (info.changes === 0) throw this.refusal(taskId, owner);
-    return this.reread(taskId);
+  setRetrySafe(taskId: string, owner: string, retrySafe: boolean): Promise<TaskRecord> {
+    return this.write(() => {
+      const row = this.s.retrySafe.get(retrySafe ? 1 : 0, taskId, owner) as Row | undefined;
+      if (!row) throw this.refusal(taskId, owner);
+      return toRecord(row);
+    });
   }
 
-  async requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord> {
-    this.ensureOpen();
-    return this.db.transaction(() => {
+  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord> {
+    return this.write(() => {
       const row = this.s.get.get(taskId) as Row | undefined;
       if (!row || row.owner !== owner || (row.status !== 'working' && row.status !== 'input_required')) throw this.refusal(taskId, owner);
       const rec = toRecord(row);
@@ -316,15 +362,13 @@ export class SqliteTaskStore implements TaskStore {
       }
       const waiting = Object.keys(outstanding).length > 0;
       const inputSince = waiting ? rec.inputSince ?? now : rec.inputSince;
-      this.s.setInput.run(waiting ? 'input_required' : rec.status, JSON.stringify(outstanding), JSON.stringify(rec.inputResponses),
-        inputSince, rec.ttlMs, rec.expiresAt, now, taskId, rec.version);
-      return this.reread(taskId);
-    }).immediate();
+      return toRecord(this.s.setInput.get(waiting ? 'input_required' : rec.status, JSON.stringify(outstanding), JSON.stringify(rec.inputResponses),
+        inputSince, rec.ttlMs, rec.expiresAt, now, taskId, rec.version) as Row);
+    });
   }
 
-  async answerInput(taskId: string, responses: Record<string, JsonObject>, now: number): Promise<{ record: TaskRecord; accepted: string[] }> {
-    this.ensureOpen();
-    return this.db.transaction(() => {
+  answerInput(taskId: string, responses: Record<string, JsonObject>, now: number): Promise<{ record: TaskRecord; accepted: string[] }> {
+    return this.write(() => {
       const row = this.s.get.get(taskId) as Row | undefined;
       if (!row) throw new TaskWriteRefused(taskId, 'missing');
       const rec = toRecord(row);
@@ -351,22 +395,22 @@ export class SqliteTaskStore implements TaskStore {
         }
         inputSince = null;
       }
-      this.s.setInput.run(stillWaiting ? 'input_required' : 'working', JSON.stringify(outstanding), JSON.stringify(answered),
-        inputSince, ttlMs, expiresAt, now, taskId, rec.version);
-      return { record: this.reread(taskId), accepted };
-    }).immediate();
+      const updated = this.s.setInput.get(stillWaiting ? 'input_required' : 'working', JSON.stringify(outstanding), JSON.stringify(answered),
+        inputSince, ttlMs, expiresAt, now, taskId, rec.version) as Row;
+      return { record: toRecord(updated), accepted };
+    });
   }
 
-  async requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined> {
-    this.ensureOpen();
-    this.s.cancel.run(now, taskId);
-    const row = this.s.get.get(taskId) as Row | undefined;
-    return row ? toRecord(row) : undefined;
+  requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined> {
+    return this.write(() => {
+      this.s.cancel.run(now, taskId);
+      const row = this.s.get.get(taskId) as Row | undefined;
+      return row ? toRecord(row) : undefined;
+    });
   }
 
-  async finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord> {
-    this.ensureOpen();
-    return this.db.transaction(() => {
+  finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord> {
+    return this.write(() => {
       const row = this.s.get.get(taskId) as Row | undefined;
       if (!row) throw new TaskWriteRefused(taskId, 'missing');
       if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') throw new TaskWriteRefused(taskId, 'terminal');
@@ -377,7 +421,7 @@ export class SqliteTaskStore implements TaskStore {
         ttlMs += Math.max(0, now - row.input_since);
         expiresAt = row.created_at + ttlMs;
       }
-      this.s.finish.run({
+      return toRecord(this.s.finish.get({
         taskId,
         version: row.version,
         status: outcome.status,
@@ -387,9 +431,8 @@ export class SqliteTaskStore implements TaskStore {
         ttlMs,
         expiresAt,
         now,
-      });
-      return this.reread(taskId);
-    }).immediate();
+      }) as Row);
+    });
   }
 
   async registerReplica(info: ReplicaInfo): Promise<void> {
@@ -416,11 +459,12 @@ export class SqliteTaskStore implements TaskStore {
     return (this.s.orphans.all(JSON.stringify(liveOwners), limit) as Row[]).map(toRecord);
   }
 
-  async takeOver(taskId: string, fromOwner: string | null, newOwner: string, now: number): Promise<TaskRecord> {
-    this.ensureOpen();
-    const info = this.s.takeOver.run(newOwner, now, taskId, fromOwner);
-    if (info.changes === 0) throw this.refusal(taskId, fromOwner);
-    return this.reread(taskId);
+  takeOver(taskId: string, fromOwner: string | null, newOwner: string, now: number): Promise<TaskRecord> {
+    return this.write(() => {
+      const row = this.s.takeOver.get(newOwner, now, taskId, fromOwner) as Row | undefined;
+      if (!row) throw this.refusal(taskId, fromOwner);
+      return toRecord(row);
+    });
   }
 
   async sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult> {
