@@ -24,7 +24,7 @@
  *   BENCH_CONCURRENCY   HTTP load concurrency for (a) and (c) (default 16)
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
- *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 500)
+ *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
  *   BENCH_ONLY          e.g. "a,c" to run a subset
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
@@ -57,7 +57,9 @@ const CONCURRENCY = Math.round(envNumber('BENCH_CONCURRENCY', 16));
 const INFLIGHT = Math.round(envNumber('BENCH_INFLIGHT', 64));
 const MAX_REQUESTS = Math.round(envNumber('BENCH_MAX_REQUESTS', 2_000_000));
 const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
-const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 500));
+const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
+/** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
+const MEMORY_COLD_WARMUP = 500;
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d').split(',').map((s) => s.trim().toLowerCase()));
 const PIN = process.env.BENCH_PIN === '1';
 const PROFILE = process.env.BENCH_PROFILE === '1';
@@ -390,8 +392,8 @@ async function memory(): Promise<void> {
   const dir = tempDir('mem');
   try {
     log(`(d) ${MEMORY_WARMUP} warm-up tasks, then 2 x ${MEMORY_TASKS} finished tasks with the poll governor on, then 1 x ${MEMORY_TASKS} with it off`);
-    const run = async (pollLimit: boolean) => {
-      const child = new Child('memory.js', [JSON.stringify({ db: join(dir, `mem-${pollLimit}.db`), warmup: MEMORY_WARMUP, tasks: MEMORY_TASKS, inflight: INFLIGHT, pollLimit, second: pollLimit })], ['--expose-gc']);
+    const run = async (pollLimit: boolean, warmup = MEMORY_WARMUP) => {
+      const child = new Child('memory.js', [JSON.stringify({ db: join(dir, `mem-${pollLimit}-${warmup}.db`), warmup, tasks: MEMORY_TASKS, inflight: INFLIGHT, pollLimit, second: pollLimit && warmup === MEMORY_WARMUP })], ['--expose-gc']);
       try {
         return await child.next<any>('result', 300_000);
       } finally {
@@ -400,6 +402,7 @@ async function memory(): Promise<void> {
     };
     const on = await run(true);
     const off = await run(false);
+    const cold = await run(true, MEMORY_COLD_WARMUP);
     const mb = (x: number) => x / (1024 * 1024);
     const [w, f, s] = on.snaps;
     const growth = mb(f.rss - w.rss);
@@ -440,7 +443,20 @@ async function memory(): Promise<void> {
       target: 'info',
       note: `heapUsed +${round(mb(of.heapUsed - ow.heapUsed), 2)} MB (vs +${round(mb(f.heapUsed - w.heapUsed), 2)} MB with the governor on)`,
     });
-    details.memory = { governorOn: on, governorOff: off };
+    const [cw, cf] = cold.snaps;
+    rows.push({
+      id: 'd.cold',
+      what: `RSS growth after ${MEMORY_TASKS} finished tasks from a cold process (${MEMORY_COLD_WARMUP}-task warm-up)`,
+      figure: round(mb(cf.rss - cw.rss), 1),
+      unit: 'MB',
+      baselineWhat: `RSS after a ${MEMORY_COLD_WARMUP}-task warm-up`,
+      baseline: round(mb(cw.rss), 1),
+      target: 'info',
+      note:
+        `heapUsed +${round(mb(cf.heapUsed - cw.heapUsed), 2)} MB; V8 young generation committed ` +
+        `+${round(mb(cf.heapSpaces.new_space.physical - cw.heapSpaces.new_space.physical), 1)} MB (one-time sizing)`,
+    });
+    details.memory = { governorOn: on, governorOff: off, cold };
   } finally {
     removeTempDir(dir);
   }
