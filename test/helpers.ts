@@ -195,7 +195,7 @@ export interface RpcOptions {
   token?: string;
   meta?: Record<string, unknown>;
   headers?: Record<string, string>;
-  /** Skip schema checks (for tests that send deliberately broken requests and look at raw answers). */
+  /** For deliberately broken requests: the answer need not echo our id (it is still schema-checked). */
   raw?: boolean;
   signal?: AbortSignal;
 }
@@ -262,11 +262,9 @@ export async function rpc(url: string, method: string, params: Record<string, un
   const messages = ct.includes('text/event-stream') ? parseSse(text) : [JSON.parse(text)];
   const message = messages[messages.length - 1]!;
   const notifications = messages.slice(0, -1);
-  if (!opts.raw) {
-    for (const n of notifications) checkServerMessage(method, n);
-    checkServerMessage(method, message);
-    if (message.id !== undefined && message.id !== null) assert.equal(message.id, id, 'the response echoes the request id');
-  }
+  for (const n of notifications) checkServerMessage(method, n);
+  checkServerMessage(method, message);
+  if (!opts.raw && message.id !== undefined && message.id !== null) assert.equal(message.id, id, 'the response echoes the request id');
   return {
     status: res.status,
     headers: res.headers,

@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import {
   EXT,
   callTool,
+  checkServerMessage,
   getTask,
   headersFor,
   metaFor,
@@ -448,9 +449,7 @@ describe('subscriptions/listen with taskIds pushes notifications/tasks', () => {
     assert.deepEqual(msgs[0]!.params.notifications, { taskIds: [t.result.taskId] }, 'unknown ids are not honoured');
     for (const m of msgs) {
       assert.equal(m.params._meta['io.modelcontextprotocol/subscriptionId'], 'listen-1');
-      // Schema check of every pushed message.
-      const { checkServerMessage } = await import('./helpers.js');
-      checkServerMessage('subscriptions/listen', m);
+      checkServerMessage('subscriptions/listen', m); // schema check of every pushed message
     }
     const statuses = msgs.slice(1).map((m) => m.params.status);
     assert.equal(statuses[statuses.length - 1], 'completed');
@@ -462,6 +461,7 @@ describe('subscriptions/listen with taskIds pushes notifications/tasks', () => {
 
   it('a client that did not declare the extension gets -32021 (HTTP 400)', async () => {
     const { res, msgs } = await listen(['x'], {}, () => true);
+    checkServerMessage('subscriptions/listen', msgs[0]!);
     assert.equal(res.status, 400);
     assert.equal(msgs[0]!.error.code, -32021);
   });
@@ -470,8 +470,13 @@ describe('subscriptions/listen with taskIds pushes notifications/tasks', () => {
 describe('bad input gets a clear error and the server keeps serving', () => {
   const srv = useServer(['--max-body-bytes', '4096']);
 
-  const post = (body: string, headers: Record<string, string> = {}) =>
-    fetch(srv.url, { method: 'POST', headers: { ...headersFor('tools/call', { name: 'greet' }), ...headers }, body });
+  /** Posts a raw body; the JSON-RPC error that comes back is schema-checked. */
+  const post = async (body: string, headers: Record<string, string> = {}) => {
+    const res = await fetch(srv.url, { method: 'POST', headers: { ...headersFor('tools/call', { name: 'greet' }), ...headers }, body });
+    const json = await res.json();
+    checkServerMessage('tools/call', json);
+    return { status: res.status, json: async () => json };
+  };
 
   it('malformed JSON: HTTP 400, -32700', async () => {
     const res = await post('{"jsonrpc":"2.0","id":1,"method":');
@@ -543,12 +548,17 @@ describe('the CLI', () => {
         if (line) lines.push(JSON.parse(line));
       }
     });
+    const sent = new Map<number, string>();
     const send = (id: number, method: string, params: Record<string, unknown>) =>
+      sent.set(id, method) &&
       proc.stdin.write(JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: metaFor({ extensions: { [EXT]: {} } }) } }) + '\n');
     const reply = async (id: number) => {
       for (let i = 0; i < 200; i++) {
         const m = lines.find((l) => l.id === id);
-        if (m) return m;
+        if (m) {
+          checkServerMessage(sent.get(id)!, m);
+          return m;
+        }
         await sleep(25);
       }
       throw new Error(`no reply to ${id}`);
@@ -565,6 +575,14 @@ describe('the CLI', () => {
       process.kill(proc.pid!, 'SIGTERM');
       await new Promise((r) => proc.once('exit', r));
     }
+  });
+
+  it('runs as npx outlast from the repository root', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const { ROOT } = await import('./helpers.js');
+    const r = spawnSync('npx', ['--no-install', 'outlast', 'help'], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /outlast serve MODULE/);
   });
 
   it('refuses bad flags with a clear message and exit code 2', async () => {

@@ -57,7 +57,9 @@ function isLoopback(host: string): boolean {
 }
 
 function jsonRpcError(res: ServerResponse, status: number, id: unknown, code: number, message: string, data?: unknown, headers: Record<string, string> = {}): void {
-  const body = JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: data === undefined ? { code, message } : { code, message, data } });
+  // MCP's schema has no null id: an error whose request id is unknown (unparsed body) carries none.
+  const error = data === undefined ? { code, message } : { code, message, data };
+  const body = JSON.stringify(id === undefined || id === null ? { jsonrpc: '2.0', error } : { jsonrpc: '2.0', id, error });
   if (res.headersSent) {
     res.end();
     return;
