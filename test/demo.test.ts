@@ -1,7 +1,7 @@
 /** The demo server's tools behave as their descriptions promise. */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ROOT, callTool, getTask, rpc, tempDir, textOf, useServer, waitForTask } from './helpers.js';
 
 describe('demo server', () => {

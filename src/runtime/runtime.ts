@@ -266,6 +266,8 @@ class Execution implements TaskContext {
             this.record = r.record;
             this.rt.running.set(r.record.taskId, this);
             this.rt.publish(r.record.taskId);
+            // A status set while the row was being committed is written now.
+            if (this.statusMessage !== null && this.statusMessage !== r.record.statusMessage) void this.status(this.statusMessage).catch(() => undefined);
           }
           return r;
         });
@@ -416,7 +418,7 @@ class Execution implements TaskContext {
   /** Writes the outcome of a task run. */
   async settle(result: { ok: true; value: unknown } | { ok: false; error: unknown }): Promise<void> {
     const p = await this.persist().catch(() => undefined);
-    if (!p || !p.created && !this.record) return;
+    if (!p || (!p.created && !this.record)) return;
     const taskId = this.taskId!;
     this.rt.running.delete(taskId);
     if (this.abandoned) return;
@@ -661,8 +663,8 @@ export class TaskRuntime extends EventEmitter {
       exec.abort(new TaskCancelledError('shutdown'));
       const taskId = exec.taskId;
       if (!taskId) continue;
-      const retrySafe = (await this.store.get(taskId).catch(() => undefined)) as { state: string; record?: TaskRecord } | undefined;
-      if (retrySafe?.record?.retrySafe) continue; // the next start re-runs it
+      const l = await this.store.get(taskId).catch(() => undefined);
+      if (l?.state === 'found' && l.record.retrySafe) continue; // the next start re-runs it
       await this.finishQuietly(
         taskId,
         { status: 'failed', error: { code: ErrorCode.InternalError, message: 'The server shut down before the task finished; the tool is not declared safe to re-run', data: { reason: 'shutdown' } } },

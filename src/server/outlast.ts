@@ -137,6 +137,7 @@ export class Outlast {
       // The callback is never reached: tools/call for Outlast tools is routed below, outside McpServer's catch.
       mcp.registerTool(t.name, t.registration as never, unreachable);
     }
+    if (this.tools.size === 0) return this.attachTaskMethods(mcp, era);
     const server = mcp.server as unknown as ServerInternals;
     const inner = server._requestHandlers.get('tools/call');
     const ours = server._wrapHandler('tools/call', (req, ctx) => this.toolsCall(mcp, req, ctx, era));
@@ -151,8 +152,12 @@ export class Outlast {
       }
       return r;
     });
-    if (era !== 'modern') return mcp;
+    return this.attachTaskMethods(mcp, era);
+  }
 
+  /** The capability and tasks/get|update|cancel (modern era only). */
+  private attachTaskMethods(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
+    if (era !== 'modern') return mcp;
     mcp.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
     const gate = (ctx: ServerContext) => {
       const caps = (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META];
