@@ -169,11 +169,12 @@ export async function startServer(args: string[], opts: { module?: string; env?:
   };
 }
 
-/** A server started before the tests of the enclosing suite (on a fresh SQLite file) and stopped after them. */
+/** A server started before the tests of the enclosing suite (on a fresh SQLite file unless --store is given) and stopped after them. */
 export function useServer(args: string[] = [], opts: { module?: string } = {}): { readonly url: string; readonly process: ServerProcess } {
   let current: ServerProcess | undefined;
   before(async () => {
-    current = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`, ...args], opts);
+    const store = args.includes('--store') ? [] : ['--store', `sqlite:${join(tempDir(), 'tasks.db')}`];
+    current = await startServer([...store, ...args], opts);
   });
   after(async () => {
     await current?.stop();

@@ -604,3 +604,23 @@ describe('schema checks ran', () => {
     }
   });
 });
+
+describe('two processes on one SQLite file', () => {
+  const db = join(tempDir(), 'shared.db');
+  const a = useServer(['--store', `sqlite:${db}`, '--heartbeat-ms', '200']);
+  const b = useServer(['--store', `sqlite:${db}`, '--heartbeat-ms', '200']);
+
+  it('either answers a poll; a cancel and an answer given to one reach the handler running in the other', async () => {
+    const t = await callTool(a.url, 'sleep', { seconds: 60 });
+    assert.equal((await getTask(b.url, t.result.taskId)).result.status, 'working');
+    await rpc(b.url, 'tasks/cancel', { taskId: t.result.taskId });
+    const cancelled = await waitForTask(b.url, t.result.taskId, undefined, { timeoutMs: 5000 });
+    assert.equal(cancelled.status, 'cancelled');
+
+    const q = await callTool(a.url, 'ask', { message: 'Which region?' });
+    await waitForTask(b.url, q.result.taskId, (x) => x.status === 'input_required');
+    await rpc(b.url, 'tasks/update', { taskId: q.result.taskId, inputResponses: { answer: { action: 'accept', content: { answer: 'eu-west' } } } });
+    const done = await waitForTask(a.url, q.result.taskId, undefined, { timeoutMs: 5000 });
+    assert.equal(textOf(done.result), 'The answer is: eu-west');
+  });
+});

@@ -93,6 +93,8 @@ export interface RuntimeOptions {
   pollLimit?: Partial<PollLimitOptions> | false;
   /** Default deadline of an input request. Default 15 min. */
   defaultInputTimeoutMs?: number;
+  /** Period of the re-read that covers missed input signals. Default 1000 ms. */
+  inputRecheckMs?: number;
   /** Sweeper period. Default 30 s. */
   sweepIntervalMs?: number;
   /** How long an expired task's tombstone is kept (so it reads "expired", not "not found"). Default 7 days. */
@@ -398,13 +400,19 @@ class Execution implements TaskContext {
       };
       const onAbort = () => finish(this.signal.reason ?? new TaskCancelledError('cancelled'));
       this.signal.addEventListener('abort', onAbort, { once: true });
-      const unsubscribe = this.rt.bus.subscribe(taskId, (s) => {
-        if (s.kind !== 'input') return;
+      const reread = () =>
         this.rt.store.get(taskId).then(
           (l) => (l.state === 'found' ? check(l.record) : finish(new TaskCancelledError('expired'))),
           (e) => finish(e),
         );
-      });
+      const bus = this.rt.bus.subscribe(taskId, (s) => s.kind === 'input' && void reread());
+      // The row is the truth: a slow re-read covers answers whose signal never arrived (another process).
+      const fallback = setInterval(() => void reread(), this.rt.inputRecheckMs);
+      fallback.unref?.();
+      const unsubscribe = () => {
+        bus();
+        clearInterval(fallback);
+      };
       check(rec);
     });
   }
@@ -447,6 +455,8 @@ export class TaskRuntime extends EventEmitter {
   readonly concurrencyLimit: number;
   readonly defaultPollIntervalMs: number;
   readonly defaultInputTimeoutMs: number;
+  /** How often a handler waiting for input re-reads its row in case an answer's signal was missed. */
+  readonly inputRecheckMs: number;
   readonly log: Logger;
   readonly pollPolicy: PollPolicy;
   readonly governor: PollGovernor | undefined;
@@ -472,6 +482,7 @@ export class TaskRuntime extends EventEmitter {
     this.concurrencyLimit = options.concurrencyLimit ?? 64;
     this.defaultPollIntervalMs = options.defaultPollIntervalMs ?? 500;
     this.defaultInputTimeoutMs = options.defaultInputTimeoutMs ?? 15 * 60_000;
+    this.inputRecheckMs = options.inputRecheckMs ?? 1000;
     this.pollPolicy = { ...DEFAULT_POLL_POLICY, ...options.poll };
     this.governor = options.pollLimit === false ? undefined : new PollGovernor({ ...DEFAULT_POLL_LIMIT, ...options.pollLimit });
     this.log = options.log ?? silentLogger;
@@ -526,6 +537,10 @@ export class TaskRuntime extends EventEmitter {
     if (this.stopping) return;
     try {
       await this.store.heartbeat(this.replicaId, Date.now());
+      // Fallback for missed signals: a cancel recorded by another process reaches the handler within a heartbeat.
+      if (this.running.size > 0) {
+        for (const taskId of await this.store.pendingCancels(this.replicaId)) this.running.get(taskId)?.abort(new TaskCancelledError('cancelled'));
+      }
       await this.recover();
     } catch (e) {
       this.log.error('heartbeat failed', { error: String(e) });

@@ -144,6 +144,8 @@ export interface TaskStore {
   answerInput(taskId: string, responses: Record<string, JsonObject>, now: number): Promise<{ record: TaskRecord; accepted: string[] }>;
   /** Records the intent to cancel (durable). Returns the record; a terminal task is returned unchanged. */
   requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined>;
+  /** Unfinished tasks of `owner` whose cancel was requested (the fallback when a cancel signal was missed). */
+  pendingCancels(owner: string): Promise<string[]>;
   /** Moves the task to a terminal state. Refused when already terminal or fenced. */
   finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord>;
 

@@ -180,6 +180,7 @@ export class SqliteTaskStore implements TaskStore {
           status_message = COALESCE(@statusMessage, status_message), input_requests = '{}', input_since = NULL,
           ttl_ms = @ttlMs, expires_at = @expiresAt, updated_at = @now, version = version + 1
         WHERE task_id = @taskId AND version = @version RETURNING *`),
+      pendingCancels: db.prepare(`SELECT task_id FROM tasks WHERE owner = ? AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`),
       replicaUpsert: db.prepare(`INSERT INTO replicas (replica_id, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)
         ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`),
       heartbeat: db.prepare('UPDATE replicas SET heartbeat_at = ? WHERE replica_id = ?'),
@@ -407,6 +408,11 @@ export class SqliteTaskStore implements TaskStore {
       const row = this.s.get.get(taskId) as Row | undefined;
       return row ? toRecord(row) : undefined;
     });
+  }
+
+  async pendingCancels(owner: string): Promise<string[]> {
+    this.ensureOpen();
+    return (this.s.pendingCancels.all(owner) as Array<{ task_id: string }>).map((r) => r.task_id);
   }
 
   finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord> {

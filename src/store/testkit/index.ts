@@ -185,6 +185,10 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.equal(r?.cancelRequestedAt, 1234);
       const r2 = await store.requestCancel(record.taskId, 5678);
       assert.equal(r2?.cancelRequestedAt, 1234, 'the first request time is kept');
+      assert.deepEqual(await store.pendingCancels('replica-a'), [record.taskId]);
+      assert.deepEqual(await store.pendingCancels('replica-b'), []);
+      await store.finish(record.taskId, 'replica-a', { status: 'cancelled' }, null, Date.now());
+      assert.deepEqual(await store.pendingCancels('replica-a'), [], 'a finished task has nothing pending');
       assert.equal(await store.requestCancel('missing', 1), undefined);
     });
 
