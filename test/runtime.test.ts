@@ -68,6 +68,26 @@ describe('runtime', () => {
     }
   });
 
+  it('a handler that asks to promote and returns at once still ends as a finished task, never an orphan row', async () => {
+    const { rt } = await runtime({ inlineBudgetMs: 10_000 });
+    rt.defineTool('quick', {
+      handler: (_a, ctx) => {
+        void ctx.promote();
+        return { content: [{ type: 'text', text: 'done' }] };
+      },
+    });
+    await rt.start();
+    try {
+      const r = await rt.call('quick', {}, DECLARED);
+      assert.equal(r.kind, 'task');
+      if (r.kind !== 'task') return;
+      await sleep(100);
+      assert.equal((await rt.getTask(r.task.taskId, 'p')).status, 'completed');
+    } finally {
+      await rt.stop();
+    }
+  });
+
   it('raises an alert when a failure expires without anyone reading it', async () => {
     const { rt } = await runtime({ defaultTtlMs: 200 });
     rt.defineTool('boom', { policy: 'always', handler: () => Promise.reject(Object.assign(new Error('disk full'), { code: -32603 })) });

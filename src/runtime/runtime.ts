@@ -240,6 +240,11 @@ class Execution implements TaskContext {
     void this.done.then(() => this.rt.executions.delete(this));
   }
 
+  /** Whether the task row has been (or is being) written. */
+  get persisting(): boolean {
+    return this.promotion !== undefined;
+  }
+
   /** Persists the task (once). Resolves after the commit. */
   persist(): Promise<{ record: TaskRecord; created: boolean }> {
     if (!this.promotion) {
@@ -754,7 +759,8 @@ export class TaskRuntime extends EventEmitter {
         exec.promoteRequested.promise.then(() => ({ which: 'promote' as const })),
       ]);
       clearTimeout(timer);
-      if (winner.which === 'done' && !exec.taskId) return this.inlineOutcome(winner.r);
+      // Inline only if nothing started persisting the call; otherwise the task row must get its outcome.
+      if (winner.which === 'done' && !exec.persisting) return this.inlineOutcome(winner.r);
       const p = await this.persistOrThrow(exec);
       void exec.done.then((r) => exec.settle(r));
       return { kind: 'task', task: this.createResult(exec.record ?? p.record) };

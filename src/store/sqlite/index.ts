@@ -60,36 +60,6 @@ interface Row {
   retrieved_at: number | null;
 }
 
-function toRecord(r: Row): TaskRecord {
-  return {
-    taskId: r.task_id,
-    principal: r.principal,
-    tool: r.tool,
-    args: JSON.parse(r.args),
-    status: r.status,
-    statusMessage: r.status_message,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    ttlMs: r.ttl_ms,
-    expiresAt: r.expires_at,
-    inputSince: r.input_since,
-    pollIntervalMs: r.poll_interval_ms,
-    result: r.result === null ? null : JSON.parse(r.result),
-    error: r.error === null ? null : JSON.parse(r.error),
-    inputRequests: JSON.parse(r.input_requests),
-    inputResponses: JSON.parse(r.input_responses),
-    cancelRequestedAt: r.cancel_requested_at,
-    owner: r.owner,
-    attempts: r.attempts,
-    retrySafe: r.retry_safe === 1,
-    idempotencyKey: r.idem_key,
-    requestHash: r.request_hash,
-    clientCapabilities: JSON.parse(r.client_capabilities),
-    version: r.version,
-    retrievedAt: r.retrieved_at,
-  };
-}
-
 const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version';
 
 function toView(r: Row): TaskView {
@@ -107,6 +77,24 @@ function toView(r: Row): TaskView {
     inputRequests: r.input_requests === '{}' ? {} : JSON.parse(r.input_requests),
     retrievedAt: r.retrieved_at,
     version: r.version,
+  };
+}
+
+function toRecord(r: Row): TaskRecord {
+  return {
+    ...toView(r),
+    tool: r.tool,
+    args: JSON.parse(r.args),
+    expiresAt: r.expires_at,
+    inputSince: r.input_since,
+    inputResponses: JSON.parse(r.input_responses),
+    cancelRequestedAt: r.cancel_requested_at,
+    owner: r.owner,
+    attempts: r.attempts,
+    retrySafe: r.retry_safe === 1,
+    idempotencyKey: r.idem_key,
+    requestHash: r.request_hash,
+    clientCapabilities: JSON.parse(r.client_capabilities),
   };
 }
 
