@@ -80,13 +80,24 @@ function toView(r: Row): TaskView {
   };
 }
 
+/** The full row. Written out field by field (not spread from toView): this is on the creation hot path. */
 function toRecord(r: Row): TaskRecord {
   return {
-    ...toView(r),
+    taskId: r.task_id,
+    principal: r.principal,
     tool: r.tool,
     args: JSON.parse(r.args),
+    status: r.status,
+    statusMessage: r.status_message,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    ttlMs: r.ttl_ms,
     expiresAt: r.expires_at,
     inputSince: r.input_since,
+    pollIntervalMs: r.poll_interval_ms,
+    result: r.result === null ? null : JSON.parse(r.result),
+    error: r.error === null ? null : JSON.parse(r.error),
+    inputRequests: JSON.parse(r.input_requests),
     inputResponses: JSON.parse(r.input_responses),
     cancelRequestedAt: r.cancel_requested_at,
     owner: r.owner,
@@ -95,6 +106,8 @@ function toRecord(r: Row): TaskRecord {
     idempotencyKey: r.idem_key,
     requestHash: r.request_hash,
     clientCapabilities: JSON.parse(r.client_capabilities),
+    version: r.version,
+    retrievedAt: r.retrieved_at,
   };
 }
 
