@@ -101,10 +101,12 @@ export function taskNotFound(): TaskProtocolError {
 export function taskExpired(): TaskProtocolError {
   return new TaskProtocolError(ErrorCode.InvalidParams, TASK_EXPIRED_MESSAGE);
 }
-export function missingTasksCapability(): TaskProtocolError {
+export function missingTasksCapability(
+  message = `This request needs the client to declare the ${TASKS_EXTENSION} extension in _meta["${CLIENT_CAPABILITIES_META}"].extensions`,
+): TaskProtocolError {
   return new TaskProtocolError(
     ErrorCode.MissingRequiredClientCapability,
-    `This request needs the client to declare the ${TASKS_EXTENSION} extension in _meta["${CLIENT_CAPABILITIES_META}"].extensions`,
+    message,
     { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
   );
 }

@@ -293,11 +293,7 @@ class Execution implements TaskContext {
   private async ensureTask(what: string): Promise<string> {
     if (this.taskId) return this.taskId;
     if (!this.call.tasksDeclared || this.tool.spec.policy === 'never') {
-      throw new TaskProtocolError(
-        ErrorCode.MissingRequiredClientCapability,
-        `${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`,
-        { requiredCapabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} } } },
-      );
+      throw missingTasksCapability(`${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`);
     }
     this.promoteRequested.resolve();
     await this.persist();
@@ -700,11 +696,8 @@ export class TaskRuntime extends EventEmitter {
   /** Maps how a handler ended to a terminal outcome. */
   outcomeOf(r: { ok: true; value: unknown } | { ok: false; error: unknown }, cancel: TaskCancelledError | undefined): Outcome {
     if (r.ok) {
-      const v = r.value;
-      if (!v || typeof v !== 'object' || Array.isArray(v)) {
-        return { status: 'failed', error: { code: ErrorCode.InternalError, message: 'The tool handler returned something that is not a CallToolResult object' } };
-      }
-      return { status: 'completed', result: { ...(v as JsonObject), resultType: 'complete' } };
+      const v = asToolResult(r.value);
+      return v ? { status: 'completed', result: { ...v, resultType: 'complete' } } : { status: 'failed', error: NOT_A_TOOL_RESULT.toJSON() };
     }
     const e = r.error;
     if (cancel && cancel.reason === 'cancelled') return { status: 'cancelled' };
@@ -783,9 +776,9 @@ export class TaskRuntime extends EventEmitter {
 
   private inlineOutcome(r: { ok: true; value: unknown } | { ok: false; error: unknown }): CallOutcome {
     if (r.ok) {
-      const v = r.value;
-      if (!v || typeof v !== 'object' || Array.isArray(v)) throw new TaskProtocolError(ErrorCode.InternalError, 'The tool handler returned something that is not a CallToolResult object');
-      return { kind: 'result', result: v as JsonObject };
+      const v = asToolResult(r.value);
+      if (!v) throw NOT_A_TOOL_RESULT;
+      return { kind: 'result', result: v };
     }
     const code = errorCodeOf(r.error);
     if (code !== undefined) throw r.error;
@@ -913,6 +906,13 @@ export class TaskRuntime extends EventEmitter {
       unsubscribe();
     };
   }
+}
+
+const NOT_A_TOOL_RESULT = new TaskProtocolError(ErrorCode.InternalError, 'The tool handler returned something that is not a CallToolResult object');
+
+/** A handler's return value if it is an object (a CallToolResult), else undefined. */
+function asToolResult(v: unknown): JsonObject | undefined {
+  return v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined;
 }
 
 function checkTaskId(taskId: unknown): string {

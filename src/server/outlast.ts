@@ -159,44 +159,34 @@ export class Outlast {
   private attachTaskMethods(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
     if (era !== 'modern') return mcp;
     mcp.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
-    const gate = (ctx: ServerContext) => {
-      const caps = (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META];
-      if (!declaresTasks(caps)) throw toProtocolError(missingTasksCapability());
-    };
-    mcp.server.setRequestHandler('tasks/get', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
-      gate(ctx);
-      try {
-        return { resultType: 'complete', ...(await this.runtime.getTask(p.taskId, this.principal(ctx))) } as never;
-      } catch (e) {
-        throw toProtocolError(e);
-      }
-    });
-    mcp.server.setRequestHandler('tasks/update', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
-      gate(ctx);
-      try {
-        // The SDK lifts params.inputResponses off every request (MRTR); read it from the context.
-        const responses = ctx.mcpReq.inputResponses;
-        const dropped = ctx.mcpReq.droppedInputResponseKeys ?? [];
-        if (dropped.length > 0) {
-          throw new TaskProtocolError(ErrorCode.InvalidParams, `Invalid inputResponses: the response for ${dropped.map((k) => `"${k}"`).join(', ')} must be a plain response object (not a string, array or {method, result} wrapper)`);
+    // Each tasks/* method: the -32021 gate first, then the runtime, its errors translated for the SDK.
+    const method = (name: 'tasks/get' | 'tasks/update' | 'tasks/cancel', run: (p: Record<string, unknown>, ctx: ServerContext) => Promise<JsonObject>) =>
+      mcp.server.setRequestHandler(name, TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
+        const caps = (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META];
+        if (!declaresTasks(caps)) throw toProtocolError(missingTasksCapability());
+        try {
+          return { resultType: 'complete', ...(await run(p, ctx)) } as never;
+        } catch (e) {
+          throw toProtocolError(e);
         }
-        if (responses === undefined) {
-          throw new TaskProtocolError(ErrorCode.InvalidParams, 'tasks/update needs params.inputResponses: an object mapping input request keys to responses');
-        }
-        await this.runtime.updateTask(p.taskId, this.principal(ctx), responses ?? {});
-        return { resultType: 'complete' } as never;
-      } catch (e) {
-        throw toProtocolError(e);
+      });
+    method('tasks/get', async (p, ctx) => (await this.runtime.getTask(p.taskId, this.principal(ctx))) as unknown as JsonObject);
+    method('tasks/update', async (p, ctx) => {
+      // The SDK lifts params.inputResponses off every request (MRTR); read it from the context.
+      const responses = ctx.mcpReq.inputResponses;
+      const dropped = ctx.mcpReq.droppedInputResponseKeys ?? [];
+      if (dropped.length > 0) {
+        throw new TaskProtocolError(ErrorCode.InvalidParams, `Invalid inputResponses: the response for ${dropped.map((k) => `"${k}"`).join(', ')} must be a plain response object (not a string, array or {method, result} wrapper)`);
       }
+      if (responses === undefined) {
+        throw new TaskProtocolError(ErrorCode.InvalidParams, 'tasks/update needs params.inputResponses: an object mapping input request keys to responses');
+      }
+      await this.runtime.updateTask(p.taskId, this.principal(ctx), responses);
+      return {};
     });
-    mcp.server.setRequestHandler('tasks/cancel', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
-      gate(ctx);
-      try {
-        await this.runtime.cancelTask(p.taskId, this.principal(ctx));
-        return { resultType: 'complete' } as never;
-      } catch (e) {
-        throw toProtocolError(e);
-      }
+    method('tasks/cancel', async (p, ctx) => {
+      await this.runtime.cancelTask(p.taskId, this.principal(ctx));
+      return {};
     });
     return mcp;
   }
