@@ -305,3 +305,31 @@ export function textOf(result: Record<string, any>): string {
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---- PostgreSQL ---------------------------------------------------------------------------------------------
+
+/** The database the PostgreSQL tests use (the machine's cluster; trust auth). */
+export const PG_URL = process.env.OUTLAST_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
+const schemas = new Set<string>();
+
+/** A fresh schema name for one test's data; every schema made this way is dropped when the run ends. */
+export function freshSchema(prefix = 't'): string {
+  const s = `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+  schemas.add(s);
+  return s;
+}
+
+/** `postgres://…?schema=NAME` for a fresh schema. */
+export function pgStoreUrl(schema = freshSchema()): string {
+  return `${PG_URL}?schema=${schema}`;
+}
+
+after(async () => {
+  if (schemas.size === 0) return;
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: PG_URL });
+  await c.connect();
+  for (const s of schemas) await c.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+  schemas.clear();
+  await c.end();
+});

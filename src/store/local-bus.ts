@@ -8,6 +8,8 @@ export interface TaskSignal {
   kind: SignalKind;
 }
 export interface SignalBus {
+  /** Connects whatever carries signals between processes (called once by the runtime's start). */
+  start?(): Promise<void>;
   publish(signal: TaskSignal): void;
   /** Listens to every signal for one task; returns the unsubscribe function. */
   subscribe(taskId: string, listener: (signal: TaskSignal) => void): () => void;
@@ -37,6 +39,11 @@ export class LocalSignalBus implements SignalBus {
       set!.delete(listener);
       if (set!.size === 0) this.listeners.delete(taskId);
     };
+  }
+
+  /** Ids with at least one subscriber. */
+  taskIds(): string[] {
+    return [...this.listeners.keys()];
   }
 
   get size(): number {

@@ -2,6 +2,7 @@
  * The storage contract. A backend is a folder under src/store/ that implements TaskStore and passes the
  * shared test kit (src/store/testkit). A store never imports the runtime or the SDK.
  */
+import type { SignalBus } from './local-bus.js';
 import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskStatus } from '../protocol/index.js';
 
 /** An input request the task is waiting for, with its deadline (epoch ms). */
@@ -122,6 +123,8 @@ export interface TaskStore {
   /** Opens the store and applies numbered migrations. Idempotent. */
   init(): Promise<void>;
   close(): Promise<void>;
+  /** The bus that carries signals between the processes sharing this store (default: in-process only). */
+  createSignalBus?(): SignalBus;
 
   /** Durably creates a task; resolves only after the commit. With an idempotency key already used by the
    *  same principal and tool, returns the existing record (`created: false`) or throws IdempotencyConflictError
@@ -151,7 +154,8 @@ export interface TaskStore {
 
   /** Replica liveness (leases). */
   registerReplica(info: ReplicaInfo): Promise<void>;
-  heartbeat(replicaId: string, now: number): Promise<void>;
+  /** Renews the replica's lease. false: its row is gone (others presumed it dead and may have taken its tasks). */
+  heartbeat(replicaId: string, now: number): Promise<boolean>;
   removeReplica(replicaId: string): Promise<void>;
   listReplicas(): Promise<ReplicaInfo[]>;
   /** Unfinished tasks whose owner is not among `liveOwners` (or that have no owner). */

@@ -5,11 +5,11 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { JsonObject, TaskStatus } from '../../protocol/index.js';
+import { isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
+import { answerInput, askInput, refusalOf, ttlAfterWait, type InputChange } from '../rules.js';
 import {
   IdempotencyConflictError,
   TaskWriteRefused,
-  type AnsweredInput,
   type NewTask,
   type Outcome,
   type PendingInput,
@@ -318,11 +318,7 @@ export class SqliteTaskStore implements TaskStore {
 
   /** Why an update matched no row. */
   private refusal(taskId: string, owner?: string | null): TaskWriteRefused {
-    const row = this.s.get.get(taskId) as Row | undefined;
-    if (!row) return new TaskWriteRefused(taskId, 'missing');
-    if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') return new TaskWriteRefused(taskId, 'terminal');
-    if (owner !== undefined && row.owner !== owner) return new TaskWriteRefused(taskId, 'fenced');
-    return new TaskWriteRefused(taskId, 'terminal');
+    return refusalOf(taskId, this.s.get.get(taskId) as Row | undefined, owner);
   }
 
   async markRetrieved(taskId: string, now: number): Promise<void> {
@@ -348,24 +344,9 @@ export class SqliteTaskStore implements TaskStore {
   requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord> {
     return this.write(() => {
       const row = this.s.get.get(taskId) as Row | undefined;
-      if (!row || row.owner !== owner || (row.status !== 'working' && row.status !== 'input_required')) throw this.refusal(taskId, owner);
+      if (!row || row.owner !== owner || isTerminal(row.status)) throw this.refusal(taskId, owner);
       const rec = toRecord(row);
-      const outstanding = { ...rec.inputRequests };
-      for (const [key, pending] of Object.entries(requests)) {
-        const answered = rec.inputResponses[key];
-        if (answered) {
-          if (JSON.stringify(answered.request) !== JSON.stringify(pending.request)) {
-            throw new Error(`Input key "${key}" was already answered for a different request; keys are unique for the task's life`);
-          }
-          continue;
-        }
-        const current = outstanding[key];
-        outstanding[key] = current ? { request: pending.request, deadline: current.deadline } : pending;
-      }
-      const waiting = Object.keys(outstanding).length > 0;
-      const inputSince = waiting ? rec.inputSince ?? now : rec.inputSince;
-      return toRecord(this.s.setInput.get(waiting ? 'input_required' : rec.status, JSON.stringify(outstanding), JSON.stringify(rec.inputResponses),
-        inputSince, rec.ttlMs, rec.expiresAt, now, taskId, rec.version) as Row);
+      return toRecord(this.writeInput(rec, askInput(rec, requests, now), now));
     });
   }
 
@@ -374,33 +355,15 @@ export class SqliteTaskStore implements TaskStore {
       const row = this.s.get.get(taskId) as Row | undefined;
       if (!row) throw new TaskWriteRefused(taskId, 'missing');
       const rec = toRecord(row);
-      if (rec.status !== 'input_required') return { record: rec, accepted: [] };
-      const outstanding = { ...rec.inputRequests };
-      const answered: Record<string, AnsweredInput> = { ...rec.inputResponses };
-      const accepted: string[] = [];
-      for (const [key, response] of Object.entries(responses)) {
-        const pending = outstanding[key];
-        if (!pending) continue;
-        answered[key] = { request: pending.request, response, answeredAt: now };
-        delete outstanding[key];
-        accepted.push(key);
-      }
-      if (accepted.length === 0) return { record: rec, accepted };
-      const stillWaiting = Object.keys(outstanding).length > 0;
-      let { ttlMs, expiresAt, inputSince } = rec;
-      if (!stillWaiting) {
-        // TTL grows by the time the task waited for a human.
-        const waited = Math.max(0, now - (rec.inputSince ?? now));
-        if (ttlMs !== null) {
-          ttlMs += waited;
-          expiresAt = rec.createdAt + ttlMs;
-        }
-        inputSince = null;
-      }
-      const updated = this.s.setInput.get(stillWaiting ? 'input_required' : 'working', JSON.stringify(outstanding), JSON.stringify(answered),
-        inputSince, ttlMs, expiresAt, now, taskId, rec.version) as Row;
-      return { record: toRecord(updated), accepted };
+      const { accepted, change } = answerInput(rec, responses, now);
+      if (!change) return { record: rec, accepted };
+      return { record: toRecord(this.writeInput(rec, change, now)), accepted };
     });
+  }
+
+  private writeInput(rec: TaskRecord, c: InputChange, now: number): Row {
+    return this.s.setInput.get(c.status, JSON.stringify(c.inputRequests), JSON.stringify(c.inputResponses), c.inputSince, c.ttlMs, c.expiresAt,
+      now, rec.taskId, rec.version) as Row;
   }
 
   requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined> {
@@ -420,14 +383,9 @@ export class SqliteTaskStore implements TaskStore {
     return this.write(() => {
       const row = this.s.get.get(taskId) as Row | undefined;
       if (!row) throw new TaskWriteRefused(taskId, 'missing');
-      if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') throw new TaskWriteRefused(taskId, 'terminal');
+      if (isTerminal(row.status)) throw new TaskWriteRefused(taskId, 'terminal');
       if (owner !== null && row.owner !== owner) throw new TaskWriteRefused(taskId, 'fenced');
-      let ttlMs = row.ttl_ms;
-      let expiresAt = row.expires_at;
-      if (row.input_since !== null && ttlMs !== null) {
-        ttlMs += Math.max(0, now - row.input_since);
-        expiresAt = row.created_at + ttlMs;
-      }
+      const { ttlMs, expiresAt } = ttlAfterWait({ createdAt: row.created_at, ttlMs: row.ttl_ms, expiresAt: row.expires_at, inputSince: row.input_since }, now);
       return toRecord(this.s.finish.get({
         taskId,
         version: row.version,
@@ -446,9 +404,9 @@ export class SqliteTaskStore implements TaskStore {
     this.ensureOpen();
     this.s.replicaUpsert.run(info.replicaId, info.host, info.pid, info.startedAt, info.heartbeatAt);
   }
-  async heartbeat(replicaId: string, now: number): Promise<void> {
+  async heartbeat(replicaId: string, now: number): Promise<boolean> {
     this.ensureOpen();
-    this.s.heartbeat.run(now, replicaId);
+    return this.s.heartbeat.run(now, replicaId).changes > 0;
   }
   async removeReplica(replicaId: string): Promise<void> {
     this.ensureOpen();

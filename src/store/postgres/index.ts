@@ -1,0 +1,438 @@
+/**
+ * PostgreSQL task store on `pg`: any replica answers anything. Every write is one autocommit statement (PostgreSQL
+ * group-commits concurrent transactions itself); read-modify-write steps (input) are optimistic on `version`.
+ * Signals travel through PgSignalBus (LISTEN/NOTIFY outside the write transactions, coalesced).
+ */
+import pg from 'pg';
+import { isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
+import { answerInput, askInput, refusalOf, type InputChange } from '../rules.js';
+import {
+  IdempotencyConflictError,
+  TaskWriteRefused,
+  type NewTask,
+  type Outcome,
+  type PendingInput,
+  type ReplicaInfo,
+  type SweepResult,
+  type TaskLookup,
+  type TaskRecord,
+  type TaskStore,
+  type TaskView,
+} from '../types.js';
+import { PgSignalBus, quoteIdent } from './bus.js';
+import { MIGRATIONS } from './schema.js';
+
+export { PgSignalBus } from './bus.js';
+
+export interface PostgresStoreOptions {
+  /** Connection settings for node-postgres (a connection string or fields). */
+  connection: pg.ClientConfig;
+  /** Schema holding the tables (created if missing). Default `outlast`. Deployments sharing a database use one each. */
+  schema?: string;
+  /** Connections in the pool. Default 10. */
+  poolSize?: number;
+}
+
+/** Node-postgres returns bigint as strings; every bigint here is epoch ms or a duration, well inside 2^53. */
+const TYPES = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === 20 ? (v: string) => Number(v) : (pg.types.getTypeParser as (o: number, f?: string) => unknown)(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+interface Row {
+  task_id: string;
+  principal: string;
+  tool: string;
+  args: JsonObject;
+  status: TaskStatus;
+  status_message: string | null;
+  created_at: number;
+  updated_at: number;
+  ttl_ms: number | null;
+  expires_at: number | null;
+  input_since: number | null;
+  poll_interval_ms: number;
+  result: JsonObject | null;
+  error: TaskRecord['error'];
+  input_requests: TaskRecord['inputRequests'];
+  input_responses: TaskRecord['inputResponses'];
+  cancel_requested_at: number | null;
+  owner: string | null;
+  attempts: number;
+  retry_safe: boolean;
+  idem_key: string | null;
+  request_hash: string | null;
+  client_capabilities: JsonObject;
+  version: number;
+  retrieved_at: number | null;
+}
+
+const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version';
+const UNFINISHED = `status IN ('working','input_required')`;
+
+function toView(r: Row): TaskView {
+  return {
+    taskId: r.task_id,
+    principal: r.principal,
+    status: r.status,
+    statusMessage: r.status_message,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    ttlMs: r.ttl_ms,
+    pollIntervalMs: r.poll_interval_ms,
+    result: r.result,
+    error: r.error,
+    inputRequests: r.input_requests,
+    retrievedAt: r.retrieved_at,
+    version: r.version,
+  };
+}
+
+function toRecord(r: Row): TaskRecord {
+  return {
+    ...toView(r),
+    tool: r.tool,
+    args: r.args,
+    expiresAt: r.expires_at,
+    inputSince: r.input_since,
+    inputResponses: r.input_responses,
+    cancelRequestedAt: r.cancel_requested_at,
+    owner: r.owner,
+    attempts: r.attempts,
+    retrySafe: r.retry_safe,
+    idempotencyKey: r.idem_key,
+    requestHash: r.request_hash,
+    clientCapabilities: r.client_capabilities,
+  };
+}
+
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+// Statements (named, so each connection prepares them once).
+const Q = {
+  insert: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+    ON CONFLICT DO NOTHING RETURNING *`,
+  byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
+  get: 'SELECT * FROM tasks WHERE task_id = $1',
+  view: `SELECT ${VIEW_COLUMNS} FROM tasks WHERE task_id = $1`,
+  tomb: 'SELECT principal, expired_at FROM tombstones WHERE task_id = $1',
+  retrieved: `UPDATE tasks SET retrieved_at = $2 WHERE task_id = $1 AND retrieved_at IS NULL AND status IN ('completed','failed','cancelled')`,
+  progress: `UPDATE tasks SET status_message = $3, poll_interval_ms = COALESCE($4, poll_interval_ms), updated_at = $5, version = version + 1
+    WHERE task_id = $1 AND owner = $2 AND ${UNFINISHED} RETURNING *`,
+  retrySafe: `UPDATE tasks SET retry_safe = $3, version = version + 1 WHERE task_id = $1 AND owner = $2 AND ${UNFINISHED} RETURNING *`,
+  setInput: `UPDATE tasks SET status = $3, input_requests = $4, input_responses = $5, input_since = $6, ttl_ms = $7, expires_at = $8,
+      updated_at = $9, version = version + 1
+    WHERE task_id = $1 AND version = $2 RETURNING *`,
+  cancel: `UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, $2), version = version + 1
+    WHERE task_id = $1 AND ${UNFINISHED} RETURNING *`,
+  pendingCancels: `SELECT task_id FROM tasks WHERE owner = $1 AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`,
+  // The TTL grows by the time spent waiting for input (same rule as rules.ttlAfterWait, in SQL: one statement).
+  finish: `UPDATE tasks SET status = $3, result = $4, error = $5, status_message = COALESCE($6, status_message),
+      input_requests = '{}', input_since = NULL,
+      ttl_ms = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN ttl_ms ELSE ttl_ms + GREATEST(0, $7 - input_since) END,
+      expires_at = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN expires_at ELSE created_at + ttl_ms + GREATEST(0, $7 - input_since) END,
+      updated_at = $7, version = version + 1
+    WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND ${UNFINISHED} RETURNING *`,
+  // Replica times are kept on the database's clock: the caller's `now` is applied as an offset from its own clock.
+  replicaUpsert: `INSERT INTO replicas (replica_id, host, pid, started_at, heartbeat_at)
+      VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8 / 1000))
+    ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
+  heartbeat: `UPDATE replicas SET heartbeat_at = now() + make_interval(secs => $2::float8 / 1000) WHERE replica_id = $1`,
+  replicas: `SELECT replica_id, host, pid, started_at, (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms FROM replicas`,
+  replicaDelete: 'DELETE FROM replicas WHERE replica_id = $1',
+  orphans: `SELECT * FROM tasks WHERE ${UNFINISHED} AND (owner IS NULL OR owner <> ALL($1::text[])) LIMIT $2`,
+  takeOver: `UPDATE tasks SET owner = $3, attempts = attempts + 1, updated_at = $4, version = version + 1
+    WHERE task_id = $1 AND owner IS NOT DISTINCT FROM $2 AND ${UNFINISHED} RETURNING *`,
+  // Several replicas sweep at once: SKIP LOCKED hands each expired row to exactly one of them.
+  sweep: `WITH victims AS (
+      SELECT task_id FROM tasks WHERE expires_at IS NOT NULL AND expires_at <= $1 AND status <> 'input_required'
+      ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED
+    ), gone AS (
+      DELETE FROM tasks t USING victims v WHERE t.task_id = v.task_id
+      RETURNING t.task_id, t.principal, t.status, t.owner, t.tool, t.retrieved_at
+    ), tomb AS (
+      INSERT INTO tombstones (task_id, principal, expired_at, purge_at) SELECT task_id, principal, $1, $1 + $2 FROM gone
+      ON CONFLICT (task_id) DO UPDATE SET expired_at = excluded.expired_at, purge_at = excluded.purge_at
+    )
+    SELECT * FROM gone`,
+  purge: `DELETE FROM tombstones WHERE task_id IN (
+      SELECT task_id FROM tombstones WHERE purge_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+  count: 'SELECT (SELECT count(*) FROM tasks)::int AS tasks, (SELECT count(*) FROM tombstones)::int AS tombstones',
+};
+
+type QueryName = keyof typeof Q;
+
+export class PostgresTaskStore implements TaskStore {
+  readonly backend = 'postgres';
+  readonly schema: string;
+  private readonly connection: pg.ClientConfig;
+  private readonly poolSize: number;
+  private pool: pg.Pool | undefined;
+  private opening: Promise<void> | undefined;
+
+  constructor(options: PostgresStoreOptions) {
+    this.schema = options.schema ?? 'outlast';
+    if (!SCHEMA_NAME.test(this.schema)) {
+      throw new Error(`Invalid schema name "${this.schema}": use letters, digits and underscores (at most 63, not starting with a digit)`);
+    }
+    this.connection = options.connection;
+    this.poolSize = options.poolSize ?? 10;
+  }
+
+  /** Connection settings with this store's search_path; used by the pool and the signal bus. */
+  clientConfig(): pg.ClientConfig {
+    return { ...this.connection, options: `-c search_path=${this.schema}`, types: TYPES };
+  }
+
+  /** The LISTEN/NOTIFY channel of this deployment (one per schema). */
+  get channel(): string {
+    return `outlast_${this.schema}`;
+  }
+
+  createSignalBus(): PgSignalBus {
+    return new PgSignalBus({ connection: this.clientConfig(), channel: this.channel });
+  }
+
+  init(): Promise<void> {
+    this.opening ??= this.open().catch((e) => {
+      this.opening = undefined;
+      throw e;
+    });
+    return this.opening;
+  }
+
+  private async open(): Promise<void> {
+    const pool = new pg.Pool({ ...this.clientConfig(), max: this.poolSize });
+    // An idle connection dropped by the server (restart, failover) must not crash the process; the pool
+    // replaces it on the next query.
+    pool.on('error', () => undefined);
+    const client = await pool.connect().catch(async (e: Error) => {
+      await pool.end().catch(() => undefined);
+      throw new Error(`Cannot connect to PostgreSQL (${describe(this.connection)}): ${e.message}`);
+    });
+    try {
+      await client.query('BEGIN');
+      // One migrator at a time across replicas (the lock key is the schema's name).
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outlast:${this.schema}`]);
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.schema)}`);
+      await client.query('CREATE TABLE IF NOT EXISTS outlast_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)');
+      const applied = new Set((await client.query<{ version: number }>('SELECT version FROM outlast_migrations')).rows.map((r) => r.version));
+      for (const m of MIGRATIONS) {
+        if (applied.has(m.version)) continue;
+        await client.query(m.sql);
+        await client.query('INSERT INTO outlast_migrations (version, applied_at) VALUES ($1, $2)', [m.version, Date.now()]);
+      }
+      await client.query('COMMIT');
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release();
+      await pool.end().catch(() => undefined);
+      throw e;
+    }
+    client.release();
+    this.pool = pool;
+  }
+
+  async close(): Promise<void> {
+    const pool = this.pool;
+    this.pool = undefined;
+    this.opening = undefined;
+    if (pool) await pool.end();
+  }
+
+  private async q<R extends pg.QueryResultRow = Row>(name: QueryName, values: unknown[]): Promise<pg.QueryResult<R>> {
+    const pool = this.pool;
+    if (!pool) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
+    return pool.query<R>({ name: `outlast_${name}`, text: Q[name], values });
+  }
+
+  private async row(name: QueryName, values: unknown[]): Promise<Row | undefined> {
+    return (await this.q(name, values)).rows[0];
+  }
+
+  private async refusal(taskId: string, owner?: string | null): Promise<TaskWriteRefused> {
+    return refusalOf(taskId, await this.row('get', [taskId]), owner);
+  }
+
+  async create(t: NewTask): Promise<{ record: TaskRecord; created: boolean }> {
+    const key = t.idempotencyKey ?? null;
+    const status = t.status ?? 'working';
+    const row = await this.row('insert', [
+      t.taskId, t.principal, t.tool, JSON.stringify(t.args), status, t.statusMessage ?? null, t.createdAt, t.ttlMs,
+      t.ttlMs === null ? null : t.createdAt + t.ttlMs, status === 'input_required' ? t.createdAt : null, t.pollIntervalMs, t.owner,
+      t.retrySafe, key, t.requestHash ?? null, JSON.stringify(t.clientCapabilities ?? {}),
+    ]);
+    if (row) return { record: toRecord(row), created: true };
+    if (key !== null) {
+      const existing = await this.row('byIdem', [t.principal, t.tool, key]);
+      if (existing) {
+        if (existing.request_hash !== (t.requestHash ?? null)) throw new IdempotencyConflictError(key, existing.task_id);
+        return { record: toRecord(existing), created: false };
+      }
+    }
+    throw new Error(`Task id ${t.taskId} already exists`);
+  }
+
+  async get(taskId: string): Promise<TaskLookup> {
+    const row = await this.row('get', [taskId]);
+    return row ? { state: 'found', record: toRecord(row) } : this.tombstone(taskId);
+  }
+
+  async view(taskId: string): Promise<TaskLookup<TaskView>> {
+    const row = await this.row('view', [taskId]);
+    return row ? { state: 'found', record: toView(row) } : this.tombstone(taskId);
+  }
+
+  private async tombstone(taskId: string): Promise<TaskLookup<never>> {
+    const t = (await this.q<{ principal: string; expired_at: number }>('tomb', [taskId])).rows[0];
+    return t ? { state: 'expired', principal: t.principal, expiredAt: t.expired_at } : { state: 'missing' };
+  }
+
+  async markRetrieved(taskId: string, now: number): Promise<void> {
+    await this.q('retrieved', [taskId, now]);
+  }
+
+  async setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number): Promise<TaskRecord> {
+    const row = await this.row('progress', [taskId, owner, statusMessage, pollIntervalMs ?? null, Date.now()]);
+    if (!row) throw await this.refusal(taskId, owner);
+    return toRecord(row);
+  }
+
+  async setRetrySafe(taskId: string, owner: string, retrySafe: boolean): Promise<TaskRecord> {
+    const row = await this.row('retrySafe', [taskId, owner, retrySafe]);
+    if (!row) throw await this.refusal(taskId, owner);
+    return toRecord(row);
+  }
+
+  /** Read, apply, write back if nobody wrote in between (else read again). */
+  private async readModifyWrite<T>(taskId: string, step: (rec: TaskRecord) => { change?: InputChange; out: (rec: TaskRecord) => T }, now: number): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const row = await this.row('get', [taskId]);
+      if (!row) throw new TaskWriteRefused(taskId, 'missing');
+      const rec = toRecord(row);
+      const { change, out } = step(rec);
+      if (!change) return out(rec);
+      const c = change;
+      const written = await this.row('setInput', [
+        taskId, rec.version, c.status, JSON.stringify(c.inputRequests), JSON.stringify(c.inputResponses), c.inputSince, c.ttlMs, c.expiresAt, now,
+      ]);
+      if (written) return out(toRecord(written));
+      if (attempt >= 50) throw new Error(`Task ${taskId} is being written too often to update its input; retry`);
+    }
+  }
+
+  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord> {
+    return this.readModifyWrite(taskId, (rec) => {
+      if (rec.owner !== owner || isTerminal(rec.status)) throw refusalOf(taskId, rec, owner);
+      return { change: askInput(rec, requests, now), out: (r) => r };
+    }, now);
+  }
+
+  answerInput(taskId: string, responses: Record<string, JsonObject>, now: number): Promise<{ record: TaskRecord; accepted: string[] }> {
+    return this.readModifyWrite(taskId, (rec) => {
+      const { accepted, change } = answerInput(rec, responses, now);
+      return change ? { change, out: (record) => ({ record, accepted }) } : { out: (record) => ({ record, accepted }) };
+    }, now);
+  }
+
+  async requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined> {
+    const row = (await this.row('cancel', [taskId, now])) ?? (await this.row('get', [taskId]));
+    return row ? toRecord(row) : undefined;
+  }
+
+  async pendingCancels(owner: string): Promise<string[]> {
+    return (await this.q<{ task_id: string }>('pendingCancels', [owner])).rows.map((r) => r.task_id);
+  }
+
+  async finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord> {
+    const row = await this.row('finish', [
+      taskId, owner, outcome.status,
+      outcome.status === 'completed' ? JSON.stringify(outcome.result) : null,
+      outcome.status === 'failed' ? JSON.stringify(outcome.error) : null,
+      statusMessage, now,
+    ]);
+    if (!row) throw await this.refusal(taskId, owner ?? undefined);
+    return toRecord(row);
+  }
+
+  async registerReplica(info: ReplicaInfo): Promise<void> {
+    await this.q('replicaUpsert', [info.replicaId, info.host, info.pid, info.startedAt, info.heartbeatAt - Date.now()]);
+  }
+
+  async heartbeat(replicaId: string, now: number): Promise<boolean> {
+    return ((await this.q('heartbeat', [replicaId, now - Date.now()])).rowCount ?? 0) > 0;
+  }
+
+  async removeReplica(replicaId: string): Promise<void> {
+    await this.q('replicaDelete', [replicaId]);
+  }
+
+  async listReplicas(): Promise<ReplicaInfo[]> {
+    const rows = (await this.q<{ replica_id: string; host: string; pid: number; started_at: number; age_ms: number }>('replicas', [])).rows;
+    const now = Date.now();
+    return rows.map((r) => ({ replicaId: r.replica_id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: Math.round(now - r.age_ms) }));
+  }
+
+  async listOrphans(liveOwners: string[], limit: number): Promise<TaskRecord[]> {
+    return (await this.q('orphans', [liveOwners, limit])).rows.map(toRecord);
+  }
+
+  async takeOver(taskId: string, fromOwner: string | null, newOwner: string, now: number): Promise<TaskRecord> {
+    const row = await this.row('takeOver', [taskId, fromOwner, newOwner, now]);
+    if (!row) throw await this.refusal(taskId, fromOwner);
+    return toRecord(row);
+  }
+
+  async sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult> {
+    const gone = (await this.q<{ task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null }>(
+      'sweep', [now, tombstoneRetentionMs, limit])).rows;
+    const purged = (await this.q('purge', [now, limit])).rowCount ?? 0;
+    return {
+      expired: gone.map((r) => ({ taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null })),
+      purged,
+    };
+  }
+
+  async count(): Promise<{ tasks: number; tombstones: number }> {
+    return (await this.q<{ tasks: number; tombstones: number }>('count', [])).rows[0]!;
+  }
+}
+
+/** host:port/database of a connection, without credentials (for error messages). */
+function describe(c: pg.ClientConfig): string {
+  if (c.connectionString) {
+    try {
+      const u = new URL(c.connectionString);
+      return `${u.host}${u.pathname}`;
+    } catch {
+      return 'the given connection string';
+    }
+  }
+  return `${c.host ?? 'localhost'}:${c.port ?? 5432}/${c.database ?? ''}`;
+}
+
+/**
+ * Parses `postgres://USER@HOST:PORT/DB?schema=NAME&pool=N` (also `postgresql://`). `schema` (default `outlast`) and
+ * `pool` (default 10) are Outlast's; other parameters go to node-postgres.
+ */
+export function postgresStoreFromUrl(url: string): PostgresTaskStore {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new Error(`Invalid store "${url}": expected postgres://USER@HOST:PORT/DATABASE?schema=NAME`);
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new Error(`Invalid store "${url}": not a postgres:// URL`);
+  const schema = u.searchParams.get('schema') ?? undefined;
+  const pool = u.searchParams.get('pool');
+  u.searchParams.delete('schema');
+  u.searchParams.delete('pool');
+  let poolSize: number | undefined;
+  if (pool !== null) {
+    poolSize = Number(pool);
+    if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new Error(`Invalid store "${url}": pool must be an integer from 1 to 1000`);
+  }
+  return new PostgresTaskStore({ connection: { connectionString: u.toString() }, ...(schema !== undefined ? { schema } : {}), ...(poolSize ? { poolSize } : {}) });
+}

@@ -1,0 +1,158 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pg from 'pg';
+import { PgSignalBus, PostgresTaskStore, postgresStoreFromUrl } from '../src/store/postgres/index.js';
+import type { TaskSignal } from '../src/store/local-bus.js';
+import { newTask, runStoreTestKit } from '../src/store/testkit/index.js';
+import { PG_URL, freshSchema, sleep } from './helpers.js';
+
+const connection = { connectionString: PG_URL };
+
+runStoreTestKit('postgres', {
+  async open(location) {
+    const schema = location ?? freshSchema('kit');
+    return { store: new PostgresTaskStore({ connection, schema }), location: schema };
+  },
+});
+
+async function withStore<T>(fn: (s: PostgresTaskStore) => Promise<T>, schema = freshSchema()): Promise<T> {
+  const s = new PostgresTaskStore({ connection, schema });
+  await s.init();
+  try {
+    return await fn(s);
+  } finally {
+    await s.close();
+  }
+}
+
+async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client(connection);
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+describe('postgres store specifics', () => {
+  it('replicas starting together apply the migrations once, in the schema given in the URL', async () => {
+    const schema = freshSchema('mig');
+    const stores = Array.from({ length: 4 }, () => postgresStoreFromUrl(`${PG_URL}?schema=${schema}&pool=2`));
+    await Promise.all(stores.map((s) => s.init()));
+    const applied = await admin((c) => c.query(`SELECT version FROM "${schema}".outlast_migrations`));
+    assert.deepEqual(applied.rows.map((r) => r.version), [1]);
+    const { record } = await stores[0]!.create(newTask());
+    const seen = await stores[3]!.get(record.taskId);
+    assert.equal(seen.state, 'found');
+    // Another schema is another deployment: it does not see the task.
+    await withStore(async (other) => assert.deepEqual(await other.get(record.taskId), { state: 'missing' }));
+    for (const s of stores) await s.close();
+  });
+
+  it('the database itself refuses a change to a terminal task, even from outside Outlast', async () => {
+    const schema = freshSchema();
+    await withStore(async (store) => {
+      const { record } = await store.create(newTask());
+      await store.finish(record.taskId, 'replica-a', { status: 'completed', result: { ok: 1 } }, null, Date.now());
+      await assert.rejects(
+        admin((c) => c.query(`UPDATE "${schema}".tasks SET status = 'failed', version = version + 1 WHERE task_id = $1`, [record.taskId])),
+        /is terminal/,
+      );
+      await admin((c) => c.query(`UPDATE "${schema}".tasks SET retrieved_at = 1 WHERE task_id = $1`, [record.taskId]));
+    }, schema);
+  });
+
+  it('several replicas sweeping at once expire each task exactly once', async () => {
+    const schema = freshSchema('sweep');
+    const stores = [0, 1, 2].map(() => new PostgresTaskStore({ connection, schema }));
+    await Promise.all(stores.map((s) => s.init()));
+    const t0 = Date.now();
+    const ids = new Set<string>();
+    for (let i = 0; i < 300; i++) ids.add((await stores[i % 3]!.create(newTask({ createdAt: t0 - 10_000, ttlMs: 1000 }))).record.taskId);
+    const results = await Promise.all(stores.map((s) => s.sweep(t0, 60_000, 40)));
+    const more = await Promise.all(stores.map((s) => s.sweep(t0, 60_000, 1000)));
+    const expired = [...results, ...more].flatMap((r) => r.expired.map((e) => e.taskId));
+    assert.equal(expired.length, 300, 'no task is reported twice');
+    assert.deepEqual(new Set(expired), ids);
+    assert.deepEqual(await stores[0]!.count(), { tasks: 0, tombstones: 300 });
+    for (const s of stores) await s.close();
+  });
+
+  it('bad store URLs get a clear error', async () => {
+    assert.throws(() => postgresStoreFromUrl('postgres://h/db?schema=bad-name;drop'), /Invalid schema name/);
+    assert.throws(() => postgresStoreFromUrl('postgres://h/db?pool=0'), /pool must be an integer/);
+    assert.throws(() => postgresStoreFromUrl('mysql://h/db'), /not a postgres:\/\/ URL/);
+    const s = postgresStoreFromUrl('postgres://postgres@127.0.0.1:1/test?schema=x');
+    await assert.rejects(s.init(), /Cannot connect to PostgreSQL \(127\.0\.0\.1:1\/test\)/);
+  });
+});
+
+describe('postgres signal bus', () => {
+  const channel = () => `outlast_${freshSchema('bus')}`;
+  async function bus(ch: string): Promise<PgSignalBus> {
+    const b = new PgSignalBus({ connection, channel: ch });
+    await b.start();
+    return b;
+  }
+  function collect(b: PgSignalBus, taskId: string): TaskSignal[] {
+    const got: TaskSignal[] = [];
+    b.subscribe(taskId, (s) => got.push(s));
+    return got;
+  }
+  async function until(cond: () => boolean, ms = 3000): Promise<void> {
+    const end = Date.now() + ms;
+    while (!cond()) {
+      if (Date.now() > end) assert.fail('condition not reached in time');
+      await sleep(5);
+    }
+  }
+
+  it('delivers signals to other processes, coalesced; a replica does not hear its own echo twice', async () => {
+    const ch = channel();
+    const a = await bus(ch);
+    const b = await bus(ch);
+    const atA = collect(a, 'T1');
+    const atB = collect(b, 'T1');
+    const manyAtB = collect(b, 'T2');
+    a.publish({ taskId: 'T1', kind: 'cancel' });
+    for (let i = 0; i < 50; i++) a.publish({ taskId: 'T2', kind: 'changed' });
+    await until(() => atB.length >= 1 && manyAtB.length >= 1);
+    await sleep(100);
+    assert.deepEqual(atB, [{ taskId: 'T1', kind: 'cancel' }]);
+    assert.equal(manyAtB.length, 1, 'fifty identical signals in one turn travel as one');
+    assert.deepEqual(atA, [{ taskId: 'T1', kind: 'cancel' }], 'local delivery once, no echo');
+    await a.close();
+    await b.close();
+  });
+
+  it('packs large bursts under the payload limit', async () => {
+    const ch = channel();
+    const a = await bus(ch);
+    const b = await bus(ch);
+    const ids = Array.from({ length: 2000 }, (_, i) => `task-${i}-${'x'.repeat(20)}`);
+    let seen = 0;
+    for (const id of ids) b.subscribe(id, () => seen++);
+    for (const id of ids) a.publish({ taskId: id, kind: 'changed' });
+    await until(() => seen === ids.length, 5000);
+    await a.close();
+    await b.close();
+  });
+
+  it('reconnects after its connection is killed and makes every subscriber re-read', async () => {
+    const ch = channel();
+    const a = await bus(ch);
+    const b = await bus(ch);
+    const atB = collect(b, 'T9');
+    await admin((c) => c.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1`, [`LISTEN "${ch}"`]));
+    await until(() => b.connections === 2 && a.connections === 2, 10_000);
+    await until(() => atB.some((s) => s.kind === 'input'));
+    assert.ok(atB.some((s) => s.kind === 'cancel') && atB.some((s) => s.kind === 'changed'), 'resync tells every kind of subscriber to re-read');
+    atB.length = 0;
+    a.publish({ taskId: 'T9', kind: 'input' });
+    await until(() => atB.length === 1);
+    assert.deepEqual(atB, [{ taskId: 'T9', kind: 'input' }]);
+    await a.close();
+    await b.close();
+  });
+});
