@@ -2,3 +2,4 @@ export * from './server/index.js';
 export * from './protocol/index.js';
 export { SqliteTaskStore, sqliteStoreFromUrl, type SqliteStoreOptions } from './store/sqlite/index.js';
 export type { TaskStore, TaskRecord } from './store/types.js';
+export { PostgresTaskStore, PgSignalBus, postgresStoreFromUrl, type PostgresStoreOptions } from './store/postgres/index.js';

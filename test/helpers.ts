@@ -333,3 +333,86 @@ after(async () => {
   schemas.clear();
   await c.end();
 });
+
+// ---- subscriptions/listen -----------------------------------------------------------------------------------
+
+export interface ListenStream {
+  res: Response;
+  /** Messages in arrival order (schema-checked), and when each arrived (performance.now()). */
+  msgs: Array<Record<string, any>>;
+  arrivals: number[];
+  /** Resolves once `pred(msgs)` holds; rejects after `timeoutMs` or when the stream ends first. */
+  until(pred: (msgs: Array<Record<string, any>>) => boolean, timeoutMs?: number): Promise<void>;
+  close(): void;
+}
+
+/** Opens `subscriptions/listen` for `taskIds` and keeps reading its SSE stream in the background. */
+export async function openListen(url: string, taskIds: string[], caps: Record<string, unknown> = { extensions: { [EXT]: {} } }, id = 'listen-1'): Promise<ListenStream> {
+  const ac = new AbortController();
+  const params = { notifications: { taskIds }, _meta: metaFor(caps) };
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: headersFor('subscriptions/listen', params),
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params }),
+    signal: ac.signal,
+  });
+  const msgs: Array<Record<string, any>> = [];
+  const arrivals: number[] = [];
+  let wake = () => {};
+  let ended = false;
+  const push = (m: Record<string, any>) => {
+    checkServerMessage('subscriptions/listen', m);
+    msgs.push(m);
+    arrivals.push(performance.now());
+    wake();
+  };
+  if (!res.headers.get('content-type')?.includes('text/event-stream')) {
+    push(await res.json());
+    ended = true;
+  } else {
+    void (async () => {
+      const reader = res.body!.getReader();
+      let buf = '';
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += Buffer.from(value).toString('utf8');
+          let i;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const block = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('');
+            if (data) push(JSON.parse(data));
+          }
+        }
+      } catch {
+        /* aborted */
+      } finally {
+        ended = true;
+        wake();
+      }
+    })();
+  }
+  return {
+    res,
+    msgs,
+    arrivals,
+    async until(pred, timeoutMs = 15_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!pred(msgs)) {
+        if (ended) throw new Error(`listen stream ended before the expected messages: ${JSON.stringify(msgs).slice(0, 500)}`);
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`expected listen messages did not arrive in ${timeoutMs} ms: ${JSON.stringify(msgs).slice(0, 500)}`);
+        await new Promise<void>((r) => {
+          const t = setTimeout(r, left);
+          wake = () => {
+            clearTimeout(t);
+            r();
+          };
+        });
+      }
+    },
+    close: () => ac.abort(),
+  };
+}

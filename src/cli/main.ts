@@ -12,6 +12,7 @@ import { serveHttp, type RunningHttpServer } from '../server/http.js';
 import { serveOutlastStdio } from '../server/stdio.js';
 import { moduleFactory, type OutlastServerModule } from '../server/module.js';
 import { sqliteStoreFromUrl } from '../store/sqlite/index.js';
+import { postgresStoreFromUrl } from '../store/postgres/index.js';
 import type { TaskStore } from '../store/types.js';
 import type { Logger } from '../runtime/runtime.js';
 
@@ -23,7 +24,8 @@ Usage:
 Options for serve:
   --port N                 HTTP port (default 3000, or $PORT; 0 picks a free one)
   --host H                 interface to bind (default 127.0.0.1)
-  --store URL              sqlite:PATH (default sqlite:.outlast/tasks.db)
+  --store URL              sqlite:PATH (default sqlite:.outlast/tasks.db), or
+                           postgres://USER@HOST:PORT/DB?schema=NAME&pool=N for several replicas
   --stdio                  serve on stdin/stdout instead of HTTP
   --default-ttl-ms N       task retention from creation, ms (default 86400000)
   --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401
@@ -33,7 +35,8 @@ Options for serve:
   --input-timeout-ms N     default deadline for input requests (default 900000)
   --sweep-interval-ms N    sweeper period (default 30000)
   --heartbeat-ms N         heartbeat / orphan check period (default 5000)
-  --lease-ms N             a replica silent this long is dead (default 30000)
+  --lease-ms N             a replica silent this long is dead and its tasks are taken over
+                           (default 30000; at least twice --heartbeat-ms)
   --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
   --max-body-bytes N       largest request body (default 1048576)
   --no-poll-limit          do not refuse over-polling
@@ -66,7 +69,14 @@ function stderrLogger(level: string): Logger {
 
 export function storeFromUrl(url: string): TaskStore {
   if (url.startsWith('sqlite:')) return sqliteStoreFromUrl(url);
-  fail(`unsupported --store "${url}": use sqlite:PATH`);
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    try {
+      return postgresStoreFromUrl(url);
+    } catch (e) {
+      fail((e as Error).message);
+    }
+  }
+  fail(`unsupported --store "${url}": use sqlite:PATH or postgres://USER@HOST:PORT/DATABASE?schema=NAME`);
 }
 
 async function serve(argv: string[]): Promise<void> {

@@ -56,11 +56,12 @@ export class InputTimeoutError extends Error {
 }
 
 export class TaskCancelledError extends Error {
-  constructor(readonly reason: 'cancelled' | 'expired' | 'shutdown' | 'disconnected') {
+  constructor(readonly reason: 'cancelled' | 'expired' | 'shutdown' | 'disconnected' | 'taken-over') {
     super(
       reason === 'cancelled' ? 'The task was cancelled by the caller'
       : reason === 'expired' ? 'The task outlived its TTL and was cancelled'
       : reason === 'shutdown' ? 'The server is shutting down'
+      : reason === 'taken-over' ? 'Another replica took this task over (this one missed its lease); this run must stop'
       : 'The caller disconnected before the call became a task',
     );
     this.name = 'AbortError';

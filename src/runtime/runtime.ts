@@ -4,6 +4,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import {
   ErrorCode,
@@ -95,13 +96,16 @@ export interface RuntimeOptions {
   defaultInputTimeoutMs?: number;
   /** Period of the re-read that covers missed input signals. Default 1000 ms. */
   inputRecheckMs?: number;
+  /** Period of the re-read behind each watch (listen stream) that covers missed change signals. Default 5000 ms. */
+  watchRecheckMs?: number;
   /** Sweeper period. Default 30 s. */
   sweepIntervalMs?: number;
   /** How long an expired task's tombstone is kept (so it reads "expired", not "not found"). Default 7 days. */
   tombstoneRetentionMs?: number;
   /** Heartbeat and orphan check period. Default 5 s. */
   heartbeatMs?: number;
-  /** A replica whose heartbeat is older than this is dead. Default 30 s. */
+  /** A replica whose heartbeat is older than this is dead and its tasks are taken over. Default 30 s. Must exceed
+   *  heartbeatMs by a margin (at least twice). */
   leaseMs?: number;
   /** Default for ToolSpec.maxAttempts. Default 3. */
   maxAttempts?: number;
@@ -156,6 +160,22 @@ function deferred<T>() {
   });
   return { promise, resolve, reject };
 }
+
+/**
+ * Where this process runs, precise enough that a pid means the same process to every replica with the same value:
+ * host name, boot id and PID namespace (two containers may share a host name, two machines the same initial
+ * namespace). Where these cannot be read, the host name alone, and pids are not trusted (only leases are).
+ */
+function hostIdentity(): string {
+  try {
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const ns = readlinkSync('/proc/self/ns/pid');
+    return `${hostname()}/${boot}/${ns}`;
+  } catch {
+    return `${hostname()}/?${randomBytes(6).toString('hex')}`;
+  }
+}
+const HOST = hostIdentity();
 
 function pidAlive(pid: number): boolean {
   try {
@@ -222,6 +242,14 @@ class Execution implements TaskContext {
     return this.call.preflight;
   }
 
+  /** Another replica owns the task now: stop, and write nothing more. */
+  lostOwnership(): void {
+    if (this.abandoned) return;
+    this.rt.log.warn('another replica took this task over; stopping this run', { taskId: this.taskId ?? null });
+    this.abandoned = true;
+    this.abort(new TaskCancelledError('taken-over'));
+  }
+
   abort(reason: TaskCancelledError): void {
     if (this.controller.signal.aborted) return;
     this.cancelReason = reason;
@@ -271,7 +299,7 @@ class Execution implements TaskContext {
           if (r.created) {
             this.taskId = r.record.taskId;
             this.record = r.record;
-            this.rt.running.set(r.record.taskId, this);
+            this.rt.track(this);
             this.rt.publish(r.record.taskId);
             // A status set while the row was being committed is written now.
             if (this.statusMessage !== null && this.statusMessage !== r.record.statusMessage) void this.status(this.statusMessage).catch(() => undefined);
@@ -321,6 +349,7 @@ class Execution implements TaskContext {
         this.rt.publish(taskId);
       } catch (e) {
         if (!(e instanceof TaskWriteRefused)) throw e;
+        if (e.reason === 'fenced') this.lostOwnership();
       }
     });
     return this.statusChain;
@@ -429,7 +458,7 @@ class Execution implements TaskContext {
     const p = await this.persist().catch(() => undefined);
     if (!p || (!p.created && !this.record)) return;
     const taskId = this.taskId!;
-    this.rt.running.delete(taskId);
+    this.rt.untrack(taskId);
     if (this.abandoned) return;
     await this.statusChain.catch(() => undefined);
     const outcome = this.rt.outcomeOf(result, this.cancelReason);
@@ -437,12 +466,25 @@ class Execution implements TaskContext {
       outcome.status === 'failed' ? outcome.error.message
       : outcome.status === 'cancelled' ? this.cancelReason?.message ?? 'Cancelled'
       : null;
-    try {
-      await this.rt.store.finish(taskId, this.owner, outcome, message, Date.now());
-      this.rt.publish(taskId);
-    } catch (e) {
-      if (e instanceof TaskWriteRefused) this.rt.log.debug('outcome not written', { taskId, reason: e.reason });
-      else this.rt.log.error('could not write task outcome', { taskId, error: String(e) });
+    // The outcome must reach the store: a transient failure (database restarting) is retried with backoff for as
+    // long as this replica lives; if it dies first, the task is recovered elsewhere like any other orphan.
+    for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
+      try {
+        await this.rt.store.finish(taskId, this.owner, outcome, message, Date.now());
+        this.rt.publish(taskId);
+        return;
+      } catch (e) {
+        if (e instanceof TaskWriteRefused) {
+          this.rt.log.debug('outcome not written', { taskId, reason: e.reason });
+          return;
+        }
+        if (this.rt.isStopping) {
+          this.rt.log.error('could not write task outcome before shutdown', { taskId, error: String(e) });
+          return;
+        }
+        this.rt.log.warn(`could not write task outcome; retrying in ${delay} ms`, { taskId, error: String(e) });
+        await new Promise((r) => setTimeout(r, delay));
+      }
     }
   }
 }
@@ -458,6 +500,7 @@ export class TaskRuntime extends EventEmitter {
   readonly defaultInputTimeoutMs: number;
   /** How often a handler waiting for input re-reads its row in case an answer's signal was missed. */
   readonly inputRecheckMs: number;
+  readonly watchRecheckMs: number;
   readonly log: Logger;
   readonly pollPolicy: PollPolicy;
   readonly governor: PollGovernor | undefined;
@@ -470,13 +513,15 @@ export class TaskRuntime extends EventEmitter {
   private timers: NodeJS.Timeout[] = [];
   private started: Promise<void> | undefined;
   private stopping = false;
+  /** When this replica last failed to reach the store (its heartbeat or its lease check). */
+  private storeFailedAt = 0;
   private recovering: Promise<void> | undefined;
   private readonly unsubscribers = new Map<string, () => void>();
 
   constructor(options: RuntimeOptions) {
     super();
     this.store = options.store;
-    this.bus = options.bus ?? new LocalSignalBus();
+    this.bus = options.bus ?? options.store.createSignalBus?.({ onError: (m) => this.log.warn(m) }) ?? new LocalSignalBus();
     this.replicaId = options.replicaId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.defaultTtlMs = options.defaultTtlMs === undefined ? DAY : options.defaultTtlMs;
     this.inlineBudgetMs = options.inlineBudgetMs ?? 1000;
@@ -484,6 +529,7 @@ export class TaskRuntime extends EventEmitter {
     this.defaultPollIntervalMs = options.defaultPollIntervalMs ?? 500;
     this.defaultInputTimeoutMs = options.defaultInputTimeoutMs ?? 15 * 60_000;
     this.inputRecheckMs = options.inputRecheckMs ?? 1000;
+    this.watchRecheckMs = options.watchRecheckMs ?? 5000;
     this.pollPolicy = { ...DEFAULT_POLL_POLICY, ...options.poll };
     this.governor = options.pollLimit === false ? undefined : new PollGovernor({ ...DEFAULT_POLL_LIMIT, ...options.pollLimit });
     this.log = options.log ?? silentLogger;
@@ -495,6 +541,9 @@ export class TaskRuntime extends EventEmitter {
       maxAttempts: options.maxAttempts ?? 3,
       cancelOnExpiry: options.cancelOnExpiry ?? true,
     };
+    if (this.opts.leaseMs < 2 * this.opts.heartbeatMs) {
+      throw new RangeError(`leaseMs (${this.opts.leaseMs}) must be at least twice heartbeatMs (${this.opts.heartbeatMs}), or live replicas look dead between heartbeats`);
+    }
     if (this.defaultTtlMs !== null && (!Number.isInteger(this.defaultTtlMs) || this.defaultTtlMs <= 0)) {
       throw new RangeError(`defaultTtlMs must be a positive integer number of milliseconds or null, got ${this.defaultTtlMs}`);
     }
@@ -518,12 +567,38 @@ export class TaskRuntime extends EventEmitter {
     this.bus.publish({ taskId, kind });
   }
 
+  get isStopping(): boolean {
+    return this.stopping;
+  }
+
+  /** A task now runs here: a cancel signal for it (from any replica) reaches its handler. */
+  track(exec: Execution): void {
+    const taskId = exec.taskId!;
+    this.running.set(taskId, exec);
+    this.unsubscribers.get(taskId)?.();
+    const onCancel = () =>
+      void this.store.get(taskId).then(
+        (l) => {
+          if (l.state === 'found' && l.record.cancelRequestedAt !== null) exec.abort(new TaskCancelledError('cancelled'));
+        },
+        (e) => this.log.warn('could not re-read a task after a cancel signal', { taskId, error: String(e) }),
+      );
+    this.unsubscribers.set(taskId, this.bus.subscribe(taskId, (sig) => sig.kind === 'cancel' && onCancel()));
+  }
+
+  untrack(taskId: string): void {
+    this.running.delete(taskId);
+    this.unsubscribers.get(taskId)?.();
+    this.unsubscribers.delete(taskId);
+  }
+
   /** Opens the store, registers this replica, recovers what dead processes left, starts the timers. */
   start(): Promise<void> {
     this.started ??= (async () => {
       await this.store.init();
+      await this.bus.start?.();
       const now = Date.now();
-      await this.store.registerReplica({ replicaId: this.replicaId, host: hostname(), pid: process.pid, startedAt: now, heartbeatAt: now });
+      await this.store.registerReplica({ replicaId: this.replicaId, host: HOST, pid: process.pid, startedAt: now, heartbeatAt: now });
       await this.recover();
       const hb = setInterval(() => void this.tick(), this.opts.heartbeatMs);
       const sw = setInterval(() => void this.sweep().catch((e) => this.log.error('sweep failed', { error: String(e) })), this.opts.sweepIntervalMs);
@@ -537,14 +612,33 @@ export class TaskRuntime extends EventEmitter {
   private async tick(): Promise<void> {
     if (this.stopping) return;
     try {
-      await this.store.heartbeat(this.replicaId, Date.now());
+      if (!(await this.store.heartbeat(this.replicaId, Date.now()))) await this.presumedDead();
       // Fallback for missed signals: a cancel recorded by another process reaches the handler within a heartbeat.
       if (this.running.size > 0) {
         for (const taskId of await this.store.pendingCancels(this.replicaId)) this.running.get(taskId)?.abort(new TaskCancelledError('cancelled'));
       }
       await this.recover();
     } catch (e) {
+      this.storeFailedAt = Date.now();
       this.log.error('heartbeat failed', { error: String(e) });
+    }
+  }
+
+  /**
+   * Our replica row is gone: the others saw no heartbeat for a whole lease (this process was paused, or cut off
+   * from the store) and may have taken our tasks. Runs whose task now belongs to someone else stop without writing;
+   * the rest carry on, and the replica registers again.
+   */
+  private async presumedDead(): Promise<void> {
+    this.log.warn('this replica was presumed dead (no heartbeat for a whole lease); checking which tasks it still owns');
+    const now = Date.now();
+    await this.store.registerReplica({ replicaId: this.replicaId, host: HOST, pid: process.pid, startedAt: now, heartbeatAt: now });
+    for (const [taskId, exec] of [...this.running]) {
+      const l = await this.store.get(taskId);
+      if (l.state !== 'found' || l.record.owner !== this.replicaId || isTerminal(l.record.status)) {
+        exec.lostOwnership();
+        this.untrack(taskId);
+      }
     }
   }
 
@@ -556,13 +650,21 @@ export class TaskRuntime extends EventEmitter {
 
   private async doRecover(): Promise<void> {
     const now = Date.now();
-    const host = hostname();
+    const host = HOST;
+    const { leaseMs } = this.opts;
+    // Just back from an outage of the store: the others may not have been able to heartbeat either. Give them a
+    // whole lease to do so before judging anyone by a stale heartbeat.
+    const judgeStale = now - this.storeFailedAt > leaseMs;
     const replicas = await this.store.listReplicas();
     const live: string[] = [];
     for (const r of replicas) {
-      const dead = r.replicaId !== this.replicaId && (now - r.heartbeatAt > this.opts.leaseMs || (r.host === host && !pidAlive(r.pid)));
-      if (dead) await this.store.removeReplica(r.replicaId);
-      else live.push(r.replicaId);
+      const age = now - r.heartbeatAt;
+      // A replica in this very PID namespace whose process is gone is dead at once; elsewhere only the lease tells.
+      const dead = r.replicaId !== this.replicaId && judgeStale && (age > leaseMs || (r.host === host && !pidAlive(r.pid)));
+      if (dead) {
+        this.log.warn('replica presumed dead; taking over its tasks', { replicaId: r.replicaId, heartbeatAgeMs: Math.round(age) });
+        await this.store.removeReplica(r.replicaId);
+      } else live.push(r.replicaId);
     }
     if (!live.includes(this.replicaId)) live.push(this.replicaId);
     for (;;) {
@@ -617,7 +719,7 @@ export class TaskRuntime extends EventEmitter {
       { principal: rec.principal, clientCapabilities: rec.clientCapabilities, tasksDeclared: true, preflight },
       rec,
     );
-    this.running.set(rec.taskId, exec);
+    this.track(exec);
     exec.start();
     void exec.done.then((r) => exec.settle(r));
   }
@@ -900,9 +1002,13 @@ export class TaskRuntime extends EventEmitter {
       }
     };
     const unsubscribe = this.bus.subscribe(rec.taskId, () => void reread().catch(() => undefined));
+    // The row is the truth: a slow re-read covers change signals that never arrived.
+    const fallback = setInterval(() => void reread().catch(() => undefined), this.watchRecheckMs);
+    fallback.unref?.();
     emit(rec);
     return () => {
       closed = true;
+      clearInterval(fallback);
       unsubscribe();
     };
   }

@@ -124,7 +124,7 @@ export interface TaskStore {
   init(): Promise<void>;
   close(): Promise<void>;
   /** The bus that carries signals between the processes sharing this store (default: in-process only). */
-  createSignalBus?(): SignalBus;
+  createSignalBus?(options?: { onError?: (message: string) => void }): SignalBus;
 
   /** Durably creates a task; resolves only after the commit. With an idempotency key already used by the
    *  same principal and tool, returns the existing record (`created: false`) or throws IdempotencyConflictError

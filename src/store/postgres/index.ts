@@ -191,8 +191,8 @@ export class PostgresTaskStore implements TaskStore {
     return `outlast_${this.schema}`;
   }
 
-  createSignalBus(): PgSignalBus {
-    return new PgSignalBus({ connection: this.clientConfig(), channel: this.channel });
+  createSignalBus(options: { onError?: (message: string) => void } = {}): PgSignalBus {
+    return new PgSignalBus({ connection: this.clientConfig(), channel: this.channel, ...options });
   }
 
   init(): Promise<void> {

@@ -1,0 +1,73 @@
+/** Several `outlast serve` replicas sharing one PostgreSQL schema, plus a round-robin front over them. */
+import { join } from 'node:path';
+import { after, before } from 'node:test';
+import { existsSync, readFileSync } from 'node:fs';
+import { ROOT, freshSchema, pgStoreUrl, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { startRoundRobin, type RoundRobin } from './round-robin.js';
+
+export const REPLICA_MODULE = join(ROOT, 'dist', 'test', 'replica-module.js');
+
+export interface Cluster {
+  replicas: ServerProcess[];
+  front: RoundRobin;
+  storeUrl: string;
+  runLog: string;
+  /** Handler starts recorded by the replica module. */
+  runs(): Array<{ tool: string; key: string; pid: number; attempt: number }>;
+  /** Starts one more replica on the same store. */
+  add(): Promise<ServerProcess>;
+  stop(): Promise<void>;
+}
+
+export async function startCluster(n: number, args: string[] = [], opts: { module?: string; storeUrl?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Cluster> {
+  const storeUrl = opts.storeUrl ?? pgStoreUrl(freshSchema('rep'));
+  const runLog = join(tempDir(), 'runs.jsonl');
+  const start = () =>
+    startServer(['--store', storeUrl, ...args], { module: opts.module ?? REPLICA_MODULE, env: { OUTLAST_RUN_LOG: runLog, ...opts.env } });
+  // The first one applies the migrations; the others start together.
+  const replicas = [await start()];
+  replicas.push(...(await Promise.all(Array.from({ length: n - 1 }, start))));
+  const front = await startRoundRobin(replicas.map((r) => r.url));
+  return {
+    replicas,
+    front,
+    storeUrl,
+    runLog,
+    runs: () => (existsSync(runLog) ? readFileSync(runLog, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []),
+    async add() {
+      const r = await start();
+      replicas.push(r);
+      return r;
+    },
+    async stop() {
+      await front.close();
+      await Promise.all(
+        replicas.map(async (r) => {
+          // A stopped (SIGSTOP) process must be continued to act on SIGTERM.
+          try {
+            process.kill(r.pid, 'SIGCONT');
+          } catch {
+            /* gone */
+          }
+          await r.stop('SIGTERM');
+        }),
+      );
+    },
+  };
+}
+
+/** A cluster started before the tests of the enclosing suite and stopped after them. */
+export function useCluster(n: number, args: string[] = [], opts: { module?: string } = {}): { readonly cluster: Cluster } {
+  let c: Cluster | undefined;
+  before(async () => {
+    c = await startCluster(n, args, opts);
+  });
+  after(async () => {
+    await c?.stop();
+  });
+  return {
+    get cluster() {
+      return c!;
+    },
+  };
+}
