@@ -1,0 +1,64 @@
+/**
+ * A PostgreSQL crash and restart under load, with three replicas and a round-robin front: no acknowledged task is
+ * lost, and every one of them still reaches its end.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { callTool, getTask, sleep, waitForTask } from './helpers.js';
+import { startPrivatePostgres, type PrivatePostgres } from './pg-private.js';
+import { startCluster, type Cluster } from './replicas.js';
+
+describe('PostgreSQL restart mid-run (private cluster, crash-stop)', () => {
+  let pg: PrivatePostgres;
+  let c: Cluster;
+  before(async () => {
+    pg = await startPrivatePostgres();
+    c = await startCluster(3, ['--heartbeat-ms', '250', '--lease-ms', '2000'], { storeUrl: `${pg.url}?schema=restart` });
+  });
+  after(async () => {
+    await c?.stop();
+    pg?.stop();
+  });
+
+  it('loses no acknowledged task; creations during the outage are refused, not acknowledged', async (t) => {
+    const acked: string[] = [];
+    const refused: string[] = [];
+    let stop = false;
+    let n = 0;
+    const client = async () => {
+      while (!stop) {
+        const key = `load-${n++}`;
+        try {
+          const r = await callTool(c.front.url, 'work_safe', { key, ms: 300 });
+          if (r.result.resultType === 'task') acked.push(r.result.taskId);
+          else refused.push(r.error?.message ?? `HTTP ${r.status}`);
+        } catch (e) {
+          refused.push(String(e));
+        }
+        await sleep(20);
+      }
+    };
+    const clients = [client(), client(), client()];
+    await sleep(1000);
+    const ackedBefore = acked.length;
+    pg.crash();
+    await sleep(1500);
+    pg.start();
+    await sleep(2500);
+    stop = true;
+    await Promise.all(clients);
+    assert.ok(ackedBefore > 10, `tasks were created before the crash (${ackedBefore})`);
+    assert.ok(acked.length > ackedBefore, 'creations resumed after the restart');
+    assert.ok(refused.length > 0, 'creations during the outage were refused');
+    assert.ok(refused.every((m) => /could not be stored|Internal|HTTP 5/.test(m)), `refusals say what happened: ${refused.slice(0, 3)}`);
+    const ends = await Promise.all(acked.map((id) => waitForTask(c.front.url, id, undefined, { timeoutMs: 30_000 })));
+    assert.equal(ends.length, acked.length);
+    assert.deepEqual([...new Set(ends.map((t) => t.status))], ['completed'], 'every acknowledged task completed');
+    const again = await getTask(c.front.url, acked[0]!);
+    assert.equal(again.result.status, 'completed');
+    for (const r of c.replicas) assert.equal(r.proc.exitCode, null, 'every replica survived the outage');
+    // Visible in the operators' logs.
+    assert.ok(c.replicas.some((r) => /signal connection lost/.test(r.stderr())));
+    t.diagnostic(`acked ${acked.length} (before crash ${ackedBefore}), refused ${refused.length}: ${[...new Set(refused)].slice(0, 4).join(" / ")}`);
+  });
+});
