@@ -114,6 +114,13 @@ export function cleanupAll(): void {
   tempDirs.clear();
 }
 
+/** Registers a process started some other way (spawn) so it is killed with the rest. */
+export function trackProcess(p: ChildProcess): void {
+  installCleanup();
+  children.add(p);
+  p.once('exit', () => children.delete(p));
+}
+
 function installCleanup(): void {
   if (cleanupInstalled) return;
   cleanupInstalled = true;

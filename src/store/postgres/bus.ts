@@ -4,7 +4,8 @@
  * - NOTIFY is never sent inside a task write (a NOTIFY in a transaction takes a global lock at commit): signals
  *   published during one event-loop turn are coalesced, deduplicated and sent afterwards on a connection of their
  *   own, packed into payloads under PostgreSQL's 8000-byte limit. While one send is in flight, the next batch
- *   gathers.
+ *   gathers, and under load batches leave at most every `coalesceMs` (each NOTIFY is a commit that costs the
+ *   database CPU the task writes need); a signal after a quiet spell leaves at once.
  * - One dedicated connection LISTENs. When it drops (database restart, network), it reconnects with backoff and
  *   then tells every local subscriber to re-read, since signals sent meanwhile are lost.
  * - Signals reach this process's own subscribers at once, without the round trip; a replica ignores its own
@@ -20,6 +21,8 @@ export interface PgSignalBusOptions {
   channel: string;
   /** Largest payload, bytes (PostgreSQL refuses 8000 and more). */
   maxPayloadBytes?: number;
+  /** Least time between two sends while signals keep coming, ms. Default 2. */
+  coalesceMs?: number;
   /** Longest wait between reconnection attempts, ms. Default 5000. */
   maxReconnectDelayMs?: number;
   onError?: (message: string) => void;
@@ -45,7 +48,7 @@ export class PgSignalBus implements SignalBus {
   connections = 0;
 
   constructor(options: PgSignalBusOptions) {
-    this.opts = { maxPayloadBytes: 7900, maxReconnectDelayMs: 5000, ...options };
+    this.opts = { maxPayloadBytes: 7900, maxReconnectDelayMs: 5000, coalesceMs: 2, ...options };
   }
 
   async start(): Promise<void> {
@@ -148,7 +151,10 @@ export class PgSignalBus implements SignalBus {
       if (!this.closed) this.opts.onError?.(`could not send ${batch.length} signal(s): ${(e as Error).message}`);
     } finally {
       this.sending = false;
-      if (this.pending.size > 0 && !this.closed) void this.flush();
+      if (this.pending.size > 0 && !this.closed && !this.scheduled) {
+        this.scheduled = true;
+        setTimeout(() => void this.flush(), this.opts.coalesceMs).unref?.();
+      }
     }
   }
 

@@ -113,7 +113,7 @@ const Q = {
   insert: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
       input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-    ON CONFLICT DO NOTHING RETURNING *`,
+    ON CONFLICT DO NOTHING RETURNING task_id`,
   byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
   get: 'SELECT * FROM tasks WHERE task_id = $1',
   view: `SELECT ${VIEW_COLUMNS} FROM tasks WHERE task_id = $1`,
@@ -259,12 +259,43 @@ export class PostgresTaskStore implements TaskStore {
   async create(t: NewTask): Promise<{ record: TaskRecord; created: boolean }> {
     const key = t.idempotencyKey ?? null;
     const status = t.status ?? 'working';
-    const row = await this.row('insert', [
+    const expiresAt = t.ttlMs === null ? null : t.createdAt + t.ttlMs;
+    const inputSince = status === 'input_required' ? t.createdAt : null;
+    const inserted = await this.q<{ task_id: string }>('insert', [
       t.taskId, t.principal, t.tool, JSON.stringify(t.args), status, t.statusMessage ?? null, t.createdAt, t.ttlMs,
-      t.ttlMs === null ? null : t.createdAt + t.ttlMs, status === 'input_required' ? t.createdAt : null, t.pollIntervalMs, t.owner,
-      t.retrySafe, key, t.requestHash ?? null, JSON.stringify(t.clientCapabilities ?? {}),
+      expiresAt, inputSince, t.pollIntervalMs, t.owner, t.retrySafe, key, t.requestHash ?? null, JSON.stringify(t.clientCapabilities ?? {}),
     ]);
-    if (row) return { record: toRecord(row), created: true };
+    if (inserted.rowCount === 1) {
+      // The row is exactly what was sent plus the column defaults: no need to read it back (on the hot path).
+      const record: TaskRecord = {
+        taskId: t.taskId,
+        principal: t.principal,
+        tool: t.tool,
+        args: t.args,
+        status,
+        statusMessage: t.statusMessage ?? null,
+        createdAt: t.createdAt,
+        updatedAt: t.createdAt,
+        ttlMs: t.ttlMs,
+        expiresAt,
+        inputSince,
+        pollIntervalMs: t.pollIntervalMs,
+        result: null,
+        error: null,
+        inputRequests: {},
+        inputResponses: {},
+        cancelRequestedAt: null,
+        owner: t.owner,
+        attempts: 1,
+        retrySafe: t.retrySafe,
+        idempotencyKey: key,
+        requestHash: t.requestHash ?? null,
+        clientCapabilities: t.clientCapabilities ?? {},
+        version: 1,
+        retrievedAt: null,
+      };
+      return { record, created: true };
+    }
     if (key !== null) {
       const existing = await this.row('byIdem', [t.principal, t.tool, key]);
       if (existing) {
