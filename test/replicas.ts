@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { after, before } from 'node:test';
 import { existsSync, readFileSync } from 'node:fs';
 import { ROOT, freshSchema, pgStoreUrl, startServer, tempDir, type ServerProcess } from './helpers.js';
-import { startRoundRobin, type RoundRobin } from './round-robin.js';
+import { startRoundRobin, type RoundRobin } from '../fixtures/round-robin.js';
 
 export const REPLICA_MODULE = join(ROOT, 'dist', 'test', 'replica-module.js');
 
