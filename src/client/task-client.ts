@@ -104,6 +104,16 @@ export interface TaskCallEvents {
 
 type Outcome = { ok: true; result: CallToolResult } | { ok: false; error: Error };
 
+/** Connection refused / unknown host: the request cannot have reached the server. */
+function neverSent(e: TransportError): boolean {
+  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause) {
+    const code = (c as { code?: unknown }).code;
+    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') return true;
+    if (typeof (c as Error).message === 'string' && /ECONNREFUSED|ENOTFOUND|bad port/.test((c as Error).message)) return true;
+  }
+  return false;
+}
+
 function backoff(attempt: number, base: number, max: number): number {
   return Math.round(Math.min(max, base * 2 ** attempt) * (0.9 + 0.2 * Math.random()));
 }
@@ -480,6 +490,13 @@ export class TaskClient {
         if (e instanceof RpcError) {
           this.journal.callRefused(call.callId, e.toJSON() as unknown as JsonObject);
           call.finish({ ok: false, error: e });
+        }
+        if (e instanceof TransportError && neverSent(e)) {
+          // Every attempt was refused before a byte reached the server: nothing can have started.
+          const error = { code: -32603, message: `${e.message}; nothing was sent` };
+          this.journal.callRefused(call.callId, error);
+          call.finish({ ok: false, error: new TransportError(error.message, { cause: e, retryable: false }) });
+          throw new TransportError(error.message, { cause: e, retryable: false });
         }
         if (e instanceof TransportError) {
           const msg = `${e.message}. The call is journaled as ${call.callId} in ${this.journal.path}; \`outlast resume ${call.callId}\` (or TaskClient.resume) retries it with the same idempotency key, so it cannot start twice`;
