@@ -25,6 +25,8 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
+ *   (e) the client's overhead (bench/client-bench.ts): end-to-end time of an N ms task through TaskClient, push
+ *       and polling, against the same work answered inline; requests per task.
  *   BENCH_ONLY          e.g. "a,c" to run a subset
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
@@ -50,6 +52,7 @@ import {
   toolCall,
   type WireRequest,
 } from './common.js';
+import { clientBench } from './client-bench.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -60,7 +63,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e').split(',').map((s) => s.trim().toLowerCase()));
 const PIN = process.env.BENCH_PIN === '1';
 const PROFILE = process.env.BENCH_PROFILE === '1';
 /** Rounds of (b) that also measure full life cycles (no target; kept short). */
@@ -540,6 +543,7 @@ async function main(): Promise<void> {
     if (ONLY.has('a') || ONLY.has('c')) await httpThroughput(gen);
     if (ONLY.has('b')) await creations(gen);
     if (ONLY.has('d')) await memory();
+    if (ONLY.has('e')) rows.push(...(await clientBench(log))); // the client's overhead (bench/client-bench.ts)
   } finally {
     await gen.kill();
   }

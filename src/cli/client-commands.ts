@@ -255,7 +255,6 @@ function describe(call: TaskCall): string {
 async function follow(call: TaskCall, ui: Ui, prefix = ''): Promise<Finished> {
   const show = () => ui.status.set(prefix + describe(call));
   call.on('task', show);
-  call.on('created', (t) => ui.status.say(`${prefix}task ${t.taskId} created (${t.status}); Ctrl-C detaches, \`outlast resume ${t.taskId}\` continues`));
   call.on('input', (e) => {
     if (e.request.method !== 'elicitation/create') ui.status.say(`${prefix}the task asks for ${e.request.method} (input "${e.key}"), which this client does not support`);
   });
@@ -399,6 +398,9 @@ export async function call(argv: string[]): Promise<number> {
       ui.status.stop();
       if (values.json) process.stdout.write(JSON.stringify(errorJson(e as Error)) + '\n');
       throw new Exit(1, `${tool}: ${(e as Error).message}`);
+    }
+    if (handle.taskId && !values.detach) {
+      ui.status.say(`task ${handle.taskId} created (${handle.status}); Ctrl-C ${values['cancel-on-interrupt'] ? 'cancels it' : `detaches, \`outlast resume ${handle.taskId}\` continues`}`);
     }
     if (values.detach && !handle.done) {
       ui.status.stop();
