@@ -102,6 +102,8 @@ describe('outlast call / resume / tasks / cancel', () => {
       [['call', server.url, 'confirm_delete', '{"filename":"x"}', '--answers', 'nope'], /--answers is not valid JSON/],
       [['call', server.url, 'confirm_delete', '{"filename":"x"}', '--answers', '{"confirm": "yes"}'], /field "confirm" must be a boolean/],
       [['resume', 'no-such-task', '--journal', journal], /No task or call "no-such-task"/],
+      [['resume', '-Dtask-id-with-a-dash', '--journal', journal], /No task or call "-Dtask-id-with-a-dash"/], // ids are base64url
+
       [['cancel', 'no-such-task', '--journal', journal], /--url URL/],
       [['call', server.url], /usage: outlast call URL TOOL/],
     ];

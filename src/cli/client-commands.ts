@@ -59,10 +59,25 @@ function parse(argv: string[], command: string, allowed: string[] = []) {
   return r;
 }
 
+const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url']);
+
+/** Task ids are base64url and may start with "-": a lone-dash token that is no option's value is a positional. */
+function positionalDashes(argv: string[]): string[] {
+  const keep: string[] = [];
+  const ids: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') return [...keep, ...argv.slice(i), ...ids];
+    if (a.startsWith('-') && !a.startsWith('--') && a.length > 2 && !STRING_OPTIONS.has(argv[i - 1] ?? '')) ids.push(a);
+    else keep.push(a);
+  }
+  return ids.length ? [...keep, '--', ...ids] : keep;
+}
+
 function parseAll(argv: string[]) {
   try {
     return parseArgs({
-      args: argv,
+      args: positionalDashes(argv),
       allowPositionals: true,
       options: {
         bearer: { type: 'string' },
