@@ -16,16 +16,18 @@
  *   (d) RSS growth after 10,000 finished tasks, after global.gc(), against the value after a 500-task warm-up.
  *       Target < 20 MB. d.next: the next 10,000 (growth that repeats is per task; V8 sizing its young
  *       generation happens once). d.nolimit: the first 10,000 with the poll governor off.
- *   (e) PostgreSQL: durable task creations/s in-process (runtime.call on PostgresTaskStore, policy 'always',
+ *   (e) the client's overhead (bench/client-bench.ts): end-to-end time of an N ms task through TaskClient, push
+ *       and polling, against the same work answered inline; requests per task.
+ *   (f) PostgreSQL: durable task creations/s in-process (runtime.call on PostgresTaskStore, policy 'always',
  *       handler parked, LISTEN/NOTIFY bus on) vs raw `pg` single-row INSERT commits into the same table, same
  *       pool size and the same number in flight, fresh schema each round. Target ratio >= 0.6.
- *   (f) two replica processes on one PostgreSQL schema: cross-replica cancel latency (tasks/cancel sent to B ->
+ *   (g) two replica processes on one PostgreSQL schema: cross-replica cancel latency (tasks/cancel sent to B ->
  *       the handler's AbortSignal fires on A) and push latency (status committed on A -> notifications/tasks
  *       read by a listen client of B), p50 and p99. Target p99 < 20 ms.
- *   (g) takeover: the replica running N tasks is SIGKILLed (same host: its pid is seen gone) or SIGSTOPped (only
+ *   (h) takeover: the replica running N tasks is SIGKILLed (same host: its pid is seen gone) or SIGSTOPped (only
  *       the lease tells), and the time until every one of its tasks has started again on another replica is
  *       compared with the configured lease.
- *   (h) tasks/get p50/p99 over HTTP against a replica whose schema holds 1,000,000 tasks vs one holding 1,000
+ *   (i) tasks/get p50/p99 over HTTP against a replica whose schema holds 1,000,000 tasks vs one holding 1,000
  *       (random ids, alternating rounds). Target p99 ratio <= 2.
  *
  * Knobs (environment):
@@ -36,13 +38,13 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h)
- *   BENCH_PG_URL        PostgreSQL for (e)-(h) (default postgres://postgres@127.0.0.1:5432/test); schemas
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i)
+ *   BENCH_PG_URL        PostgreSQL for (f)-(i) (default postgres://postgres@127.0.0.1:5432/test); schemas
  *                       bench_* are created and dropped
- *   BENCH_PG_POOL       pool size for (e), both sides (default 16)
- *   BENCH_CANCELS, BENCH_TICKS   samples for (f) (default 300, 500)
- *   BENCH_LEASE_MS, BENCH_HEARTBEAT_MS, BENCH_TAKEOVER_TASKS, BENCH_TAKEOVER_ROUNDS   (g) (default 3000, 500, 20, 3)
- *   BENCH_BIG_TASKS     tasks in the big schema of (h) (default 1,000,000)
+ *   BENCH_PG_POOL       pool size for (f), both sides (default 16)
+ *   BENCH_CANCELS, BENCH_TICKS   samples for (g) (default 300, 500)
+ *   BENCH_LEASE_MS, BENCH_HEARTBEAT_MS, BENCH_TAKEOVER_TASKS, BENCH_TAKEOVER_ROUNDS   (h) (default 3000, 500, 20, 3)
+ *   BENCH_BIG_TASKS     tasks in the big schema of (i) (default 1,000,000)
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
  *   BENCH_PROFILE       "1": after the counted rounds, one extra pass per HTTP side and per in-process
@@ -69,6 +71,7 @@ import {
   toolCall,
   type WireRequest,
 } from './common.js';
+import { clientBench } from './client-bench.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -79,7 +82,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -505,7 +508,7 @@ function sourceVersion(): { head?: string; dirtySrc?: string[] } {
   }
 }
 
-// ---- (e)-(h): PostgreSQL and several replicas -------------------------------------------------------------
+// ---- (f)-(i): PostgreSQL and several replicas -------------------------------------------------------------
 
 const pgSchemas = new Set<string>();
 function pgSchema(label: string): string {
@@ -536,7 +539,7 @@ async function pgRound(mode: 'raw' | 'park'): Promise<{ rate: number }> {
 }
 
 async function pgCreations(): Promise<void> {
-  log(`(e) ${ROUNDS} rounds x {raw pg INSERT, Outlast park} x ${SECONDS}s, ${INFLIGHT} in flight, pool ${PG_POOL} (${PG_URL.replace(/\/\/[^@]*@/, '//')})`);
+  log(`(f) ${ROUNDS} rounds x {raw pg INSERT, Outlast park} x ${SECONDS}s, ${INFLIGHT} in flight, pool ${PG_POOL} (${PG_URL.replace(/\/\/[^@]*@/, '//')})`);
   const raw: number[] = [];
   const park: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
@@ -549,7 +552,7 @@ async function pgCreations(): Promise<void> {
     }
     log(`  round ${r + 1}/${ROUNDS}: ${line.join(' | ')}`);
   }
-  ratioRow('e', `durable task creations/s on PostgreSQL in-process, runtime.call, ${INFLIGHT} in flight, pool ${PG_POOL}`, park, `raw pg single-row INSERT commits/s, ${INFLIGHT} in flight, pool ${PG_POOL}`, raw, '/s', 0.6);
+  ratioRow('f', `durable task creations/s on PostgreSQL in-process, runtime.call, ${INFLIGHT} in flight, pool ${PG_POOL}`, park, `raw pg single-row INSERT commits/s, ${INFLIGHT} in flight, pool ${PG_POOL}`, raw, '/s', 0.6);
 }
 
 function latencyRow(id: string, what: string, s: { n: number; p50: number; p99: number; max: number }): void {
@@ -559,10 +562,10 @@ function latencyRow(id: string, what: string, s: { n: number; p50: number; p99: 
 async function crossReplica(): Promise<void> {
   const dir = tempDir('cluster');
   try {
-    log(`(f) two replicas on one schema: ${CANCELS} cancels, ${TICKS} pushed status changes`);
+    log(`(g) two replicas on one schema: ${CANCELS} cancels, ${TICKS} pushed status changes`);
     const r = await latency(`${PG_URL}?schema=${pgSchema('latency')}`, join(dir, 'log.jsonl'), CANCELS, TICKS, log);
-    latencyRow('f.cancel', 'cross-replica cancel: tasks/cancel sent to replica B -> AbortSignal fires in the handler on A', r.cancel);
-    latencyRow('f.push', 'cross-replica push: status committed on A -> notifications/tasks read by a listen client of B', r.push);
+    latencyRow('g.cancel', 'cross-replica cancel: tasks/cancel sent to replica B -> AbortSignal fires in the handler on A', r.cancel);
+    latencyRow('g.push', 'cross-replica push: status committed on A -> notifications/tasks read by a listen client of B', r.push);
   } finally {
     await dropPgSchemas();
     removeTempDir(dir);
@@ -572,13 +575,13 @@ async function crossReplica(): Promise<void> {
 async function takeovers(): Promise<void> {
   const dir = tempDir('takeover');
   try {
-    log(`(g) ${TAKEOVER_ROUNDS} rounds x {SIGKILL, SIGSTOP} of a replica running ${TAKEOVER_TASKS} tasks; lease ${LEASE_MS} ms, heartbeat ${HEARTBEAT_MS} ms`);
+    log(`(h) ${TAKEOVER_ROUNDS} rounds x {SIGKILL, SIGSTOP} of a replica running ${TAKEOVER_TASKS} tasks; lease ${LEASE_MS} ms, heartbeat ${HEARTBEAT_MS} ms`);
     const r = await takeover(`${PG_URL}?schema=${pgSchema('takeover')}`, join(dir, 'log.jsonl'), LEASE_MS, HEARTBEAT_MS, TAKEOVER_TASKS, TAKEOVER_ROUNDS, log);
     const bound = LEASE_MS + HEARTBEAT_MS;
     for (const [signal, xs] of Object.entries(r)) {
       const m = median(xs);
       rows.push({
-        id: `g.${signal === 'SIGKILL' ? 'kill' : 'stop'}`,
+        id: `h.${signal === 'SIGKILL' ? 'kill' : 'stop'}`,
         what: `takeover after ${signal} of the owner: until all ${TAKEOVER_TASKS} of its tasks run on another replica (median of rounds)`,
         figure: round(m),
         unit: 'ms',
@@ -598,7 +601,7 @@ async function takeovers(): Promise<void> {
 }
 
 async function getAtScaleRow(gen: Child): Promise<void> {
-  log(`(h) tasks/get against 1,000 vs ${BIG_TASKS.toLocaleString('en-US')} stored tasks, ${ROUNDS} rounds x ${SECONDS}s, concurrency ${CONCURRENCY}`);
+  log(`(i) tasks/get against 1,000 vs ${BIG_TASKS.toLocaleString('en-US')} stored tasks, ${ROUNDS} rounds x ${SECONDS}s, concurrency ${CONCURRENCY}`);
   try {
     const r = await getAtScale(PG_URL, { small: pgSchema('get1k'), big: pgSchema('getbig') }, { small: 1000, big: BIG_TASKS },
       (side, seconds) => load(gen, side, seconds), { rounds: ROUNDS, seconds: SECONDS, warmup: WARMUP_SECONDS, concurrency: CONCURRENCY, distinct: 20_000 }, log);
@@ -606,7 +609,7 @@ async function getAtScaleRow(gen: Child): Promise<void> {
     const big = median(p99(r.big));
     const small = median(p99(r.small));
     rows.push({
-      id: 'h',
+      id: 'i',
       what: `tasks/get p99 over HTTP, ${BIG_TASKS.toLocaleString('en-US')} tasks stored`,
       figure: round(big, 2),
       unit: 'ms',
@@ -687,10 +690,11 @@ async function main(): Promise<void> {
     if (ONLY.has('a') || ONLY.has('c')) await httpThroughput(gen);
     if (ONLY.has('b')) await creations(gen);
     if (ONLY.has('d')) await memory();
-    if (ONLY.has('e')) await pgCreations();
-    if (ONLY.has('f')) await crossReplica();
-    if (ONLY.has('g')) await takeovers();
-    if (ONLY.has('h')) await getAtScaleRow(gen);
+    if (ONLY.has('e')) rows.push(...(await clientBench(log))); // the client's overhead (bench/client-bench.ts)
+    if (ONLY.has('f')) await pgCreations();
+    if (ONLY.has('g')) await crossReplica();
+    if (ONLY.has('h')) await takeovers();
+    if (ONLY.has('i')) await getAtScaleRow(gen);
   } finally {
     await gen.kill();
     await dropPgSchemas().catch((e) => log(`could not drop the bench schemas: ${(e as Error).message}`));

@@ -15,6 +15,7 @@ import { sqliteStoreFromUrl } from '../store/sqlite/index.js';
 import { postgresStoreFromUrl } from '../store/postgres/index.js';
 import type { TaskStore } from '../store/types.js';
 import type { Logger } from '../runtime/runtime.js';
+import { CLIENT_HELP, call, cancel, resume, runClientCommand, tasks } from './client-commands.js';
 
 const HELP = `outlast: durable MCP Tasks (io.modelcontextprotocol/tasks, 2026-07-28)
 
@@ -41,7 +42,8 @@ Options for serve:
   --max-body-bytes N       largest request body (default 1048576)
   --no-poll-limit          do not refuse over-polling
   --log-level L            debug | info | warn | error (default info)
-`;
+
+${CLIENT_HELP}`;
 
 function fail(message: string): never {
   process.stderr.write(`outlast: ${message}\n`);
@@ -188,6 +190,14 @@ export async function main(argv: string[]): Promise<void> {
   switch (cmd) {
     case 'serve':
       return serve(rest);
+    case 'call':
+      return runClientCommand(call, rest);
+    case 'tasks':
+      return runClientCommand(tasks, rest);
+    case 'resume':
+      return runClientCommand(resume, rest);
+    case 'cancel':
+      return runClientCommand(cancel, rest);
     case undefined:
     case 'help':
     case '--help':

@@ -1,0 +1,618 @@
+/**
+ * The client commands of the `outlast` CLI:
+ *   outlast call URL TOOL [ARGS_JSON] [--bearer T] [--journal P] [--json] [--detach] [--cancel-on-interrupt] [--answers JSON] [--poll]
+ *   outlast tasks [--journal P] [--json]
+ *   outlast resume [TASK_ID] [--bearer T] [--journal P] [--json] [--answers JSON] [--cancel-on-interrupt] [--poll]
+ *   outlast cancel TASK_ID [--bearer T] [--journal P] [--url URL]
+ *
+ * Exit codes: 0 completed; 1 the tool reported an error, or the task failed / was cancelled / expired / is
+ * unknown, or the server could not be reached; 2 bad usage; 3 the task waits for input this run cannot give
+ * (detached; answer with `outlast resume ID --answers …` or on a terminal); 130 interrupted (Ctrl-C).
+ */
+import { createInterface } from 'node:readline/promises';
+import { parseArgs } from 'node:util';
+import type { JsonObject } from '../protocol/index.js';
+import { Journal, defaultJournalPath, type JournalEntry } from '../client/journal.js';
+import { TaskClient, type CallToolResult, type ElicitationHandler, type TaskCall } from '../client/task-client.js';
+import { answersFromJson, resolveAnswer, type Answers, type FormSchema } from '../client/answers.js';
+import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError } from '../client/errors.js';
+
+export const CLIENT_HELP = `Client commands:
+  outlast call URL TOOL [ARGS_JSON] [options]   call TOOL on the MCP server at URL; follow its task to the end
+  outlast tasks [--journal PATH] [--json]        list the calls in the journal
+  outlast resume [TASK_ID] [options]             follow unfinished tasks (all, or one) to the end
+  outlast cancel TASK_ID [--url URL]             ask the server to cancel a task
+
+Options for call / resume / cancel:
+  --bearer TOKEN           send Authorization: Bearer TOKEN (or $OUTLAST_BEARER)
+  --journal PATH           the journal (default $OUTLAST_JOURNAL, else ${defaultJournalPath()})
+  --json                   final result(s) as JSON on stdout; progress stays on stderr
+  --detach                 (call) print the task id and exit; the task keeps running
+  --cancel-on-interrupt    Ctrl-C cancels the task (default: Ctrl-C detaches; resume later)
+  --answers JSON           answers to form questions by input key or field, e.g. '{"confirm": true}'
+                           (without a terminal, a question with no answer detaches with exit code 3)
+  --poll                   poll tasks/get instead of listening for notifications/tasks
+Exit codes: 0 done, 1 tool error / failed / cancelled / expired / unreachable, 2 usage, 3 needs input, 130 Ctrl-C
+`;
+
+class UsageError extends Error {}
+
+/** The process exit code a command asks for. */
+export class Exit extends Error {
+  constructor(readonly code: number, message = '') {
+    super(message);
+  }
+}
+
+const EXIT_INPUT = 3;
+const EXIT_INTERRUPT = 130;
+
+function err(line: string): void {
+  process.stderr.write(line.endsWith('\n') ? line : line + '\n');
+}
+
+function parse(argv: string[], command: string, allowed: string[] = []) {
+  const r = parseAll(argv);
+  for (const only of ['detach', 'url'] as const) {
+    if (r.values[only] !== undefined && !allowed.includes(only)) throw new UsageError(`--${only} is not an option of outlast ${command}`);
+  }
+  return r;
+}
+
+const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url']);
+
+/** Task ids are base64url and may start with "-": a lone-dash token that is no option's value is a positional. */
+function positionalDashes(argv: string[]): string[] {
+  const keep: string[] = [];
+  const ids: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') return [...keep, ...argv.slice(i), ...ids];
+    if (a.startsWith('-') && !a.startsWith('--') && a.length > 2 && !STRING_OPTIONS.has(argv[i - 1] ?? '')) ids.push(a);
+    else keep.push(a);
+  }
+  return ids.length ? [...keep, '--', ...ids] : keep;
+}
+
+function parseAll(argv: string[]) {
+  try {
+    return parseArgs({
+      args: positionalDashes(argv),
+      allowPositionals: true,
+      options: {
+        bearer: { type: 'string' },
+        journal: { type: 'string' },
+        json: { type: 'boolean' },
+        answers: { type: 'string' },
+        'cancel-on-interrupt': { type: 'boolean' },
+        poll: { type: 'boolean' },
+        detach: { type: 'boolean' },
+        url: { type: 'string' },
+      },
+    });
+  } catch (e) {
+    throw new UsageError(`${(e as Error).message}; run outlast help`);
+  }
+}
+
+function openJournal(path: string | undefined): Journal {
+  try {
+    return new Journal(path ?? defaultJournalPath());
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+// ---- output ----------------------------------------------------------------------------------------------
+
+/** The text a user reads from a CallToolResult (text blocks; other blocks as JSON). */
+export function resultText(r: CallToolResult): string {
+  const blocks = Array.isArray(r.content) ? r.content : [];
+  const parts = blocks.map((b) => (b.type === 'text' && typeof b.text === 'string' ? b.text : JSON.stringify(b)));
+  if (!parts.length && r.structuredContent) parts.push(JSON.stringify(r.structuredContent, null, 2));
+  return parts.join('\n');
+}
+
+/** Live status on stderr: one rewritten line on a terminal, one line per change otherwise. */
+class StatusLine {
+  private readonly tty = !!process.stderr.isTTY;
+  private text = '';
+  private shown = false;
+  private paused = false;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly started = Date.now();
+
+  set(text: string): void {
+    if (text === this.text) return;
+    this.text = text;
+    if (!this.tty) return err(text);
+    this.render();
+    if (!this.timer) this.timer = setInterval(() => this.render(), 250).unref();
+  }
+  private render(): void {
+    if (!this.tty || this.paused || !this.text) return;
+    const secs = ((Date.now() - this.started) / 1000).toFixed(1);
+    const width = process.stderr.columns ?? 100;
+    process.stderr.write(`\r\x1b[K${`${this.text} · ${secs} s`.slice(0, width - 1)}`);
+    this.shown = true;
+  }
+  /** Prints a whole line above the status line. */
+  say(line: string): void {
+    this.clear();
+    err(line);
+    this.render();
+  }
+  clear(): void {
+    if (this.tty && this.shown) process.stderr.write('\r\x1b[K');
+    this.shown = false;
+  }
+  pause(): void {
+    this.paused = true;
+    this.clear();
+  }
+  resume(): void {
+    this.paused = false;
+    this.render();
+  }
+  stop(): void {
+    clearInterval(this.timer);
+    this.clear();
+  }
+}
+
+// ---- input -----------------------------------------------------------------------------------------------
+
+interface Ui {
+  status: StatusLine;
+  interactive: boolean;
+  answers: Answers | undefined;
+  /** Set when a question could not be answered in this run (non-interactive). */
+  needsInput?: { taskId: string | undefined; key: string; message: string; fields: string[] };
+  /** Set when --answers is malformed for a question. */
+  badAnswers?: string;
+  onBlocked(): void;
+}
+
+let promptChain: Promise<unknown> = Promise.resolve();
+
+/** Asks one form on the terminal, field by field. `!decline` / `!cancel` at any field answers so. */
+async function promptForm(ui: Ui, key: string, params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+  const schema = (params.requestedSchema ?? {}) as FormSchema & { properties?: Record<string, { type?: string; title?: string; description?: string; enum?: unknown[]; default?: unknown }> };
+  const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: true });
+  ui.status.pause();
+  try {
+    err(`\n? ${String(params.message ?? key)}   [input "${key}"; type !decline or !cancel to refuse]`);
+    const content: Record<string, unknown> = {};
+    for (const [name, f] of Object.entries(schema.properties ?? {})) {
+      const required = (schema.required ?? []).includes(name);
+      const hint = f.type === 'boolean' ? ' (y/n)' : f.enum ? ` (${f.enum.join('/')})` : f.type === 'number' || f.type === 'integer' ? ` (${f.type})` : '';
+      const label = `  ${f.title ?? name}${f.description ? ` — ${f.description}` : ''}${hint}${required ? '' : ' [optional]'}: `;
+      for (;;) {
+        const raw = (await rl.question(label, { signal })).trim();
+        if (raw === '!decline' || raw === '!cancel') return { action: raw.slice(1) };
+        if (raw === '') {
+          if (!required) break;
+          err('    an answer is required');
+          continue;
+        }
+        let v: unknown = raw;
+        if (f.type === 'boolean') {
+          if (/^(y|yes|true)$/i.test(raw)) v = true;
+          else if (/^(n|no|false)$/i.test(raw)) v = false;
+          else {
+            err('    answer y or n');
+            continue;
+          }
+        } else if (f.type === 'number' || f.type === 'integer') {
+          v = Number(raw);
+          if (!Number.isFinite(v) || (f.type === 'integer' && !Number.isInteger(v))) {
+            err(`    a${f.type === 'integer' ? 'n integer' : ' number'} please`);
+            continue;
+          }
+        }
+        if (f.enum && !f.enum.includes(v)) {
+          err(`    one of ${f.enum.join(', ')}`);
+          continue;
+        }
+        content[name] = v;
+        break;
+      }
+    }
+    return { action: 'accept', content };
+  } finally {
+    rl.close();
+    ui.status.resume();
+  }
+}
+
+function elicitationFor(ui: Ui): ElicitationHandler {
+  return async (params, ctx) => {
+    const fields = Object.keys(((params.requestedSchema ?? {}) as FormSchema).properties ?? {});
+    if (ui.answers) {
+      const r = resolveAnswer(ui.answers, ctx.key, params);
+      if ('response' in r) {
+        ui.status.say(`answered input "${ctx.key}" from --answers`);
+        return r.response;
+      }
+      if ('error' in r) {
+        ui.badAnswers = `--answers: ${r.error}`;
+        ui.onBlocked();
+        throw new Error(ui.badAnswers);
+      }
+    }
+    if (ui.interactive && (params as { mode?: string }).mode !== 'url') {
+      const p = promptChain.then(() => (ctx.signal.aborted ? Promise.reject(ctx.signal.reason) : promptForm(ui, ctx.key, params, ctx.signal)));
+      promptChain = p.catch(() => undefined);
+      return p;
+    }
+    const url = (params as { url?: string }).url;
+    ui.needsInput = { taskId: ctx.taskId, key: ctx.key, message: `${String(params.message ?? '')}${url ? ` (${url})` : ''}`, fields };
+    ui.onBlocked();
+    throw new Error('no answer available here');
+  };
+}
+
+// ---- following calls ------------------------------------------------------------------------------------
+
+interface Finished {
+  call: TaskCall;
+  result?: CallToolResult;
+  error?: Error;
+}
+
+function describe(call: TaskCall): string {
+  const t = call.task;
+  if (!t) return `${call.tool}: calling…`;
+  return `task ${t.taskId} ${t.status}${t.statusMessage ? `: ${t.statusMessage}` : ''}`;
+}
+
+/** Shows a call's progress and waits for its outcome (or a blocked question / interrupt). */
+async function follow(call: TaskCall, ui: Ui, prefix = ''): Promise<Finished> {
+  const show = () => ui.status.set(prefix + describe(call));
+  call.on('task', show);
+  call.on('input', (e) => {
+    if (e.request.method !== 'elicitation/create') ui.status.say(`${prefix}the task asks for ${e.request.method} (input "${e.key}"), which this client does not support`);
+  });
+  call.on('answered', ({ key }) => ui.status.say(`${prefix}answer to "${key}" delivered`));
+  call.on('note', (n) => {
+    if (n.kind === 'fallback') ui.status.say(`${prefix}${n.reason}`);
+    else if (n.kind === 'retry') ui.status.say(`${prefix}${n.error.message}; retrying in ${(n.delayMs / 1000).toFixed(1)} s`);
+    else if (n.kind === 'rate_limited') ui.status.say(`${prefix}the server asked to poll slower; waiting ${(n.delayMs / 1000).toFixed(1)} s`);
+  });
+  if (call.task) show();
+  try {
+    return { call, result: await call.result() };
+  } catch (e) {
+    return { call, error: e as Error };
+  }
+}
+
+function errorJson(e: Error): JsonObject {
+  if (e instanceof TaskFailedError) return { status: 'failed', error: e.toJSON() as unknown as JsonObject };
+  if (e instanceof TaskCancelledError) return { status: 'cancelled' };
+  if (e instanceof TaskGoneError) return { status: e.reason, error: { message: e.message } };
+  if (e instanceof RpcError) return { status: 'failed', error: e.toJSON() as unknown as JsonObject };
+  return { status: 'error', error: { message: e.message } };
+}
+
+/** Prints one outcome; returns its exit code. */
+function report(f: Finished, json: boolean, heading: string | undefined): number {
+  if (f.result) {
+    if (json) return f.result.isError ? 1 : 0;
+    if (heading) process.stdout.write(`${heading}\n`);
+    process.stdout.write(resultText(f.result) + '\n');
+    return f.result.isError ? 1 : 0;
+  }
+  const e = f.error!;
+  if (!json) err(`${heading ? `${heading}: ` : ''}${e.message}`);
+  return 1;
+}
+
+function outcomeJson(f: Finished): JsonObject {
+  const ids = { ...(f.call.taskId ? { taskId: f.call.taskId } : {}), callId: f.call.callId, tool: f.call.tool };
+  if (f.result) return { ...ids, status: 'completed', result: f.result };
+  return { ...ids, ...errorJson(f.error!) };
+}
+
+/** Ctrl-C: detach (default) or cancel (--cancel-on-interrupt; a second Ctrl-C detaches). */
+function onInterrupt(calls: () => TaskCall[], client: () => TaskClient[], cancel: boolean, status: StatusLine): () => void {
+  let count = 0;
+  const handler = () => {
+    count++;
+    const live = calls().filter((c) => !c.done);
+    if (cancel && count === 1 && live.some((c) => c.taskId)) {
+      status.say('Ctrl-C: cancelling (Ctrl-C again to detach instead)');
+      for (const c of live) void c.cancel().catch((e) => status.say(`cancel failed: ${(e as Error).message}`));
+      return;
+    }
+    status.stop();
+    for (const c of live) {
+      err(
+        c.taskId
+          ? `Detached from task ${c.taskId}; it keeps running on the server. Continue with: outlast resume ${c.taskId}`
+          : `Stopped before the server answered; the call is journaled as ${c.callId}. Continue with: outlast resume ${c.callId}`,
+      );
+      c.detach();
+    }
+    void Promise.all(client().map((x) => x.close())).finally(() => process.exit(EXIT_INTERRUPT));
+  };
+  process.on('SIGINT', handler);
+  return () => process.off('SIGINT', handler);
+}
+
+function bearerOf(values: { bearer?: string | undefined }): string | undefined {
+  return values.bearer ?? process.env.OUTLAST_BEARER ?? undefined;
+}
+
+function makeUi(values: { answers?: string | undefined }, onBlocked: () => void): Ui {
+  let answers: Answers | undefined;
+  if (values.answers !== undefined) {
+    try {
+      answers = answersFromJson(values.answers);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  }
+  return { status: new StatusLine(), interactive: !!process.stdin.isTTY && !!process.stderr.isTTY, answers, onBlocked };
+}
+
+/** When a question cannot be answered in this run: detach everything and say how to answer. */
+function blockedExit(ui: Ui): Exit {
+  if (ui.badAnswers) return new Exit(2, ui.badAnswers);
+  const n = ui.needsInput!;
+  const example = n.fields.length ? `'{"${n.fields[0]}": …}'` : `'{"${n.key}": {"action": "accept"}}'`;
+  return new Exit(
+    EXIT_INPUT,
+    `task ${n.taskId ?? '?'} needs input "${n.key}": ${n.message}${n.fields.length ? ` (fields: ${n.fields.join(', ')})` : ''}\n` +
+      `It keeps waiting on the server. Answer with: outlast resume ${n.taskId ?? ''} --answers ${example}   (or run it on a terminal)`,
+  );
+}
+
+// ---- commands --------------------------------------------------------------------------------------------
+
+export async function call(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, 'call', ['detach']);
+  const [url, tool, argsJson, ...more] = positionals;
+  if (!url || !tool) throw new UsageError('usage: outlast call URL TOOL [ARGS_JSON] (e.g. outlast call http://127.0.0.1:3000/mcp reindex \'{"collection":"docs","documents":50000}\')');
+  if (more.length) throw new UsageError(`unexpected argument "${more[0]}"; ARGS_JSON must be one quoted JSON object`);
+  let args: JsonObject = {};
+  if (argsJson !== undefined) {
+    try {
+      args = JSON.parse(argsJson) as JsonObject;
+    } catch (e) {
+      throw new UsageError(`ARGS_JSON is not valid JSON (${(e as Error).message}): ${argsJson}`);
+    }
+    if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new UsageError(`ARGS_JSON must be a JSON object, such as '{"name": "x"}'; got ${argsJson}`);
+  }
+  let blocked!: () => void;
+  const ui = makeUi(values, () => blocked());
+  const journal = openJournal(values.journal);
+  let client: TaskClient;
+  try {
+    const bearer = bearerOf(values);
+    client = new TaskClient({
+      url,
+      journal,
+      status: values.poll ? 'poll' : 'listen',
+      elicitation: elicitationFor(ui),
+      clientInfo: { name: 'outlast-cli', version: '0.1.0' },
+      ...(bearer ? { bearer } : {}),
+    });
+  } catch (e) {
+    journal.close();
+    throw new UsageError((e as Error).message);
+  }
+  let handle: TaskCall | undefined;
+  const blockedP = new Promise<'blocked'>((r) => (blocked = () => r('blocked')));
+  const off = onInterrupt(() => (handle ? [handle] : []), () => [client], !!values['cancel-on-interrupt'], ui.status);
+  try {
+    ui.status.set(`${tool}: calling ${url}`);
+    try {
+      handle = await client.start(tool, args, { follow: !values.detach });
+    } catch (e) {
+      ui.status.stop();
+      if (values.json) process.stdout.write(JSON.stringify(errorJson(e as Error)) + '\n');
+      throw new Exit(1, `${tool}: ${(e as Error).message}`);
+    }
+    if (handle.taskId && !values.detach) {
+      ui.status.say(`task ${handle.taskId} created (${handle.status}); Ctrl-C ${values['cancel-on-interrupt'] ? 'cancels it' : `detaches, \`outlast resume ${handle.taskId}\` continues`}`);
+    }
+    if (values.detach && !handle.done) {
+      ui.status.stop();
+      handle.detach();
+      process.stdout.write(`${handle.taskId}\n`);
+      err(`task ${handle.taskId} is running; follow it with: outlast resume ${handle.taskId}`);
+      return 0;
+    }
+    const f = await Promise.race([follow(handle, ui), blockedP]);
+    ui.status.stop();
+    if (f === 'blocked') {
+      handle.detach();
+      throw blockedExit(ui);
+    }
+    if (f.error instanceof DetachedError) return EXIT_INTERRUPT;
+    if (values.json) process.stdout.write(JSON.stringify(f.result ?? errorJson(f.error!)) + '\n');
+    return report(f, !!values.json, undefined);
+  } finally {
+    off();
+    ui.status.stop();
+    await client.close();
+    journal.close();
+  }
+}
+
+function age(ms: number): string {
+  const s = Math.round((Date.now() - ms) / 1000);
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  if (s < 172_800) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86_400)}d`;
+}
+
+export async function tasks(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, 'tasks');
+  if (positionals.length) throw new UsageError(`outlast tasks takes no arguments (got "${positionals[0]}")`);
+  const journal = openJournal(values.journal);
+  try {
+    const entries = journal.list();
+    if (values.json) {
+      process.stdout.write(JSON.stringify(entries, null, 2) + '\n');
+      return 0;
+    }
+    if (!entries.length) {
+      err(`The journal ${journal.path} is empty.`);
+      return 0;
+    }
+    const rows = entries.map((e: JournalEntry) => [
+      e.taskId ?? `(call ${e.callId.slice(0, 8)})`,
+      e.state + (e.finishedAt && !e.readAt ? ' (unread)' : '') + (e.cancelRequestedAt && !e.finishedAt ? ' (cancel requested)' : ''),
+      e.tool,
+      age(e.createdAt),
+      e.serverUrl,
+      e.statusMessage ?? '',
+    ]);
+    const header = ['TASK', 'STATE', 'TOOL', 'AGE', 'SERVER', 'STATUS'];
+    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+    const line = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+    process.stdout.write([line(header), ...rows.map(line)].join('\n') + '\n');
+    return 0;
+  } finally {
+    journal.close();
+  }
+}
+
+export async function resume(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, 'resume');
+  if (positionals.length > 1) throw new UsageError('usage: outlast resume [TASK_ID]');
+  const id = positionals[0];
+  let blocked!: () => void;
+  const ui = makeUi(values, () => blocked());
+  const journal = openJournal(values.journal);
+  const clients: TaskClient[] = [];
+  const handles: TaskCall[] = [];
+  const blockedP = new Promise<'blocked'>((r) => (blocked = () => r('blocked')));
+  const off = onInterrupt(() => handles, () => clients, !!values['cancel-on-interrupt'], ui.status);
+  try {
+    let entries: JournalEntry[];
+    if (id !== undefined) {
+      entries = journal.find(id);
+      if (!entries.length) throw new Exit(2, `No task or call "${id}" in the journal ${journal.path} (see outlast tasks)`);
+      if (entries.length > 1 && !entries.every((e) => e.taskId === entries[0]!.taskId)) {
+        throw new Exit(2, `"${id}" matches several entries (${entries.map((e) => e.taskId ?? e.callId).join(', ')}); give more of the id`);
+      }
+      entries = [entries[0]!];
+    } else {
+      entries = journal.pending();
+      if (!entries.length) {
+        err(`Nothing to resume: every call in ${journal.path} is finished and read.`);
+        if (values.json) process.stdout.write('[]\n');
+        return 0;
+      }
+    }
+    const bearer = bearerOf(values);
+    const byServer = new Map<string, JournalEntry[]>();
+    for (const e of entries) byServer.set(e.serverUrl, [...(byServer.get(e.serverUrl) ?? []), e]);
+    for (const [url, list] of byServer) {
+      const client = new TaskClient({
+        url,
+        journal,
+        status: values.poll ? 'poll' : 'listen',
+        elicitation: elicitationFor(ui),
+        clientInfo: { name: 'outlast-cli', version: '0.1.0' },
+        ...(bearer ? { bearer } : {}),
+      });
+      clients.push(client);
+      for (const e of list) {
+        try {
+          handles.push(...(await client.resume(e.callId)));
+        } catch (x) {
+          err(`${e.taskId ?? e.callId}: ${(x as Error).message}`);
+        }
+      }
+    }
+    const many = handles.length > 1;
+    if (many) err(`Resuming ${handles.length} calls`);
+    const all = Promise.all(handles.map((h) => follow(h, ui, many ? `[${(h.taskId ?? h.callId).slice(0, 8)}] ` : '')));
+    const r = await Promise.race([all, blockedP]);
+    ui.status.stop();
+    if (r === 'blocked') {
+      for (const h of handles) h.detach();
+      throw blockedExit(ui);
+    }
+    let code = handles.length === entries.length ? 0 : 1;
+    if (values.json) {
+      const out = r.map(outcomeJson);
+      process.stdout.write(JSON.stringify(id !== undefined ? out[0] ?? null : out) + '\n');
+    }
+    for (const f of r) {
+      if (f.error instanceof DetachedError) {
+        code = Math.max(code, EXIT_INTERRUPT);
+        continue;
+      }
+      const heading = many || id === undefined ? `== ${f.call.taskId ?? f.call.callId} (${f.call.tool}) ${f.result ? (f.result.isError ? 'completed with a tool error' : 'completed') : 'ended'}` : undefined;
+      code = Math.max(code, report(f, !!values.json, heading));
+    }
+    return code;
+  } finally {
+    off();
+    ui.status.stop();
+    for (const c of clients) await c.close();
+    journal.close();
+  }
+}
+
+export async function cancel(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, 'cancel', ['url']);
+  const id = positionals[0];
+  if (!id || positionals.length > 1) throw new UsageError('usage: outlast cancel TASK_ID [--url URL]');
+  const journal = openJournal(values.journal);
+  try {
+    const entries = journal.find(id).filter((e) => e.taskId);
+    const entry = entries.find((e) => e.taskId === id) ?? (entries.length === 1 ? entries[0] : undefined);
+    const url = values.url ?? entry?.serverUrl;
+    if (!url) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
+    const taskId = entry?.taskId ?? id;
+    let client: TaskClient;
+    try {
+      const bearer = bearerOf(values);
+      client = new TaskClient({ url, journal, ...(bearer ? { bearer } : {}), retry: { attempts: 3 } });
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    try {
+      await client.cancel(taskId);
+      err(`Cancellation of task ${taskId} requested; the server stops it cooperatively (it may still finish first). See how it ended: outlast resume ${taskId}`);
+      return 0;
+    } catch (e) {
+      if (e instanceof TaskGoneError && entry) journal.gone(entry.callId, e.reason, e.message);
+      throw new Exit(1, (e as Error).message);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    journal.close();
+  }
+}
+
+/** Runs a client command and turns its outcome into an exit code (errors printed to stderr). */
+export async function runClientCommand(fn: (argv: string[]) => Promise<number>, argv: string[]): Promise<never> {
+  let code: number;
+  try {
+    code = await fn(argv);
+  } catch (e) {
+    if (e instanceof Exit) {
+      if (e.message) err(`outlast: ${e.message}`);
+      code = e.code;
+    } else if (e instanceof UsageError) {
+      err(`outlast: ${e.message}`);
+      code = 2;
+    } else if (e instanceof TransportError || e instanceof RpcError) {
+      err(`outlast: ${e.message}`);
+      code = 1;
+    } else {
+      err(`outlast: ${(e as Error)?.stack ?? String(e)}`);
+      code = 1;
+    }
+  }
+  process.exit(code);
+}

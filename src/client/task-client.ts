@@ -1,0 +1,629 @@
+/**
+ * TaskClient: the requester half of the Tasks extension.
+ *
+ * - Declares `extensions["io.modelcontextprotocol/tasks"]` on every request, and `elicitation` / `sampling` /
+ *   `roots` only when the application gave a handler for them.
+ * - `callTool` returns the final CallToolResult whichever shape the server chose (plain result, MRTR rounds,
+ *   or a task followed to the end); `start` returns a TaskCall handle (status, events, result(), cancel(),
+ *   detach()).
+ * - Every logical call gets an idempotency key, journaled before it is sent and reused on every retry, so a
+ *   lost CreateTaskResult never starts the work twice; the task id is committed to the journal before anyone
+ *   hears of it; `resume` picks up whatever a crash left behind.
+ * - Input requests reach the handlers as soon as a state listing them is seen, once per key (answers are
+ *   journaled before they are sent with `tasks/update`).
+ */
+import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { AuthProvider } from '@modelcontextprotocol/client';
+import {
+  IDEMPOTENCY_KEY_META,
+  TASKS_EXTENSION,
+  isTerminal,
+  type CreateTaskResult,
+  type DetailedTask,
+  type InputRequest,
+  type InputRequests,
+  type JsonObject,
+  type JsonRpcErrorObject,
+  type Task,
+  type TaskStatus,
+} from '../protocol/index.js';
+import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError, isRateLimited } from './errors.js';
+import { Journal, type JournalEntry } from './journal.js';
+import { ListenSource, PollingSource, getTask, toDetailedTask, type ListenOptions, type PollingOptions, type StatusNote, type StatusSource } from './status.js';
+import { RawDispatcher, type FetchLike, type RequestStats } from './transport.js';
+
+/** A tool result as the server sent it (`content`, `structuredContent?`, `isError?`, `resultType`). */
+export type CallToolResult = JsonObject & { content?: Array<JsonObject>; isError?: boolean; structuredContent?: JsonObject };
+
+export interface InputContext {
+  /** The input request's key (unique for the task's life). */
+  key: string;
+  /** The task asking, or undefined for a synchronous (MRTR) round of `tools/call`. */
+  taskId: string | undefined;
+  tool: string;
+  /** Aborts when the request stops being outstanding (answered elsewhere, timed out, task ended) or the handle detaches. */
+  signal: AbortSignal;
+}
+
+/** Returns an ElicitResult `{action, content?}`. */
+export type ElicitationHandler = (params: JsonObject, ctx: InputContext) => Promise<JsonObject>;
+/** Returns a CreateMessageResult. */
+export type SamplingHandler = (params: JsonObject, ctx: InputContext) => Promise<JsonObject>;
+/** Returns a ListRootsResult `{roots}`. */
+export type RootsHandler = (params: JsonObject, ctx: InputContext) => Promise<JsonObject>;
+
+export interface TaskClientOptions {
+  url: string | URL;
+  bearer?: string;
+  authProvider?: AuthProvider;
+  fetch?: FetchLike;
+  clientInfo?: { name: string; version: string };
+  /** A Journal, a path to one, or nothing (an in-memory journal: no crash recovery). */
+  journal?: Journal | string;
+  /** How status arrives: 'listen' (default; push with polling as fallback), 'poll', or your own source. */
+  status?: 'listen' | 'poll' | ((dispatcher: RawDispatcher, polling: PollingSource) => StatusSource);
+  polling?: PollingOptions;
+  listen?: ListenOptions;
+  /** Input handlers; each one given is declared as a capability, the others are not. */
+  elicitation?: ElicitationHandler;
+  sampling?: SamplingHandler;
+  roots?: RootsHandler;
+  /** Retries of a request that got no answer (transport failure). Default 5 attempts, 500 ms doubling to 10 s. */
+  retry?: { attempts?: number; baseDelayMs?: number; maxDelayMs?: number };
+  /** Timeout of requests other than tools/call. Default 30 000 ms. */
+  requestTimeoutMs?: number;
+}
+
+export interface StartOptions {
+  signal?: AbortSignal;
+  /** Follow the task right away (default true). */
+  follow?: boolean;
+}
+
+export interface InputEvent {
+  key: string;
+  request: InputRequest;
+  /** true when no handler can answer it (the application must, or the task waits). */
+  unhandled: boolean;
+}
+
+export interface TaskCallEvents {
+  /** A new state of the task (deduplicated). */
+  task: [DetailedTask];
+  /** An input request seen for the first time. */
+  input: [InputEvent];
+  /** An answer was delivered with tasks/update. */
+  answered: [{ key: string }];
+  /** Transport news: retries, 429s, listen / fallback. */
+  note: [StatusNote];
+  /** The task id is known (and journaled). */
+  created: [Task];
+}
+
+type Outcome = { ok: true; result: CallToolResult } | { ok: false; error: Error };
+
+/** Connection refused / unknown host: the request cannot have reached the server. */
+function neverSent(e: TransportError): boolean {
+  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause) {
+    const code = (c as { code?: unknown }).code;
+    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') return true;
+    if (typeof (c as Error).message === 'string' && /ECONNREFUSED|ENOTFOUND|bad port/.test((c as Error).message)) return true;
+  }
+  return false;
+}
+
+function backoff(attempt: number, base: number, max: number): number {
+  return Math.round(Math.min(max, base * 2 ** attempt) * (0.9 + 0.2 * Math.random()));
+}
+
+/**
+ * One logical tool call: answered inline or a task. Events: `task`, `input`, `answered`, `note`, `created`.
+ */
+export class TaskCall extends EventEmitter<TaskCallEvents> {
+  /** The journal's id for this call (also its idempotency key). */
+  readonly callId: string;
+  readonly tool: string;
+  readonly arguments: JsonObject;
+  private _task: DetailedTask | undefined;
+  private _inline: CallToolResult | undefined;
+  private outcome: Outcome | undefined;
+  private readonly settledPromise: Promise<Outcome>;
+  private settle!: (o: Outcome) => void;
+  /** Aborted by detach(), close(), or settlement. */
+  readonly following = new AbortController();
+  private followStarted = false;
+  /** Input keys being answered or already answered (never asked twice). */
+  private readonly inputKeys = new Map<string, AbortController | null>();
+
+  constructor(
+    private readonly client: TaskClient,
+    entry: JournalEntry,
+  ) {
+    super();
+    this.callId = entry.callId;
+    this.tool = entry.tool;
+    this.arguments = entry.arguments;
+    this.settledPromise = new Promise<Outcome>((r) => (this.settle = r));
+    for (const [key, a] of client.journal.answers(entry.callId)) if (a.sent) this.inputKeys.set(key, null);
+  }
+
+  /** The task id, once the server made the call a task. */
+  get taskId(): string | undefined {
+    return this._task?.taskId;
+  }
+  /** The latest state: a task status, or 'completed' for an inline answer, or 'calling' before any answer. */
+  get status(): TaskStatus | 'calling' {
+    if (this._inline) return 'completed';
+    return this._task?.status ?? (this.outcome && !this.outcome.ok ? 'failed' : 'calling');
+  }
+  /** The latest task state seen. */
+  get task(): DetailedTask | undefined {
+    return this._task;
+  }
+  /** true when the server answered inline (no task). */
+  get inline(): boolean {
+    return this._inline !== undefined;
+  }
+  get done(): boolean {
+    return this.outcome !== undefined;
+  }
+
+  /** The final CallToolResult. Rejects with TaskFailedError, TaskCancelledError, TaskGoneError, DetachedError, RpcError or TransportError. Reading it marks the outcome read in the journal. */
+  async result(): Promise<CallToolResult> {
+    const o = await this.settledPromise;
+    if (o.ok || (!(o.error instanceof DetachedError) && !(o.error instanceof TransportError))) this.client.journal.markRead(this.callId);
+    if (o.ok) return o.result;
+    throw o.error;
+  }
+
+  /** Asks the server to cancel (`tasks/cancel`); the handle keeps following until the task is terminal (it may still end `completed`). */
+  async cancel(): Promise<void> {
+    const taskId = this.taskId;
+    if (!taskId || this.done) return;
+    this.client.journal.cancelRequested(this.callId);
+    await this.client.cancel(taskId);
+  }
+
+  /** Stops following; the task keeps running and stays in the journal for `resume`. */
+  detach(): void {
+    if (this.done) return;
+    this.finish({ ok: false, error: new DetachedError(this.taskId) });
+  }
+
+  // ---- internals (driven by TaskClient) ---------------------------------------------------------------------
+
+  /** @internal */
+  finish(o: Outcome): void {
+    if (this.outcome) return;
+    this.outcome = o;
+    this.following.abort(o.ok ? new Error('settled') : o.error);
+    for (const c of this.inputKeys.values()) c?.abort();
+    this.settle(o);
+  }
+
+  /** @internal */
+  setInline(result: CallToolResult): void {
+    this._inline = result;
+    this.finish({ ok: true, result });
+  }
+
+  /** @internal a state seen (from the create result, a poll or a push). */
+  see(t: DetailedTask): void {
+    if (this.outcome) return;
+    const prev = this._task;
+    const changed =
+      !prev ||
+      prev.status !== t.status ||
+      prev.statusMessage !== t.statusMessage ||
+      prev.lastUpdatedAt !== t.lastUpdatedAt ||
+      Object.keys((prev as { inputRequests?: object }).inputRequests ?? {}).join() !== Object.keys((t as { inputRequests?: object }).inputRequests ?? {}).join();
+    this._task = t;
+    if (!prev) this.emit('created', t);
+    if (!changed) return;
+    this.client.journal.record(this.callId, t);
+    this.emit('task', t);
+    // Requests no longer outstanding: stop asking.
+    const outstanding = t.status === 'input_required' ? t.inputRequests : {};
+    for (const [key, ctl] of this.inputKeys) if (ctl && !(key in outstanding)) ctl.abort(new Error('no longer outstanding'));
+    if (t.status === 'input_required') this.client.handleInputs(this, t.inputRequests);
+    if (isTerminal(t.status)) this.finish(outcomeOf(t));
+  }
+
+  /** @internal */
+  claimInput(key: string): AbortController | undefined {
+    if (this.inputKeys.has(key)) return undefined;
+    const c = new AbortController();
+    this.inputKeys.set(key, c);
+    return c;
+  }
+  /** @internal */
+  inputDone(key: string): void {
+    this.inputKeys.set(key, null);
+  }
+  /** @internal */
+  inputReleased(key: string): void {
+    if (this.inputKeys.get(key)) this.inputKeys.delete(key);
+  }
+  /** @internal */
+  isOutstanding(key: string): boolean {
+    const t = this._task;
+    return !this.outcome && t?.status === 'input_required' && key in t.inputRequests;
+  }
+  /** @internal */
+  startFollowing(): boolean {
+    if (this.followStarted || this.outcome) return false;
+    this.followStarted = true;
+    return true;
+  }
+}
+
+function outcomeOf(t: DetailedTask): Outcome {
+  switch (t.status) {
+    case 'completed':
+      return { ok: true, result: t.result as CallToolResult };
+    case 'failed':
+      return { ok: false, error: new TaskFailedError(t.taskId, t.error) };
+    case 'cancelled':
+      return { ok: false, error: new TaskCancelledError(t.taskId) };
+    default:
+      throw new Error(`not terminal: ${t.status}`);
+  }
+}
+
+/** The outcome a journal entry holds (for finished entries). */
+function outcomeOfEntry(e: JournalEntry): Outcome | undefined {
+  switch (e.state) {
+    case 'completed':
+      return { ok: true, result: e.outcome as CallToolResult };
+    case 'failed':
+      return { ok: false, error: e.taskId ? new TaskFailedError(e.taskId, e.outcome as unknown as JsonRpcErrorObject) : new RpcError(e.outcome as unknown as JsonRpcErrorObject) };
+    case 'cancelled':
+      return { ok: false, error: new TaskCancelledError(e.taskId ?? e.callId) };
+    case 'expired':
+    case 'not_found':
+      return { ok: false, error: new TaskGoneError(e.taskId ?? e.callId, e.state) };
+    default:
+      return undefined;
+  }
+}
+
+export class TaskClient {
+  readonly dispatcher: RawDispatcher;
+  readonly journal: Journal;
+  readonly statusSource: StatusSource;
+  readonly polling: PollingSource;
+  /** The server URL as journaled (normalised). */
+  readonly url: string;
+  private readonly ownsJournal: boolean;
+  private readonly options: TaskClientOptions;
+  private readonly calls = new Map<string, TaskCall>();
+  private readonly retry: { attempts: number; baseDelayMs: number; maxDelayMs: number };
+  private closed = false;
+
+  constructor(options: TaskClientOptions) {
+    this.options = options;
+    const capabilities: JsonObject = { extensions: { [TASKS_EXTENSION]: {} } };
+    if (options.elicitation) capabilities.elicitation = {};
+    if (options.sampling) capabilities.sampling = {};
+    if (options.roots) capabilities.roots = {};
+    this.dispatcher = new RawDispatcher({
+      url: options.url,
+      capabilities,
+      ...(options.bearer !== undefined ? { bearer: options.bearer } : {}),
+      ...(options.authProvider ? { authProvider: options.authProvider } : {}),
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+      ...(options.clientInfo ? { clientInfo: options.clientInfo } : {}),
+      ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+    });
+    this.url = this.dispatcher.url.href;
+    this.ownsJournal = !(options.journal instanceof Journal);
+    this.journal = options.journal instanceof Journal ? options.journal : new Journal(options.journal ?? ':memory:');
+    this.polling = new PollingSource(this.dispatcher, options.polling);
+    const s = options.status ?? 'listen';
+    this.statusSource =
+      s === 'poll' ? this.polling : s === 'listen' ? new ListenSource(this.dispatcher, this.polling, options.listen) : s(this.dispatcher, this.polling);
+    this.retry = {
+      attempts: options.retry?.attempts ?? 5,
+      baseDelayMs: options.retry?.baseDelayMs ?? 500,
+      maxDelayMs: options.retry?.maxDelayMs ?? 10_000,
+    };
+  }
+
+  /** HTTP requests sent so far, by method. */
+  get stats(): RequestStats {
+    return this.dispatcher.stats;
+  }
+
+  /** Calls a tool and returns its final CallToolResult, whether the server answered inline or made it a task. */
+  async callTool(name: string, args: JsonObject = {}, opts: StartOptions = {}): Promise<CallToolResult> {
+    const call = await this.start(name, args, opts);
+    const onAbort = () => call.detach();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await call.result();
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * Sends `tools/call` and returns a handle as soon as the server answered: settled for an inline answer,
+   * following the task otherwise. Rejects if the call itself was refused (RpcError) or could not be delivered
+   * after the retries (TransportError; the call stays in the journal and `resume` retries it with the same key).
+   */
+  async start(name: string, args: JsonObject = {}, opts: StartOptions = {}): Promise<TaskCall> {
+    if (typeof name !== 'string' || !name) throw new TypeError('callTool needs a tool name');
+    if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new TypeError('Tool arguments must be a JSON object');
+    this.assertOpen();
+    const entry = this.journal.begin({ callId: randomUUID(), serverUrl: this.url, tool: name, arguments: args });
+    const call = new TaskCall(this, entry);
+    this.calls.set(call.callId, call);
+    await this.send(call, opts.signal);
+    if (opts.follow !== false) this.follow(call);
+    return call;
+  }
+
+  /**
+   * Picks up calls the journal holds for this server: unfinished ones are followed (a call that never got its
+   * answer is re-sent with its idempotency key), finished ones whose outcome was not read are returned
+   * settled. With `id`, only that task (or call).
+   */
+  async resume(id?: string, opts: { follow?: boolean } = {}): Promise<TaskCall[]> {
+    this.assertOpen();
+    let entries: JournalEntry[];
+    if (id !== undefined) {
+      entries = this.journal.find(id).filter((e) => e.serverUrl === this.url);
+      if (!entries.length) throw new Error(`No task or call "${id}" for ${this.url} in the journal ${this.journal.path}`);
+      entries = entries.slice(0, 1);
+    } else entries = this.journal.pending(this.url);
+    const out: TaskCall[] = [];
+    for (const e of entries) out.push(await this.attach(e, opts.follow !== false));
+    return out;
+  }
+
+  /** A handle for one journal entry (settled if it is finished). */
+  private async attach(e: JournalEntry, follow: boolean): Promise<TaskCall> {
+    const existing = this.calls.get(e.callId);
+    if (existing && !existing.done) return existing;
+    const call = new TaskCall(this, e);
+    this.calls.set(e.callId, call);
+    const finished = outcomeOfEntry(e);
+    if (finished) {
+      if (e.state === 'completed' && e.inline) call.setInline(finished.ok ? finished.result : {});
+      else {
+        if (e.taskId) call.see(this.entryTask(e));
+        call.finish(finished);
+      }
+      return call;
+    }
+    if (e.state === 'calling' || !e.taskId) {
+      await this.send(call);
+    } else {
+      call.see(this.entryTask(e));
+    }
+    if (follow) this.follow(call, !!e.taskId);
+    return call;
+  }
+
+  private entryTask(e: JournalEntry): DetailedTask {
+    const now = new Date(e.updatedAt).toISOString();
+    const t = {
+      taskId: e.taskId!,
+      status: e.state === 'input_required' || e.state === 'completed' || e.state === 'failed' || e.state === 'cancelled' ? e.state : 'working',
+      createdAt: e.taskCreatedAt ?? new Date(e.createdAt).toISOString(),
+      lastUpdatedAt: now,
+      ttlMs: e.ttlMs ?? null,
+      ...(e.statusMessage !== undefined ? { statusMessage: e.statusMessage } : {}),
+      ...(e.pollIntervalMs !== undefined ? { pollIntervalMs: e.pollIntervalMs } : {}),
+    } as Task;
+    if (t.status === 'input_required') return { ...t, status: 'input_required', inputRequests: {} };
+    if (t.status === 'completed') return { ...t, status: 'completed', result: e.outcome ?? {} };
+    if (t.status === 'failed') return { ...t, status: 'failed', error: (e.outcome ?? { code: -32603, message: 'failed' }) as unknown as JsonRpcErrorObject };
+    return t as DetailedTask;
+  }
+
+  /** `tasks/get` once. */
+  getTask(taskId: string, signal?: AbortSignal): Promise<DetailedTask> {
+    return getTask(this.dispatcher, taskId, signal);
+  }
+
+  /** `tasks/cancel` (retried on transport failures). The server honours it cooperatively; the task may still end completed. */
+  async cancel(taskId: string): Promise<void> {
+    for (const e of this.journal.find(taskId)) if (e.taskId === taskId) this.journal.cancelRequested(e.callId);
+    try {
+      await this.withRetries((signal) => this.dispatcher.request('tasks/cancel', { taskId }, { signal }));
+    } catch (e) {
+      if (e instanceof RpcError && e.code === -32602 && /expired|not found/i.test(e.message)) {
+        const reason = /expired/i.test(e.message) ? 'expired' : 'not_found';
+        throw new TaskGoneError(taskId, reason, e.message);
+      }
+      throw e;
+    }
+  }
+
+  /** Stops following every handle (tasks keep running; the journal keeps them) and closes the connection. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const c of this.calls.values()) c.detach();
+    await this.dispatcher.close();
+    if (this.ownsJournal) this.journal.close();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('This TaskClient is closed');
+  }
+
+  /** Runs `fn` again after transport failures (and 429s), with exponential back-off. */
+  private async withRetries<T>(fn: (signal?: AbortSignal) => Promise<T>, signal?: AbortSignal, onRetry?: (e: Error, ms: number) => void): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await fn(signal);
+      } catch (e) {
+        const retryable = (e instanceof TransportError && e.retryable) || isRateLimited(e);
+        if (!retryable || attempt + 1 >= this.retry.attempts || signal?.aborted || this.closed) {
+          if (e instanceof TransportError && retryable) {
+            throw new TransportError(`${e.message} (gave up after ${attempt + 1} attempts)`, { cause: e, ...(e.httpStatus ? { httpStatus: e.httpStatus } : {}) });
+          }
+          throw e;
+        }
+        const ms = isRateLimited(e) ? (e as { retryAfterMs?: number }).retryAfterMs ?? 1000 : backoff(attempt, this.retry.baseDelayMs, this.retry.maxDelayMs);
+        onRetry?.(e as Error, ms);
+        await delay(ms, undefined, signal ? { signal } : {});
+      }
+    }
+  }
+
+  /** Sends (or re-sends, with the same idempotency key) the call's `tools/call`, running MRTR rounds. */
+  private async send(call: TaskCall, signal?: AbortSignal): Promise<void> {
+    let extra: JsonObject = {};
+    for (let round = 0; ; round++) {
+      let r: JsonObject;
+      try {
+        r = await this.withRetries((s) => this.dispatcher.request('tools/call', { name: call.tool, arguments: call.arguments, ...extra }, { meta: { [IDEMPOTENCY_KEY_META]: call.callId }, ...(s ? { signal: s } : {}) }),
+          signal,
+          (error, delayMs) => call.emit('note', { kind: 'retry', error, delayMs }),
+        );
+      } catch (e) {
+        if (e instanceof RpcError) {
+          this.journal.callRefused(call.callId, e.toJSON() as unknown as JsonObject);
+          call.finish({ ok: false, error: e });
+        }
+        if (e instanceof TransportError && neverSent(e)) {
+          // Every attempt was refused before a byte reached the server: nothing can have started.
+          const error = { code: -32603, message: `${e.message}; nothing was sent` };
+          this.journal.callRefused(call.callId, error);
+          call.finish({ ok: false, error: new TransportError(error.message, { cause: e, retryable: false }) });
+          throw new TransportError(error.message, { cause: e, retryable: false });
+        }
+        if (e instanceof TransportError) {
+          const msg = `${e.message}. The call is journaled as ${call.callId} in ${this.journal.path}; \`outlast resume ${call.callId}\` (or TaskClient.resume) retries it with the same idempotency key, so it cannot start twice`;
+          throw new TransportError(msg, { cause: e, retryable: e.retryable, ...(e.httpStatus ? { httpStatus: e.httpStatus } : {}) });
+        }
+        throw e;
+      }
+      const kind = r.resultType ?? 'complete';
+      if (kind === 'task') {
+        const t = toDetailedTask(r) as Task as CreateTaskResult;
+        this.journal.taskCreated(call.callId, t); // committed before anyone hears the id
+        call.see(toDetailedTask(r));
+        return;
+      }
+      if (kind === 'complete') {
+        const { _meta: _m, ...result } = r;
+        this.journal.finishInline(call.callId, result);
+        call.setInline(result as CallToolResult);
+        return;
+      }
+      if (kind === 'input_required') {
+        if (round >= 10) throw new RpcError({ code: -32603, message: `tools/call ${call.tool}: the server still asks for input after 10 rounds` });
+        const requests = (r.inputRequests ?? {}) as InputRequests;
+        const responses: JsonObject = {};
+        for (const [key, req] of Object.entries(requests)) {
+          const ctl = new AbortController();
+          const answer = await this.answer(call, key, req, undefined, ctl.signal);
+          if (answer === undefined) {
+            const e = new RpcError({ code: -32603, message: `tools/call ${call.tool} needs input "${key}" (${req.method}) and no handler for it was given` });
+            this.journal.callRefused(call.callId, e.toJSON() as unknown as JsonObject);
+            call.finish({ ok: false, error: e });
+            throw e;
+          }
+          responses[key] = answer;
+        }
+        extra = { inputResponses: responses, ...(typeof r.requestState === 'string' ? { requestState: r.requestState } : {}) };
+        continue;
+      }
+      const e = new TransportError(`tools/call ${call.tool}: unrecognised resultType "${String(kind)}" (invalid response)`, { retryable: false });
+      throw e;
+    }
+  }
+
+  /** Runs the handler for one input request; undefined when there is none for its kind. */
+  private async answer(call: TaskCall, key: string, req: InputRequest, taskId: string | undefined, signal: AbortSignal): Promise<JsonObject | undefined> {
+    const handler =
+      req.method === 'elicitation/create' ? this.options.elicitation : req.method === 'sampling/createMessage' ? this.options.sampling : req.method === 'roots/list' ? this.options.roots : undefined;
+    call.emit('input', { key, request: req, unhandled: !handler });
+    if (!handler) return undefined;
+    return handler((req.params ?? {}) as JsonObject, { key, taskId, tool: call.tool, signal });
+  }
+
+  /** @internal Input requests of a task state: each new key goes to its handler once; answers go back with tasks/update. */
+  handleInputs(call: TaskCall, requests: InputRequests): void {
+    const saved = this.journal.answers(call.callId);
+    for (const [key, req] of Object.entries(requests)) {
+      const ctl = call.claimInput(key);
+      if (!ctl) continue;
+      const signal = AbortSignal.any([ctl.signal, call.following.signal]);
+      void (async () => {
+        try {
+          let response = saved.get(key)?.response;
+          if (!response) {
+            response = await this.answer(call, key, req, call.taskId, signal);
+            if (response === undefined) {
+              call.inputReleased(key); // nobody can answer it here; the application may, through the event
+              return;
+            }
+            if (signal.aborted) return;
+            this.journal.saveAnswer(call.callId, key, response);
+          }
+          if (!call.isOutstanding(key)) return; // answered elsewhere, timed out, or the task moved on
+          await this.withRetries((s) => this.dispatcher.request('tasks/update', { taskId: call.taskId!, inputResponses: { [key]: response } }, s ? { signal: s } : {}),
+            call.following.signal,
+            (error, delayMs) => call.emit('note', { kind: 'retry', error, delayMs }),
+          );
+          this.journal.answerSent(call.callId, key);
+          call.inputDone(key);
+          call.emit('answered', { key });
+        } catch (e) {
+          if (signal.aborted) return;
+          call.inputReleased(key);
+          call.emit('note', { kind: 'retry', error: e as Error, delayMs: 0 });
+        }
+      })();
+    }
+  }
+
+  /** Answers an input request from outside the handlers (e.g. a UI reacting to the `input` event). */
+  async respond(call: TaskCall, key: string, response: JsonObject): Promise<void> {
+    if (!call.taskId) throw new Error('This call has no task');
+    this.journal.saveAnswer(call.callId, key, response);
+    await this.dispatcher.request('tasks/update', { taskId: call.taskId, inputResponses: { [key]: response } });
+    this.journal.answerSent(call.callId, key);
+    call.inputDone(key);
+    call.emit('answered', { key });
+  }
+
+  /** Follows a task handle until terminal, detach or close. */
+  private follow(call: TaskCall, refreshFirst = false): void {
+    if (!call.taskId || !call.startFollowing()) return;
+    const signal = call.following.signal;
+    const taskId = call.taskId;
+    void (async () => {
+      try {
+        if (refreshFirst) {
+          // After a restart: learn the current state at once (or that the task is gone).
+          const t = await this.withRetries((s) => getTask(this.dispatcher, taskId, s), signal, (error, delayMs) => call.emit('note', { kind: 'retry', error, delayMs }));
+          call.see(t);
+          if (call.done) return;
+        }
+        const terminal = await this.statusSource.follow(
+          taskId,
+          call.task!,
+          { task: (t) => call.see(t), note: (n) => call.emit('note', n) },
+          signal,
+        );
+        call.see(terminal);
+      } catch (e) {
+        if (signal.aborted) return;
+        if (e instanceof TaskGoneError) {
+          this.journal.gone(call.callId, e.reason, e.message);
+          call.finish({ ok: false, error: e });
+          return;
+        }
+        call.finish({ ok: false, error: e as Error });
+      }
+    })();
+  }
+}

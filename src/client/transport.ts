@@ -1,0 +1,330 @@
+/**
+ * A raw JSON-RPC dispatcher over the official SDK v2 client transport (`StreamableHTTPClientTransport`).
+ *
+ * Why not the SDK's `Client`: its 2026-07-28 codec rejects `resultType: "task"` before any schema runs
+ * (sdk-notes.md §6), so a client that declares the Tasks extension cannot receive a task through it. The
+ * transport itself is fine: it frames the POST, sets `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` from
+ * the body (so `tasks/*` carry `Mcp-Name: <taskId>`), handles bearer/OAuth auth and parses SSE. This class adds
+ * what the `Client` would: the per-request `_meta` envelope, an id → promise map, timeouts, classification of
+ * failures (JSON-RPC error, rate limit with Retry-After, transport failure), long-lived streams for
+ * `subscriptions/listen`, and request counting.
+ */
+import { StreamableHTTPClientTransport, SdkHttpError, UnauthorizedError, type AuthProvider } from '@modelcontextprotocol/client';
+import {
+  CLIENT_CAPABILITIES_META,
+  CLIENT_INFO_META,
+  PROTOCOL_VERSION,
+  PROTOCOL_VERSION_META,
+  RATE_LIMITED_CODE,
+  SUBSCRIPTION_ID_META,
+  type JsonObject,
+  type JsonRpcErrorObject,
+} from '../protocol/index.js';
+import { RateLimitedError, RpcError, TransportError } from './errors.js';
+
+export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
+
+export interface DispatcherOptions {
+  url: string | URL;
+  /** A static bearer token (sent as `Authorization: Bearer …`). */
+  bearer?: string;
+  /** Or any SDK auth provider (OAuth included); wins over `bearer`. */
+  authProvider?: AuthProvider;
+  /** Custom fetch (tests, proxies). */
+  fetch?: FetchLike;
+  clientInfo?: { name: string; version: string };
+  /** The client capabilities declared on every request. */
+  capabilities: JsonObject;
+  /** Per-request timeout for requests that are not `tools/call` (default 30 000 ms). */
+  requestTimeoutMs?: number;
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+  /** Extra `_meta` entries (e.g. the idempotency key). */
+  meta?: JsonObject;
+  /** Override the timeout (0 = none). */
+  timeoutMs?: number;
+}
+
+/** Requests sent, counted as HTTP POSTs leave (retries included). */
+export interface RequestStats {
+  total: number;
+  byMethod: Record<string, number>;
+}
+
+interface Pending {
+  resolve(result: JsonObject): void;
+  reject(e: unknown): void;
+}
+
+export interface StreamHandlers {
+  /** A notification carrying this stream's subscription id. */
+  onNotification(message: { method: string; params?: JsonObject }): void;
+}
+
+export interface OpenStream {
+  readonly id: number;
+  /** Resolves when the stream ends: `result` (the server ended it properly), `cut` (dropped without a
+   *  result), `closed` (we closed it); rejects with an RpcError if the server answered with an error. */
+  readonly ended: Promise<'result' | 'cut' | 'closed'>;
+  close(): void;
+}
+
+type JsonRpcMessage = { jsonrpc: '2.0'; id?: string | number; method?: string; params?: JsonObject; result?: JsonObject; error?: JsonRpcErrorObject };
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+function parseRetryAfter(v: string | null): number | undefined {
+  if (!v) return undefined;
+  const s = Number(v);
+  if (Number.isFinite(s) && s >= 0) return s * 1000;
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
+}
+
+function networkCause(e: unknown): string {
+  const cause = (e as { cause?: { code?: string; message?: string } })?.cause;
+  return cause?.code ?? cause?.message ?? (e as Error)?.message ?? String(e);
+}
+
+export class RawDispatcher {
+  readonly url: URL;
+  readonly stats: RequestStats = { total: 0, byMethod: {} };
+  private readonly transport: StreamableHTTPClientTransport;
+  private readonly pending = new Map<number, Pending>();
+  private readonly streams = new Map<number, StreamHandlers & { end(how: 'result' | 'cut', error?: unknown): void }>();
+  /** Per request id: Retry-After of a 429, and whether the answer is an SSE stream. */
+  private readonly seen = new Map<number, { retryAfterMs?: number; sse?: boolean }>();
+  private readonly meta: JsonObject;
+  private readonly timeoutMs: number;
+  private nextId = 1;
+  private started: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(options: DispatcherOptions) {
+    let url: URL;
+    try {
+      url = new URL(String(options.url));
+    } catch {
+      throw new TypeError(`Not a URL: "${String(options.url)}" (expected e.g. http://127.0.0.1:3000/mcp)`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`Not an http(s) URL: "${url.href}"`);
+    this.url = url;
+    this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.meta = {
+      [PROTOCOL_VERSION_META]: PROTOCOL_VERSION,
+      [CLIENT_CAPABILITIES_META]: options.capabilities,
+      [CLIENT_INFO_META]: options.clientInfo ?? { name: 'outlast-client', version: '0.1.0' },
+    };
+    const base = options.fetch ?? fetch;
+    const counted: FetchLike = async (u, init) => {
+      let id: number | undefined;
+      if (init?.method === 'POST' && typeof init.body === 'string') {
+        try {
+          const m = JSON.parse(init.body) as JsonRpcMessage;
+          if (typeof m.id === 'number') id = m.id;
+          const method = m.method ?? '?';
+          this.stats.total++;
+          this.stats.byMethod[method] = (this.stats.byMethod[method] ?? 0) + 1;
+        } catch {
+          /* not ours */
+        }
+      }
+      const res = await base(u, init);
+      if (id !== undefined) {
+        const info: { retryAfterMs?: number; sse?: boolean } = {};
+        if (res.status === 429) {
+          const ra = parseRetryAfter(res.headers.get('retry-after'));
+          if (ra !== undefined) info.retryAfterMs = ra;
+        }
+        info.sse = (res.headers.get('content-type') ?? '').includes('text/event-stream');
+        this.seen.set(id, info);
+      }
+      return res;
+    };
+    const authProvider = options.authProvider ?? (options.bearer ? { token: async () => options.bearer } : undefined);
+    this.transport = new StreamableHTTPClientTransport(url, {
+      fetch: counted,
+      ...(authProvider ? { authProvider } : {}),
+      // Streams are never resumed by the transport: SSE resumability is gone in 2026-07-28, and a cut stream
+      // is the status source's business (it falls back to polling).
+      reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1, maxRetries: 0 },
+    });
+    this.transport.onerror = () => undefined; // every failure is reported through the request it belongs to
+    this.transport.onmessage = (m) => this.onMessage(m as unknown as JsonRpcMessage);
+  }
+
+  /** The `_meta` envelope sent with every request. */
+  envelope(extra?: JsonObject): JsonObject {
+    return extra ? { ...this.meta, ...extra } : { ...this.meta };
+  }
+
+  private start(): Promise<void> {
+    if (this.closed) return Promise.reject(new TransportError('The client is closed', { retryable: false }));
+    return (this.started ??= this.transport.start());
+  }
+
+  private onMessage(m: JsonRpcMessage): void {
+    if (m.method !== undefined && m.id === undefined) {
+      const sub = (m.params?._meta as JsonObject | undefined)?.[SUBSCRIPTION_ID_META];
+      if (typeof sub === 'number') this.streams.get(sub)?.onNotification(m as { method: string; params?: JsonObject });
+      return;
+    }
+    if (typeof m.id !== 'number') return;
+    const p = this.pending.get(m.id);
+    if (p) {
+      this.pending.delete(m.id);
+      if (m.error) p.reject(this.toError(m.id, m.error));
+      else p.resolve((m.result ?? {}) as JsonObject);
+    }
+    const s = this.streams.get(m.id);
+    if (s) s.end('result', m.error ? this.toError(m.id, m.error) : undefined);
+  }
+
+  private toError(id: number, error: JsonRpcErrorObject, httpStatus?: number): RpcError {
+    const info = this.seen.get(id);
+    if (error.code === RATE_LIMITED_CODE || httpStatus === 429 || info?.retryAfterMs !== undefined) {
+      const fromData = (error.data as { retryAfterMs?: unknown } | undefined)?.retryAfterMs;
+      const retryAfterMs = Math.max(typeof fromData === 'number' ? fromData : 0, info?.retryAfterMs ?? 0) || 1000;
+      return new RateLimitedError(error, retryAfterMs, httpStatus ?? 429);
+    }
+    return new RpcError(error, httpStatus);
+  }
+
+  /** Turns whatever the transport threw into RpcError / RateLimitedError / TransportError. */
+  private classify(id: number, e: unknown, method: string): unknown {
+    if (e instanceof RpcError || e instanceof TransportError) return e;
+    if ((e as Error)?.name === 'AbortError') return e;
+    if (e instanceof UnauthorizedError) {
+      return new TransportError(`The server at ${this.url.href} refused the request (HTTP 401): give a valid bearer token (--bearer TOKEN)`, {
+        cause: e,
+        httpStatus: 401,
+        retryable: false,
+      });
+    }
+    if (e instanceof SdkHttpError) {
+      const status = e.status;
+      const text = (e.data as { text?: unknown } | undefined)?.text;
+      if (typeof text === 'string') {
+        try {
+          const body = JSON.parse(text) as JsonRpcMessage;
+          if (body && typeof body === 'object' && body.error && typeof body.error.code === 'number') {
+            if (status === 401) {
+              return new TransportError(`The server at ${this.url.href} refused the request (HTTP 401: ${body.error.message}): give a valid bearer token (--bearer TOKEN)`, {
+                httpStatus: 401,
+                retryable: false,
+              });
+            }
+            if (status >= 500 && status !== 501) return new TransportError(`${method}: HTTP ${status} (${body.error.message})`, { httpStatus: status });
+            return this.toError(id, body.error, status);
+          }
+        } catch {
+          /* not JSON */
+        }
+      }
+      if (status === 502 || status === 503 || status === 504 || status === 500 || status === 408) {
+        return new TransportError(`${method}: HTTP ${status} from ${this.url.href}`, { httpStatus: status });
+      }
+      if (status === 429) return this.toError(id, { code: RATE_LIMITED_CODE, message: 'Too many requests' }, 429);
+      return new TransportError(
+        status === 404 || status === 405
+          ? `No MCP endpoint at ${this.url.href} (HTTP ${status}); check the URL (Outlast serves /mcp)`
+          : `${method}: HTTP ${status} from ${this.url.href}${typeof text === 'string' && text ? `: ${text.slice(0, 200)}` : ''}`,
+        { httpStatus: status, retryable: false, cause: e },
+      );
+    }
+    if (e instanceof TypeError) return new TransportError(`${method}: cannot reach ${this.url.href} (${networkCause(e)})`, { cause: e });
+    return new TransportError(`${method}: ${(e as Error)?.message ?? String(e)}`, { cause: e, retryable: false });
+  }
+
+  /** Sends one request and resolves with its result; rejects with RpcError, RateLimitedError or TransportError. */
+  async request(method: string, params: JsonObject = {}, opts: RequestOptions = {}): Promise<JsonObject> {
+    await this.start();
+    opts.signal?.throwIfAborted();
+    const id = this.nextId++;
+    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(opts.meta) } };
+    const ctl = new AbortController();
+    const timeoutMs = opts.timeoutMs ?? (method === 'tools/call' ? 0 : this.timeoutMs);
+    let timedOut = false;
+    const timer = timeoutMs > 0 ? setTimeout(() => ((timedOut = true), ctl.abort()), timeoutMs) : undefined;
+    const onAbort = () => ctl.abort(opts.signal!.reason);
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await new Promise<JsonObject>((resolve, reject) => {
+        const fail = (e: unknown) => {
+          if (!this.pending.delete(id)) return;
+          reject(e);
+        };
+        this.pending.set(id, { resolve, reject });
+        ctl.signal.addEventListener('abort', () =>
+          fail(timedOut ? new TransportError(`${method}: no answer within ${timeoutMs} ms`) : (opts.signal?.reason ?? new DOMException('Aborted', 'AbortError'))),
+        );
+        this.transport
+          .send(message as never, {
+            requestSignal: ctl.signal,
+            onRequestStreamEnd: () => fail(new TransportError(`${method}: the response stream ended before the response`)),
+          })
+          .then(() => {
+            // A JSON answer was delivered before send() resolved; a JSON-less, stream-less answer never comes.
+            if (this.pending.has(id) && !this.seen.get(id)?.sse) fail(new TransportError(`${method}: the server sent no response`));
+          })
+          .catch((e) => fail(this.classify(id, e, method)));
+      });
+    } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', onAbort);
+      this.seen.delete(id);
+    }
+  }
+
+  /**
+   * Opens a long-lived request whose SSE response carries notifications tagged with its id as subscription id
+   * (`subscriptions/listen`). Resolves once the response headers are in; notifications go to `handlers`.
+   */
+  async openStream(method: string, params: JsonObject, handlers: StreamHandlers): Promise<OpenStream> {
+    await this.start();
+    const id = this.nextId++;
+    const ctl = new AbortController();
+    let settle!: (how: 'result' | 'cut' | 'closed', error?: unknown) => void;
+    const ended = new Promise<'result' | 'cut' | 'closed'>((resolve, reject) => {
+      let done = false;
+      settle = (how, error) => {
+        if (done) return;
+        done = true;
+        this.streams.delete(id);
+        this.seen.delete(id);
+        if (error) reject(error);
+        else resolve(how);
+      };
+    });
+    ended.catch(() => undefined); // observed by the caller; never an unhandled rejection
+    this.streams.set(id, { onNotification: (m) => handlers.onNotification(m), end: (how, error) => settle(how, error) });
+    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope() } };
+    try {
+      await this.transport.send(message as never, { requestSignal: ctl.signal, onRequestStreamEnd: () => settle('cut') });
+      if (!this.seen.get(id)?.sse) settle('cut'); // answered with plain JSON (an error was routed already)
+    } catch (e) {
+      settle('cut', ctl.signal.aborted ? undefined : this.classify(id, e, method));
+    }
+    return {
+      id,
+      ended,
+      close: () => {
+        ctl.abort();
+        settle('closed');
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of [...this.streams.values()]) s.end('cut');
+    for (const [id, p] of [...this.pending]) {
+      this.pending.delete(id);
+      p.reject(new TransportError('The client was closed before the answer came', { retryable: false }));
+    }
+    if (this.started) await this.transport.close();
+  }
+}
