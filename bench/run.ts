@@ -654,7 +654,7 @@ function report(startedAt: number): void {
   out.push('');
   for (const r of rows) {
     out.push(`${r.id}: ${r.what}${r.baselineWhat ? `  vs  ${r.baselineWhat}` : ''}`);
-    if (r.rounds) out.push(`    rounds: ${r.rounds.join(', ')}  |  baseline: ${r.baselineRounds!.join(', ')}`);
+    if (r.rounds) out.push(`    rounds: ${r.rounds.join(', ')}${r.baselineRounds ? `  |  baseline: ${r.baselineRounds.join(', ')}` : ''}`);
     if (r.note) out.push(`    ${r.note}`);
   }
   if (details.latencyMs) {
