@@ -17,22 +17,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TaskClient } from '../src/client/index.js';
-import { envNumber, median, round, send, toolCall } from './common.js';
+import { envNumber, median, round, send, toolCall, type BenchRow } from './common.js';
 
-export interface ClientRow {
-  id: string;
-  what: string;
-  figure: number;
-  unit: string;
-  baselineWhat?: string;
-  baseline?: number;
-  ratio?: number;
-  target: string;
-  pass?: boolean;
-  rounds?: number[];
-  baselineRounds?: number[];
-  note?: string;
-}
+export type ClientRow = BenchRow;
 
 const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 

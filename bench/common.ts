@@ -43,6 +43,22 @@ export const toolCall = (tool: string, args: Record<string, unknown> = {}, tasks
   wire('tools/call', { name: tool, arguments: args }, { tasks, name: tool });
 export const tasksGet = (taskId: string): WireRequest => wire('tasks/get', { taskId }, { tasks: true, name: taskId });
 
+/** One line of the report: a figure, its baseline from the same run, and the target. */
+export interface BenchRow {
+  id: string;
+  what: string;
+  figure: number;
+  unit: string;
+  baselineWhat?: string;
+  baseline?: number;
+  ratio?: number;
+  target: string;
+  pass?: boolean;
+  rounds?: number[];
+  baselineRounds?: number[];
+  note?: string;
+}
+
 /** Sends one request with fetch (setup and checks only; the load generator uses node:http). */
 export async function send(url: string, r: WireRequest): Promise<{ status: number; json: any; text: string }> {
   const res = await fetch(url, { method: 'POST', headers: r.headers, body: r.body });

@@ -69,6 +69,7 @@ import {
   tasksGet,
   tempDir,
   toolCall,
+  type BenchRow,
   type WireRequest,
 } from './common.js';
 import { clientBench } from './client-bench.js';
@@ -184,20 +185,7 @@ const profiled: Record<string, unknown> = {};
 const medianRps = (s: Side) => median(s.results.map((r) => r.rps));
 const medianOf = (s: Side, k: 'p50Ms' | 'p99Ms') => median(s.results.map((r) => r[k]));
 
-interface Row {
-  id: string;
-  what: string;
-  figure: number;
-  unit: string;
-  baselineWhat?: string;
-  baseline?: number;
-  ratio?: number;
-  target: string;
-  pass?: boolean;
-  rounds?: number[];
-  baselineRounds?: number[];
-  note?: string;
-}
+type Row = BenchRow;
 const rows: Row[] = [];
 const details: Record<string, unknown> = {};
 

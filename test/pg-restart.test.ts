@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { callTool, getTask, sleep, waitForTask } from './helpers.js';
+import { callTool, getTask, rpc, sleep, waitForTask } from './helpers.js';
 import { startPrivatePostgres, type PrivatePostgres } from './pg-private.js';
 import { startCluster, type Cluster } from './replicas.js';
 
@@ -13,7 +13,9 @@ describe('PostgreSQL restart mid-run (private cluster, crash-stop)', () => {
   let c: Cluster;
   before(async () => {
     pg = await startPrivatePostgres();
-    c = await startCluster(3, ['--heartbeat-ms', '250', '--lease-ms', '2000'], { storeUrl: `${pg.url}?schema=restart` });
+    // Default heartbeat (5 s): a cancel that lands within a second after the restart came by signal, so the
+    // LISTEN connections are back.
+    c = await startCluster(3, [], { storeUrl: `${pg.url}?schema=restart` });
   });
   after(async () => {
     await c?.stop();
@@ -57,6 +59,14 @@ describe('PostgreSQL restart mid-run (private cluster, crash-stop)', () => {
     const again = await getTask(c.front.url, acked[0]!);
     assert.equal(again.result.status, 'completed');
     for (const r of c.replicas) assert.equal(r.proc.exitCode, null, 'every replica survived the outage');
+    // Signals flow again: a cancel sent to one replica reaches a handler on another at once.
+    const held = await callTool(c.replicas[0]!.url, 'work', { key: 'after-restart', ms: 60_000 });
+    const heldId = held.result.taskId as string;
+    await waitForTask(c.replicas[1]!.url, heldId, (x) => /working on after-restart/.test(x.statusMessage ?? ''));
+    const t0 = Date.now();
+    await rpc(c.replicas[2]!.url, 'tasks/cancel', { taskId: heldId });
+    assert.equal((await waitForTask(c.replicas[1]!.url, heldId, undefined, { timeoutMs: 4000 })).status, 'cancelled');
+    assert.ok(Date.now() - t0 < 1500, `cancel after the restart took ${Date.now() - t0} ms`);
     // Visible in the operators' logs.
     assert.ok(c.replicas.some((r) => /signal connection lost/.test(r.stderr())));
     t.diagnostic(`acked ${acked.length} (before crash ${ackedBefore}), refused ${refused.length}: ${[...new Set(refused)].slice(0, 4).join(" / ")}`);

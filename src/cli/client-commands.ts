@@ -340,6 +340,18 @@ function onInterrupt(calls: () => TaskCall[], client: () => TaskClient[], cancel
   return () => process.off('SIGINT', handler);
 }
 
+/** The CLI's TaskClient for one server: form prompts (or --answers) for elicitation, push unless --poll. */
+function cliClient(url: string, journal: Journal, ui: Ui, bearer: string | undefined, poll: boolean | undefined): TaskClient {
+  return new TaskClient({
+    url,
+    journal,
+    status: poll ? 'poll' : 'listen',
+    elicitation: elicitationFor(ui),
+    clientInfo: { name: 'outlast-cli', version: '0.1.0' },
+    ...(bearer ? { bearer } : {}),
+  });
+}
+
 function bearerOf(values: { bearer?: string | undefined }): string | undefined {
   return values.bearer ?? process.env.OUTLAST_BEARER ?? undefined;
 }
@@ -390,14 +402,7 @@ export async function call(argv: string[]): Promise<number> {
   let client: TaskClient;
   try {
     const bearer = bearerOf(values);
-    client = new TaskClient({
-      url,
-      journal,
-      status: values.poll ? 'poll' : 'listen',
-      elicitation: elicitationFor(ui),
-      clientInfo: { name: 'outlast-cli', version: '0.1.0' },
-      ...(bearer ? { bearer } : {}),
-    });
+    client = cliClient(url, journal, ui, bearer, values.poll);
   } catch (e) {
     journal.close();
     throw new UsageError((e as Error).message);
@@ -513,14 +518,7 @@ export async function resume(argv: string[]): Promise<number> {
     const byServer = new Map<string, JournalEntry[]>();
     for (const e of entries) byServer.set(e.serverUrl, [...(byServer.get(e.serverUrl) ?? []), e]);
     for (const [url, list] of byServer) {
-      const client = new TaskClient({
-        url,
-        journal,
-        status: values.poll ? 'poll' : 'listen',
-        elicitation: elicitationFor(ui),
-        clientInfo: { name: 'outlast-cli', version: '0.1.0' },
-        ...(bearer ? { bearer } : {}),
-      });
+      const client = cliClient(url, journal, ui, bearer, values.poll);
       clients.push(client);
       for (const e of list) {
         try {

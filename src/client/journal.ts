@@ -4,11 +4,11 @@
  * needs after a crash or restart (server URL, tool, arguments, idempotency key, task id, last known state,
  * answers already given) and each terminal outcome until the application has read it.
  */
-import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import type Database from 'better-sqlite3';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { DetailedTask, JsonObject, Task } from '../protocol/index.js';
+import { openSqlite } from '../store/sqlite/open.js';
 
 /** Numbered migrations, applied in order at open, each once, in a transaction. */
 export const JOURNAL_MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
@@ -137,32 +137,13 @@ export class Journal {
 
   constructor(path: string, options: JournalOptions = {}) {
     this.path = path;
-    if (path !== ':memory:') {
-      try {
-        mkdirSync(dirname(path), { recursive: true });
-      } catch (e) {
-        throw new Error(`Cannot create the journal folder ${dirname(path)}: ${(e as Error).message}`);
-      }
-    }
-    try {
-      this.db = new Database(path);
-    } catch (e) {
-      throw new Error(`Cannot open the journal ${path}: ${(e as Error).message}`);
-    }
+    this.db = openSqlite(path, {
+      ...(options.durability ? { durability: options.durability } : {}),
+      migrations: JOURNAL_MIGRATIONS,
+      migrationsTable: 'outlast_journal_migrations',
+      what: 'the journal',
+    });
     const db = this.db;
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.durability === 'process' ? 'NORMAL' : 'FULL'}`);
-    db.pragma('busy_timeout = 5000');
-    db.pragma('foreign_keys = ON');
-    db.exec('CREATE TABLE IF NOT EXISTS outlast_journal_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
-    const applied = new Set((db.prepare('SELECT version FROM outlast_journal_migrations').all() as Array<{ version: number }>).map((r) => r.version));
-    for (const m of JOURNAL_MIGRATIONS) {
-      if (applied.has(m.version)) continue;
-      db.transaction(() => {
-        db.exec(m.sql);
-        db.prepare('INSERT INTO outlast_journal_migrations (version, applied_at) VALUES (?, ?)').run(m.version, Date.now());
-      }).immediate();
-    }
     this.stmts = {
       begin: db.prepare(
         `INSERT INTO calls (call_id, server_url, tool, arguments, state, created_at, updated_at) VALUES (?, ?, ?, ?, 'calling', ?, ?)`,

@@ -2,9 +2,7 @@
  * SQLite task store on better-sqlite3 12: WAL, synchronous=FULL by default, creations group-committed
  * (one transaction per event-loop turn; nobody is answered before the commit that holds their row).
  */
-import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import type Database from 'better-sqlite3';
 import { isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
 import { answerInput, askInput, refusalOf, ttlAfterWait, type InputChange } from '../rules.js';
 import {
@@ -21,6 +19,7 @@ import {
   type TaskView,
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
+import { openSqlite } from './open.js';
 
 export interface SqliteStoreOptions {
   /** `full` (default): a commit survives power loss. `process`: synchronous=NORMAL, survives a process crash only. */
@@ -135,23 +134,13 @@ export class SqliteTaskStore implements TaskStore {
 
   async init(): Promise<void> {
     if (this.db) return;
-    if (this.path !== ':memory:') mkdirSync(dirname(this.path), { recursive: true });
-    const db = new Database(this.path);
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${this.options.durability === 'full' ? 'FULL' : 'NORMAL'}`);
-    db.pragma(`busy_timeout = ${this.options.busyTimeoutMs}`);
-    db.pragma('foreign_keys = ON');
-    db.exec('CREATE TABLE IF NOT EXISTS outlast_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
-    const applied = new Set(
-      (db.prepare('SELECT version FROM outlast_migrations').all() as Array<{ version: number }>).map((r) => r.version),
-    );
-    for (const m of MIGRATIONS) {
-      if (applied.has(m.version)) continue;
-      db.transaction(() => {
-        db.exec(m.sql);
-        db.prepare('INSERT INTO outlast_migrations (version, applied_at) VALUES (?, ?)').run(m.version, Date.now());
-      }).immediate();
-    }
+    const db = openSqlite(this.path, {
+      durability: this.options.durability,
+      busyTimeoutMs: this.options.busyTimeoutMs,
+      migrations: MIGRATIONS,
+      migrationsTable: 'outlast_migrations',
+      what: 'the task store',
+    });
     this.db = db;
     this.s = this.prepare(db);
   }

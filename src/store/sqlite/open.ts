@@ -1,0 +1,49 @@
+/**
+ * Opens a SQLite file the way every Outlast database is opened (the task store and the client's journal): WAL,
+ * synchronous FULL (or NORMAL for durability "process"), a busy timeout, foreign keys, then the numbered
+ * migrations not yet applied, each in its own IMMEDIATE transaction.
+ */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+export interface OpenSqliteOptions {
+  /** `full` (default): a commit survives power loss. `process`: synchronous=NORMAL, survives a process crash only. */
+  durability?: 'full' | 'process';
+  busyTimeoutMs?: number;
+  migrations: ReadonlyArray<{ version: number; sql: string }>;
+  /** The table that records applied migrations. */
+  migrationsTable: string;
+  /** What the file is, for error messages ("the journal", "the task store"). */
+  what: string;
+}
+
+export function openSqlite(path: string, o: OpenSqliteOptions): Database.Database {
+  if (path !== ':memory:') {
+    try {
+      mkdirSync(dirname(path), { recursive: true });
+    } catch (e) {
+      throw new Error(`Cannot create the folder of ${o.what} ${dirname(path)}: ${(e as Error).message}`);
+    }
+  }
+  let db: Database.Database;
+  try {
+    db = new Database(path);
+  } catch (e) {
+    throw new Error(`Cannot open ${o.what} ${path}: ${(e as Error).message}`);
+  }
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${o.durability === 'process' ? 'NORMAL' : 'FULL'}`);
+  db.pragma(`busy_timeout = ${o.busyTimeoutMs ?? 5000}`);
+  db.pragma('foreign_keys = ON');
+  db.exec(`CREATE TABLE IF NOT EXISTS ${o.migrationsTable} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
+  const applied = new Set((db.prepare(`SELECT version FROM ${o.migrationsTable}`).all() as Array<{ version: number }>).map((r) => r.version));
+  for (const m of o.migrations) {
+    if (applied.has(m.version)) continue;
+    db.transaction(() => {
+      db.exec(m.sql);
+      db.prepare(`INSERT INTO ${o.migrationsTable} (version, applied_at) VALUES (?, ?)`).run(m.version, Date.now());
+    }).immediate();
+  }
+  return db;
+}
