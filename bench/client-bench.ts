@@ -11,46 +11,22 @@
  * Knobs: BENCH_CLIENT_WORK_MS (default 2000), BENCH_CLIENT_ROUNDS (default 5), BENCH_CLIENT_POLL_MS (server
  * --poll-interval-ms, default 500).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { TaskClient } from '../src/client/index.js';
-import { envNumber, median, round, send, toolCall, type BenchRow } from './common.js';
+import { ROOT, envNumber, median, round, send, serve, toolCall, type BenchRow } from './common.js';
 
 export type ClientRow = BenchRow;
 
-const root = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-
-async function startFixtures(dir: string, pollMs: number): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(
-    process.execPath,
-    [join(root, 'bin', 'outlast.js'), 'serve', join(root, 'dist', 'fixtures', 'server.js'), '--port', '0', '--store', `sqlite:${join(dir, 'tasks.db')}`, '--poll-interval-ms', String(pollMs), '--log-level', 'warn'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('fixture server did not start')), 20_000);
-    proc.stdout!.on('data', (d) => {
-      out += d;
-      const m = /outlast listening on (\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    proc.once('exit', (c) => reject(new Error(`fixture server exited (${c})`)));
-  });
-  return { proc, url };
-}
 
 export async function clientBench(log: (m: string) => void = () => undefined): Promise<ClientRow[]> {
   const workMs = envNumber('BENCH_CLIENT_WORK_MS', 2000);
   const rounds = Math.round(envNumber('BENCH_CLIENT_ROUNDS', 5));
   const pollMs = envNumber('BENCH_CLIENT_POLL_MS', 500);
   const dir = mkdtempSync(join(tmpdir(), 'outlast-bench-client-'));
-  const { proc, url } = await startFixtures(dir, pollMs);
+  const fixtures = await serve(join(ROOT, 'dist', 'fixtures', 'server.js'), ['--store', `sqlite:${join(dir, 'tasks.db')}`, '--poll-interval-ms', String(pollMs), '--log-level', 'warn']);
+  const url = fixtures.url;
   const inline: number[] = [];
   const push: number[] = [];
   const poll: number[] = [];
@@ -90,8 +66,7 @@ export async function clientBench(log: (m: string) => void = () => undefined): P
     await pushClient.close();
     await pollClient.close();
   } finally {
-    proc.kill('SIGTERM');
-    await new Promise((r) => proc.once('exit', r));
+    await fixtures.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   const ratioPush = median(push) / median(inline);

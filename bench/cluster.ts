@@ -7,72 +7,21 @@
  *               against the configured lease.
  *   getAtScale() tasks/get latency against a schema holding 1,000,000 tasks vs one holding 1,000.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { PostgresTaskStore } from '../src/store/postgres/index.js';
-import { percentile, send, tasksGet, toolCall, trackProcess, wire, type WireRequest } from './common.js';
+import { percentile, send, serve, tasksGet, toolCall, wire, type WireRequest } from './common.js';
+
+const startReplica = (storeUrl: string, args: string[], env: NodeJS.ProcessEnv = {}) => serve(MODULE, ['--store', storeUrl, ...args], env);
 
 const here = fileURLToPath(new URL('.', import.meta.url));
-const ROOT = join(here, '..', '..');
-const BIN = join(ROOT, 'bin', 'outlast.js');
 const MODULE = join(here, 'cluster-module.js');
 
 export const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export interface Replica {
-  url: string;
-  pid: number;
-  proc: ChildProcess;
-  stop(signal?: NodeJS.Signals): Promise<void>;
-}
-
-export async function startReplica(storeUrl: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Replica> {
-  const proc = spawn(process.execPath, [BIN, 'serve', MODULE, '--port', '0', '--store', storeUrl, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  trackProcess(proc);
-  let err = '';
-  proc.stderr!.on('data', (d) => {
-    err = (err + d).slice(-4000);
-    if (process.env.BENCH_VERBOSE) process.stderr.write(d);
-  });
-  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-  const url = await new Promise<string>((res, rej) => {
-    let out = '';
-    const t = setTimeout(() => rej(new Error(`replica did not start:\n${err}`)), 30_000);
-    proc.stdout!.on('data', (d) => {
-      out += d;
-      const m = /outlast listening on (\S+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        res(m[1]!);
-      }
-    });
-    proc.once('exit', (code) => rej(new Error(`replica exited (${code}):\n${err}`)));
-  });
-  return {
-    url,
-    pid: proc.pid!,
-    proc,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      try {
-        process.kill(proc.pid!, 'SIGCONT');
-        process.kill(proc.pid!, signal);
-      } catch {
-        /* gone */
-      }
-      await exited;
-    },
-  };
-}
 
 /** Reads the JSON lines appended to a file since the last call. */
 class LogTail {
@@ -128,9 +77,11 @@ export async function latency(storeUrl: string, logPath: string, cancels: number
   const [a, b] = await Promise.all([startReplica(storeUrl, ['--no-poll-limit'], { OUTLAST_BENCH_LOG: logPath }), startReplica(storeUrl, ['--no-poll-limit'], { OUTLAST_BENCH_LOG: logPath })]);
   const tail = new LogTail(logPath);
   try {
-    // Cancel: one at a time, so each measures the path, not a queue.
+    // Cancel: one at a time, so each measures the path, not a queue. The first WARMUP are not counted (JIT,
+    // connections, prepared statements on both replicas).
+    const WARMUP = 20;
     const cancel: number[] = [];
-    for (let i = 0; i < cancels; i++) {
+    for (let i = 0; i < cancels + WARMUP; i++) {
       const key = `c${i}`;
       const id = await createTask(a!.url, 'hold', { key });
       await waitStatus(a!.url, id, (t) => t.statusMessage === 'holding');
@@ -146,7 +97,7 @@ export async function latency(storeUrl: string, logPath: string, cancels: number
           await sleep(1);
         }
       }
-      cancel.push(hit.abortedAt - t0);
+      if (i >= WARMUP) cancel.push(hit.abortedAt - t0);
     }
     log(`  cancel: ${cancels} samples`);
     // Push: a listen client on B, a ticker task on A.

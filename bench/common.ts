@@ -2,7 +2,7 @@
  * Shared pieces of the benchmark: the wire shape of a 2026-07-28 request, child-process plumbing (every child
  * is registered and killed by PID on exit), statistics.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { tmpdir } from 'node:os';
@@ -291,3 +291,61 @@ export function installProfiler(): void {
     }
   });
 }
+
+// ---- outlast serve processes ------------------------------------------------------------------------------
+
+/** Repository root (bench files run from dist/bench). */
+export const ROOT = join(here, '..', '..');
+
+/** An `outlast serve` process on a free loopback port. */
+export interface Served {
+  url: string;
+  pid: number;
+  proc: ChildProcess;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Starts `outlast serve MODULE --port 0 ARGS…`, registered for clean-up; resolves with its URL once it listens. */
+export async function serve(module: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Served> {
+  const proc = spawn(process.execPath, [join(ROOT, 'bin', 'outlast.js'), 'serve', module, '--port', '0', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  trackProcess(proc);
+  let err = '';
+  proc.stderr!.on('data', (d) => {
+    err = (err + d).slice(-4000);
+    if (process.env.BENCH_VERBOSE) process.stderr.write(d);
+  });
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const url = await new Promise<string>((res, rej) => {
+    let out = '';
+    const t = setTimeout(() => rej(new Error(`outlast serve ${module} did not start:\n${err}`)), 30_000);
+    proc.stdout!.on('data', (d) => {
+      out += d;
+      const m = /outlast listening on (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(t);
+        res(m[1]!);
+      }
+    });
+    proc.once('exit', (code) => rej(new Error(`outlast serve ${module} exited (${code}):\n${err}`)));
+  });
+  return {
+    url,
+    pid: proc.pid!,
+    proc,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      try {
+        process.kill(proc.pid!, 'SIGCONT');
+        process.kill(proc.pid!, signal);
+      } catch {
+        /* gone */
+      }
+      await exited;
+    },
+  };
+}
+

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { BIN, ROOT, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { BIN, ROOT, startServer, tempDir, useServer, type ServerProcess } from './helpers.js';
 import { runCli, serverTaskCount } from './client-helpers.js';
 
 function hasScript(): boolean {
@@ -19,19 +19,12 @@ function hasScript(): boolean {
 }
 
 describe('outlast call / resume / tasks / cancel', () => {
-  let server: ServerProcess;
-  let db: string;
-  before(async () => {
-    db = join(tempDir(), 'tasks.db');
-    server = await startServer(['--store', `sqlite:${db}`, '--poll-interval-ms', '300']);
-  });
-  after(async () => {
-    await server.stop();
-  });
+  const server = useServer(['--poll-interval-ms', '300']);
+  const db = () => server.sqlitePath!;
 
   test('a client killed with SIGKILL mid-task is resumed by `outlast resume` and gets the result', async () => {
     const journal = join(tempDir(), 'journal.db');
-    const before = serverTaskCount(db, 'sleep');
+    const before = serverTaskCount(db(), 'sleep');
     const first = runCli(['call', server.url, 'sleep', '{"seconds": 2.5}', '--journal', journal]);
     const [, taskId] = await first.waitFor(/task (\S+) created/);
     first.kill('SIGKILL');
@@ -48,7 +41,7 @@ describe('outlast call / resume / tasks / cancel', () => {
     assert.equal(out[0].taskId, taskId);
     assert.equal(out[0].status, 'completed');
     assert.match(out[0].result.content[0].text, /Slept 2.5 s \(attempt 1\)/);
-    assert.equal(serverTaskCount(db, 'sleep') - before, 1, 'one task: the resume did not start the work again');
+    assert.equal(serverTaskCount(db(), 'sleep') - before, 1, 'one task: the resume did not start the work again');
 
     const again = runCli(['resume', '--journal', journal]);
     assert.equal((await again.exited).code, 0);

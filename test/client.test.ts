@@ -6,21 +6,14 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Journal, TaskClient, TaskFailedError, TaskGoneError, type StatusNote } from '../src/client/index.js';
-import { startServer, tempDir, textOf, sleep, type ServerProcess } from './helpers.js';
+import { startServer, tempDir, textOf, sleep, useServer, type ServerProcess } from './helpers.js';
 import { serverTaskCount, startProxy } from './client-helpers.js';
 
 const EXT = 'io.modelcontextprotocol/tasks';
 
 describe('TaskClient', () => {
-  let server: ServerProcess;
-  let db: string;
-  before(async () => {
-    db = join(tempDir(), 'tasks.db');
-    server = await startServer(['--store', `sqlite:${db}`, '--poll-interval-ms', '300']);
-  });
-  after(async () => {
-    await server.stop();
-  });
+  const server = useServer(['--poll-interval-ms', '300']);
+  const db = () => server.sqlitePath!;
 
   test('callTool returns the final CallToolResult whichever shape the server chose; a failed task throws its JSON-RPC error', async () => {
     const proxy = await startProxy(server.url);
@@ -59,7 +52,7 @@ describe('TaskClient', () => {
     proxy.dropNext((s) => s.method === 'tools/call');
     const client = new TaskClient({ url: proxy.url, status: 'poll', retry: { baseDelayMs: 50 } });
     try {
-      const before = serverTaskCount(db, 'sleep_retryable');
+      const before = serverTaskCount(db(), 'sleep_retryable');
       const notes: StatusNote[] = [];
       const r = await client.callTool('sleep_retryable', { seconds: 1.2 });
       assert.match(textOf(r), /Slept 1.2 s \(attempt 1\)/);
@@ -67,7 +60,7 @@ describe('TaskClient', () => {
       assert.equal(calls.length, 2, 'the call was sent twice');
       assert.equal(calls[0]!.dropped, true, 'the first answer was lost after the server handled it');
       assert.equal(calls[0]!.body.params._meta['outlast/idempotencyKey'], calls[1]!.body.params._meta['outlast/idempotencyKey']);
-      assert.equal(serverTaskCount(db, 'sleep_retryable') - before, 1, 'exactly one task on the server');
+      assert.equal(serverTaskCount(db(), 'sleep_retryable') - before, 1, 'exactly one task on the server');
       void notes;
     } finally {
       await client.close();

@@ -170,10 +170,15 @@ export async function startServer(args: string[], opts: { module?: string; env?:
 }
 
 /** A server started before the tests of the enclosing suite (on a fresh SQLite file unless --store is given) and stopped after them. */
-export function useServer(args: string[] = [], opts: { module?: string } = {}): { readonly url: string; readonly process: ServerProcess } {
+export function useServer(
+  args: string[] = [],
+  opts: { module?: string } = {},
+): { readonly url: string; readonly process: ServerProcess; readonly sqlitePath: string | undefined } {
   let current: ServerProcess | undefined;
+  let sqlitePath: string | undefined;
   before(async () => {
-    const store = args.includes('--store') ? [] : ['--store', `sqlite:${join(tempDir(), 'tasks.db')}`];
+    if (!args.includes('--store')) sqlitePath = join(tempDir(), 'tasks.db');
+    const store = sqlitePath ? ['--store', `sqlite:${sqlitePath}`] : [];
     current = await startServer([...store, ...args], opts);
   });
   after(async () => {
@@ -185,6 +190,10 @@ export function useServer(args: string[] = [], opts: { module?: string } = {}): 
     },
     get process() {
       return current!;
+    },
+    /** The server's SQLite file (when the helper chose it). */
+    get sqlitePath() {
+      return sqlitePath;
     },
   };
 }
