@@ -668,8 +668,9 @@ export class TaskRuntime extends EventEmitter {
     const live: string[] = [];
     for (const r of replicas) {
       const age = now - r.heartbeatAt;
-      // A replica in this very PID namespace whose process is gone is dead at once; elsewhere only the lease tells.
-      const dead = r.replicaId !== this.replicaId && judgeStale && (age > leaseMs || (r.host === host && !pidAlive(r.pid)));
+      // A replica in this very PID namespace whose process is gone is dead at once (outage or not); elsewhere only
+      // the lease tells.
+      const dead = r.replicaId !== this.replicaId && ((judgeStale && age > leaseMs) || (r.host === host && !pidAlive(r.pid)));
       if (dead) {
         this.log.warn('replica presumed dead; taking over its tasks', { replicaId: r.replicaId, heartbeatAgeMs: Math.round(age) });
         await this.store.removeReplica(r.replicaId);
