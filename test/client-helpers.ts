@@ -17,6 +17,8 @@ export interface Seen {
   status?: number;
   /** pollIntervalMs advertised in the answer (tasks/get or a CreateTaskResult). */
   advertisedMs?: number;
+  /** data.retryAfterMs of a rate-limited answer (429). */
+  retryAfterMs?: number;
   dropped?: boolean;
 }
 
@@ -94,6 +96,8 @@ export async function startProxy(target: string): Promise<Proxy> {
           ur.on('end', () => {
             const m = /"pollIntervalMs":(\d+)/.exec(text);
             if (m) s.advertisedMs = Number(m[1]);
+            const r = /"retryAfterMs":(\d+)/.exec(text);
+            if (r) s.retryAfterMs = Number(r[1]);
             res.end();
           });
           if (isStream && s.method === 'subscriptions/listen' && proxy.cutListenAfterMs !== undefined) {
