@@ -20,6 +20,8 @@ export interface Seen {
   /** data.retryAfterMs of a rate-limited answer (429). */
   retryAfterMs?: number;
   dropped?: boolean;
+  /** Not delivered to the server (see Proxy.refuse). */
+  refused?: boolean;
 }
 
 export interface Proxy {
@@ -32,6 +34,8 @@ export interface Proxy {
   cutListenAfterMs: number | undefined;
   /** Refuse listen requests with a connection reset. */
   refuseListen: boolean;
+  /** While set, requests it matches are not delivered: the connection is reset before they reach the server. */
+  refuse: ((s: Seen) => boolean) | undefined;
   close(): Promise<void>;
 }
 
@@ -47,6 +51,7 @@ export async function startProxy(target: string): Promise<Proxy> {
     dropNext: (pred) => void drops.push(pred),
     cutListenAfterMs: undefined,
     refuseListen: false,
+    refuse: undefined,
     close: () =>
       new Promise<void>((res) => {
         for (const s of sockets) s.destroy();
@@ -66,7 +71,8 @@ export async function startProxy(target: string): Promise<Proxy> {
       }
       const s: Seen = { method: String(body.method ?? req.method), at: Date.now(), body };
       seen.push(s);
-      if (s.method === 'subscriptions/listen' && proxy.refuseListen) {
+      if ((s.method === 'subscriptions/listen' && proxy.refuseListen) || proxy.refuse?.(s)) {
+        s.refused = true;
         req.socket.destroy();
         return;
       }

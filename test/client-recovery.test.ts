@@ -1,7 +1,8 @@
 /**
  * The client's less travelled paths, against a real fixture server behind a loopback proxy: a call whose answer
- * was lost by a client that then gave up is finished by another client from the journal, with the same key; and
- * many followers of one task meet the server's real poll limit (429) and wait as told.
+ * was lost by a client that then gave up is finished by another client from the journal, with the same key; an
+ * answer journaled but never delivered is sent by the next client without asking again; and many followers of
+ * one task meet the server's real poll limit (429) and wait as told.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -39,6 +40,42 @@ describe('TaskClient recovery paths', () => {
       assert.ok(typeof keys[0] === 'string' && keys[0].length > 0);
       assert.equal(keys[1], keys[0], 'the re-sent call carries the journaled key');
       assert.equal(serverTaskCount(server.sqlitePath!, 'sleep') - before, 1, 'still one task on the server');
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test('an answer journaled but never delivered (the client stopped first) is sent by the next client without asking again', async () => {
+    const proxy = await startProxy(server.url);
+    const journal = join(tempDir(), 'journal.db');
+    let asked = 0;
+    const elicitation = async () => {
+      asked++;
+      return { action: 'accept', content: { answer: 'forty-two' } };
+    };
+    try {
+      const first = new TaskClient({ url: proxy.url, journal, status: 'poll', elicitation });
+      proxy.refuse = (s) => s.method === 'tasks/update';
+      const call = await first.start('ask', { message: 'The answer?' });
+      const end = Date.now() + 10_000;
+      while (!proxy.seen.some((s) => s.method === 'tasks/update' && s.refused)) {
+        if (Date.now() > end) assert.fail('the first client never tried to send its answer');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(asked, 1);
+      call.detach();
+      await first.close(); // stands in for a crash between journaling the answer and delivering it
+      proxy.refuse = undefined;
+
+      const second = new TaskClient({ url: proxy.url, journal, status: 'poll', elicitation });
+      const [resumed] = await second.resume(call.taskId!);
+      const result = await resumed!.result();
+      await second.close();
+      assert.equal(textOf(result), 'The answer is: forty-two');
+      assert.equal(asked, 1, 'the person was asked once; the journaled answer was re-sent');
+      const delivered = proxy.seen.filter((s) => s.method === 'tasks/update' && !s.refused);
+      assert.equal(delivered.length, 1);
+      assert.deepEqual(delivered[0]!.body.params.inputResponses, { answer: { action: 'accept', content: { answer: 'forty-two' } } });
     } finally {
       await proxy.close();
     }
