@@ -81,6 +81,34 @@ describe('TaskClient recovery paths', () => {
     }
   });
 
+  test('an application can answer from outside the handler with respond(); the pending handler is told to stop', async () => {
+    let handlerAborted = false;
+    const client = new TaskClient({
+      url: server.url,
+      status: 'poll',
+      // A UI that never answers by itself: the answer comes from elsewhere through respond().
+      elicitation: (_params, { signal }) =>
+        new Promise((_, reject) =>
+          signal.addEventListener('abort', () => {
+            handlerAborted = true;
+            reject(signal.reason);
+          }),
+        ),
+    });
+    try {
+      const call = await client.start('ask', { message: 'Deploy?' });
+      const key = await new Promise<string>((res) => call.once('input', (e: { key: string }) => res(e.key)));
+      assert.equal(key, 'answer');
+      await client.respond(call, key, { action: 'accept', content: { answer: 'yes' } });
+      assert.equal(textOf(await call.result()), 'The answer is: yes');
+      const end = Date.now() + 2000;
+      while (!handlerAborted && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+      assert.ok(handlerAborted, 'the handler learned that the request was answered elsewhere');
+    } finally {
+      await client.close();
+    }
+  });
+
   test("seven clients following one task meet the server's poll limit (HTTP 429) and wait at least as long as told", async () => {
     const proxy = await startProxy(server.url);
     const journal = join(tempDir(), 'journal.db');
