@@ -42,6 +42,8 @@ export class PgSignalBus implements SignalBus {
   private sending = false;
   private scheduled = false;
   private closed = false;
+  /** Sends are failing (database unreachable): reported once, not per batch. */
+  private sendFailing = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private reconnectDelay = 50;
   /** Times the listening connection was (re)established; 1 after start. */
@@ -146,9 +148,16 @@ export class PgSignalBus implements SignalBus {
     payloads.push(current);
     try {
       await this.notifier.query({ name: 'outlast_notify', text: 'SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', values: [this.opts.channel, payloads] });
+      if (this.sendFailing) {
+        this.sendFailing = false;
+        this.opts.onError?.('signals are being sent again');
+      }
     } catch (e) {
       // Lost signals are covered by the subscribers' fallback re-reads; the rows hold the truth.
-      if (!this.closed) this.opts.onError?.(`could not send ${batch.length} signal(s): ${(e as Error).message}`);
+      if (!this.closed && !this.sendFailing) {
+        this.sendFailing = true;
+        this.opts.onError?.(`could not send signals (${(e as Error).message}); other replicas fall back to re-reading until this recovers`);
+      }
     } finally {
       this.sending = false;
       if (this.pending.size > 0 && !this.closed && !this.scheduled) {
