@@ -79,6 +79,26 @@ describe('postgres store specifics', () => {
     for (const s of stores) await s.close();
   });
 
+  it('creations in one turn share one commit, and a bad row or a taken id fails alone', async () => {
+    await withStore(async (store) => {
+      const { record: first } = await store.create(newTask());
+      const tasks = Array.from({ length: 30 }, () => newTask());
+      tasks[7] = newTask({ taskId: first.taskId }); // an id that exists
+      tasks[19] = newTask({ args: { text: 'nul \u0000 byte' } }); // PostgreSQL's jsonb refuses U+0000: the whole INSERT fails
+      const results = await Promise.allSettled(tasks.map((t) => store.create(t)));
+      const failed = results.map((r, i) => [r.status, i] as const).filter(([st]) => st === 'rejected').map(([, i]) => i);
+      assert.deepEqual(failed, [7, 19]);
+      assert.match(String((results[7] as PromiseRejectedResult).reason), /already exists/);
+      assert.match(String((results[19] as PromiseRejectedResult).reason), /unsupported Unicode|\\u0000/);
+      for (const [i, r] of results.entries()) {
+        if (r.status !== 'fulfilled') continue;
+        assert.equal(r.value.created, true);
+        assert.equal((await store.get(tasks[i]!.taskId)).state, 'found');
+      }
+      assert.equal((await store.count()).tasks, 29);
+    });
+  });
+
   it('bad store URLs get a clear error', async () => {
     assert.throws(() => postgresStoreFromUrl('postgres://h/db?schema=bad-name;drop'), /Invalid schema name/);
     assert.throws(() => postgresStoreFromUrl('postgres://h/db?pool=0'), /pool must be an integer/);

@@ -525,7 +525,8 @@ export class TaskRuntime extends EventEmitter {
   /** When this replica last failed to reach the store (its heartbeat or its lease check). */
   private storeFailedAt = 0;
   private recovering: Promise<void> | undefined;
-  private readonly unsubscribers = new Map<string, () => void>();
+  /** Stops listening for cancel signals. */
+  private readonly unsubscribeCancels: () => void;
 
   constructor(options: RuntimeOptions) {
     super();
@@ -549,6 +550,14 @@ export class TaskRuntime extends EventEmitter {
       leaseMs: options.leaseMs ?? 30_000,
       maxAttempts: options.maxAttempts ?? 3,
       cancelOnExpiry: options.cancelOnExpiry ?? true,
+    };
+    // One listener for the cancels of every task running here (not one subscription per task).
+    const cancels = this.bus.subscribeAll((sig) => sig.kind === 'cancel' && this.onCancelSignal(sig.taskId));
+    // After a gap in the signals (the bus reconnected), look for cancels recorded meanwhile at once.
+    const resyncs = this.bus.onResync?.(() => void this.checkPendingCancels().catch((e) => this.log.warn('could not check pending cancels', { error: String(e) })));
+    this.unsubscribeCancels = () => {
+      cancels();
+      resyncs?.();
     };
     if (this.opts.leaseMs < 2 * this.opts.heartbeatMs) {
       throw new RangeError(`leaseMs (${this.opts.leaseMs}) must be at least twice heartbeatMs (${this.opts.heartbeatMs}), or live replicas look dead between heartbeats`);
@@ -580,25 +589,31 @@ export class TaskRuntime extends EventEmitter {
     return this.stopping;
   }
 
-  /** A task now runs here: a cancel signal for it (from any replica) reaches its handler. */
+  /** A task now runs here: a cancel signal for it (from any replica) reaches its handler (see onCancelSignal). */
   track(exec: Execution): void {
-    const taskId = exec.taskId!;
-    this.running.set(taskId, exec);
-    this.unsubscribers.get(taskId)?.();
-    const onCancel = () =>
-      void this.store.get(taskId).then(
-        (l) => {
-          if (l.state === 'found' && l.record.cancelRequestedAt !== null) exec.abort(new TaskCancelledError('cancelled'));
-        },
-        (e) => this.log.warn('could not re-read a task after a cancel signal', { taskId, error: String(e) }),
-      );
-    this.unsubscribers.set(taskId, this.bus.subscribe(taskId, (sig) => sig.kind === 'cancel' && onCancel()));
+    this.running.set(exec.taskId!, exec);
   }
 
   untrack(taskId: string): void {
     this.running.delete(taskId);
-    this.unsubscribers.get(taskId)?.();
-    this.unsubscribers.delete(taskId);
+  }
+
+  /** Aborts the handlers of tasks running here whose cancel was recorded (by whichever replica). */
+  private async checkPendingCancels(): Promise<void> {
+    if (this.running.size === 0) return;
+    for (const taskId of await this.store.pendingCancels(this.replicaId)) this.running.get(taskId)?.abort(new TaskCancelledError('cancelled'));
+  }
+
+  /** A cancel was recorded for a task, perhaps on another replica: if it runs here, re-read the row and abort. */
+  private onCancelSignal(taskId: string): void {
+    const exec = this.running.get(taskId);
+    if (!exec) return;
+    void this.store.get(taskId).then(
+      (l) => {
+        if (l.state === 'found' && l.record.cancelRequestedAt !== null) exec.abort(new TaskCancelledError('cancelled'));
+      },
+      (e) => this.log.warn('could not re-read a task after a cancel signal', { taskId, error: String(e) }),
+    );
   }
 
   /** Opens the store, registers this replica, recovers what dead processes left, starts the timers. */
@@ -623,9 +638,7 @@ export class TaskRuntime extends EventEmitter {
     try {
       if (!(await this.store.heartbeat(this.replicaId, Date.now()))) await this.presumedDead();
       // Fallback for missed signals: a cancel recorded by another process reaches the handler within a heartbeat.
-      if (this.running.size > 0) {
-        for (const taskId of await this.store.pendingCancels(this.replicaId)) this.running.get(taskId)?.abort(new TaskCancelledError('cancelled'));
-      }
+      await this.checkPendingCancels();
       await this.recover();
     } catch (e) {
       this.storeFailedAt = Date.now();
@@ -800,7 +813,7 @@ export class TaskRuntime extends EventEmitter {
       ).catch(() => undefined);
     }
     await this.store.removeReplica(this.replicaId).catch(() => undefined);
-    for (const u of this.unsubscribers.values()) u();
+    this.unsubscribeCancels();
     await this.bus.close();
     await this.store.close();
   }
@@ -897,18 +910,19 @@ export class TaskRuntime extends EventEmitter {
     return { kind: 'result', result: toolErrorResult(r.error) };
   }
 
+  /** The CreateTaskResult for a record: the fields wireTask gives, built directly (on the creation hot path). */
   createResult(rec: TaskRecord): CreateTaskResult {
-    const t = this.wireTask(rec, Date.now());
+    const createdAt = isoOf(rec.createdAt);
     const out: CreateTaskResult = {
       resultType: 'task',
-      taskId: t.taskId,
-      status: t.status,
-      createdAt: t.createdAt,
-      lastUpdatedAt: t.lastUpdatedAt,
-      ttlMs: t.ttlMs,
+      taskId: rec.taskId,
+      status: rec.status,
+      createdAt,
+      lastUpdatedAt: rec.updatedAt === rec.createdAt ? createdAt : isoOf(rec.updatedAt),
+      ttlMs: rec.ttlMs,
     };
-    if (t.statusMessage !== undefined) out.statusMessage = t.statusMessage;
-    if (t.pollIntervalMs !== undefined) out.pollIntervalMs = t.pollIntervalMs;
+    if (rec.statusMessage !== null) out.statusMessage = rec.statusMessage;
+    out.pollIntervalMs = advertisedPollInterval(rec, Date.now(), this.pollPolicy);
     return out;
   }
 

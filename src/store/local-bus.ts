@@ -13,22 +13,27 @@ export interface SignalBus {
   publish(signal: TaskSignal): void;
   /** Listens to every signal for one task; returns the unsubscribe function. */
   subscribe(taskId: string, listener: (signal: TaskSignal) => void): () => void;
+  /** Listens to every signal of every task; returns the unsubscribe function. */
+  subscribeAll(listener: (signal: TaskSignal) => void): () => void;
+  /** Calls `listener` after a gap in which signals may have been lost (a bus that crosses processes reconnected);
+   *  per-task subscribers are told by a signal of each kind. Returns the unsubscribe function. */
+  onResync?(listener: () => void): () => void;
   close(): Promise<void>;
 }
 
 export class LocalSignalBus implements SignalBus {
   private readonly listeners = new Map<string, Set<(s: TaskSignal) => void>>();
+  private readonly everything = new Set<(s: TaskSignal) => void>();
 
   publish(signal: TaskSignal): void {
     const set = this.listeners.get(signal.taskId);
-    if (!set) return;
-    for (const l of [...set]) {
-      try {
-        l(signal);
-      } catch {
-        /* a listener's failure is its own */
-      }
-    }
+    if (set) for (const l of [...set]) call(l, signal);
+    for (const l of this.everything) call(l, signal);
+  }
+
+  subscribeAll(listener: (signal: TaskSignal) => void): () => void {
+    this.everything.add(listener);
+    return () => void this.everything.delete(listener);
   }
 
   subscribe(taskId: string, listener: (signal: TaskSignal) => void): () => void {
@@ -52,5 +57,14 @@ export class LocalSignalBus implements SignalBus {
 
   async close(): Promise<void> {
     this.listeners.clear();
+    this.everything.clear();
+  }
+}
+
+function call(listener: (s: TaskSignal) => void, signal: TaskSignal): void {
+  try {
+    listener(signal);
+  } catch {
+    /* a listener's failure is its own */
   }
 }

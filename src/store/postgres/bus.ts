@@ -33,6 +33,7 @@ const CODE_KIND: Record<string, SignalKind> = { c: 'changed', x: 'cancel', i: 'i
 
 export class PgSignalBus implements SignalBus {
   private readonly local = new LocalSignalBus();
+  private readonly resyncListeners = new Set<() => void>();
   private readonly sender = randomBytes(6).toString('base64url');
   private readonly opts: Required<Omit<PgSignalBusOptions, 'onError'>> & Pick<PgSignalBusOptions, 'onError'>;
   private listener: pg.Client | undefined;
@@ -108,6 +109,12 @@ export class PgSignalBus implements SignalBus {
     for (const taskId of this.local.taskIds()) {
       for (const kind of ['changed', 'cancel', 'input'] as const) this.local.publish({ taskId, kind });
     }
+    for (const l of [...this.resyncListeners]) l();
+  }
+
+  onResync(listener: () => void): () => void {
+    this.resyncListeners.add(listener);
+    return () => void this.resyncListeners.delete(listener);
   }
 
   private receive(payload: string): void {
@@ -169,6 +176,10 @@ export class PgSignalBus implements SignalBus {
 
   subscribe(taskId: string, listener: (signal: TaskSignal) => void): () => void {
     return this.local.subscribe(taskId, listener);
+  }
+
+  subscribeAll(listener: (signal: TaskSignal) => void): () => void {
+    return this.local.subscribeAll(listener);
   }
 
   /** Whether the listening connection is up. */

@@ -67,6 +67,47 @@ interface Row {
   retrieved_at: number | null;
 }
 
+interface PendingCreate {
+  t: NewTask;
+  resolve: (r: { record: TaskRecord; created: boolean }) => void;
+  reject: (e: unknown) => void;
+}
+
+/** Most rows in one group-committed INSERT. */
+const MAX_BATCH = 500;
+
+/** The record a fresh INSERT wrote: exactly what was sent plus the column defaults (no read-back on the hot path). */
+function newRecord(t: NewTask): TaskRecord {
+  const status = t.status ?? 'working';
+  return {
+    taskId: t.taskId,
+    principal: t.principal,
+    tool: t.tool,
+    args: t.args,
+    status,
+    statusMessage: t.statusMessage ?? null,
+    createdAt: t.createdAt,
+    updatedAt: t.createdAt,
+    ttlMs: t.ttlMs,
+    expiresAt: t.ttlMs === null ? null : t.createdAt + t.ttlMs,
+    inputSince: status === 'input_required' ? t.createdAt : null,
+    pollIntervalMs: t.pollIntervalMs,
+    result: null,
+    error: null,
+    inputRequests: {},
+    inputResponses: {},
+    cancelRequestedAt: null,
+    owner: t.owner,
+    attempts: 1,
+    retrySafe: t.retrySafe,
+    idempotencyKey: t.idempotencyKey ?? null,
+    requestHash: t.requestHash ?? null,
+    clientCapabilities: t.clientCapabilities ?? {},
+    version: 1,
+    retrievedAt: null,
+  };
+}
+
 const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version';
 const UNFINISHED = `status IN ('working','input_required')`;
 
@@ -110,9 +151,15 @@ const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 // Statements (named, so each connection prepares them once).
 const Q = {
-  insert: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
+  // One statement for any number of rows (one array per column), so it is prepared once per connection.
+  insertMany: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
       input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+    SELECT task_id, principal, tool, args, status, status_message, created_at, created_at, ttl_ms, expires_at,
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[],
+      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[])
+      AS r(task_id, principal, tool, args, status, status_message, created_at, ttl_ms, expires_at, input_since, poll_interval_ms,
+        owner, retry_safe, idem_key, request_hash, client_capabilities)
     ON CONFLICT DO NOTHING RETURNING task_id`,
   byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
   get: 'SELECT * FROM tasks WHERE task_id = $1',
@@ -256,46 +303,59 @@ export class PostgresTaskStore implements TaskStore {
     return refusalOf(taskId, await this.row('get', [taskId]), owner);
   }
 
-  async create(t: NewTask): Promise<{ record: TaskRecord; created: boolean }> {
-    const key = t.idempotencyKey ?? null;
-    const status = t.status ?? 'working';
-    const expiresAt = t.ttlMs === null ? null : t.createdAt + t.ttlMs;
-    const inputSince = status === 'input_required' ? t.createdAt : null;
-    const inserted = await this.q<{ task_id: string }>('insert', [
-      t.taskId, t.principal, t.tool, JSON.stringify(t.args), status, t.statusMessage ?? null, t.createdAt, t.ttlMs,
-      expiresAt, inputSince, t.pollIntervalMs, t.owner, t.retrySafe, key, t.requestHash ?? null, JSON.stringify(t.clientCapabilities ?? {}),
-    ]);
-    if (inserted.rowCount === 1) {
-      // The row is exactly what was sent plus the column defaults: no need to read it back (on the hot path).
-      const record: TaskRecord = {
-        taskId: t.taskId,
-        principal: t.principal,
-        tool: t.tool,
-        args: t.args,
-        status,
-        statusMessage: t.statusMessage ?? null,
-        createdAt: t.createdAt,
-        updatedAt: t.createdAt,
-        ttlMs: t.ttlMs,
-        expiresAt,
-        inputSince,
-        pollIntervalMs: t.pollIntervalMs,
-        result: null,
-        error: null,
-        inputRequests: {},
-        inputResponses: {},
-        cancelRequestedAt: null,
-        owner: t.owner,
-        attempts: 1,
-        retrySafe: t.retrySafe,
-        idempotencyKey: key,
-        requestHash: t.requestHash ?? null,
-        clientCapabilities: t.clientCapabilities ?? {},
-        version: 1,
-        retrievedAt: null,
-      };
-      return { record, created: true };
+  /**
+   * Durably creates a task. Creations that arrive in the same event-loop turn are group-committed: one INSERT of
+   * all their rows (one commit), and each caller is answered only after it. A row the INSERT skipped (its
+   * idempotency key, or its id, exists) is then resolved on its own.
+   */
+  create(t: NewTask): Promise<{ record: TaskRecord; created: boolean }> {
+    if (!this.pool) return Promise.reject(new Error('PostgresTaskStore is not open: call init() first (or it was closed)'));
+    return new Promise((resolve, reject) => {
+      this.creates.push({ t, resolve, reject });
+      if (!this.createsScheduled) {
+        this.createsScheduled = true;
+        setImmediate(() => this.flushCreates());
+      }
+    });
+  }
+
+  private creates: PendingCreate[] = [];
+  private createsScheduled = false;
+
+  private flushCreates(): void {
+    this.createsScheduled = false;
+    while (this.creates.length > 0) void this.insertBatch(this.creates.splice(0, MAX_BATCH));
+  }
+
+  private async insertBatch(batch: PendingCreate[]): Promise<void> {
+    const cols: unknown[][] = Array.from({ length: 16 }, () => new Array(batch.length));
+    batch.forEach(({ t }, i) => {
+      const status = t.status ?? 'working';
+      const row = [
+        t.taskId, t.principal, t.tool, JSON.stringify(t.args), status, t.statusMessage ?? null, t.createdAt, t.ttlMs,
+        t.ttlMs === null ? null : t.createdAt + t.ttlMs, status === 'input_required' ? t.createdAt : null, t.pollIntervalMs, t.owner,
+        t.retrySafe, t.idempotencyKey ?? null, t.requestHash ?? null, JSON.stringify(t.clientCapabilities ?? {}),
+      ];
+      for (let c = 0; c < 16; c++) cols[c]![i] = row[c];
+    });
+    let inserted: Set<string>;
+    try {
+      inserted = new Set((await this.q<{ task_id: string }>('insertMany', cols)).rows.map((r) => r.task_id));
+    } catch (e) {
+      if (batch.length === 1) return batch[0]!.reject(e);
+      // One bad row must not fail the others: each on its own.
+      for (const p of batch) void this.insertBatch([p]);
+      return;
     }
+    for (const p of batch) {
+      if (inserted.has(p.t.taskId)) p.resolve({ record: newRecord(p.t), created: true });
+      else this.existing(p.t).then(p.resolve, p.reject);
+    }
+  }
+
+  /** A creation the INSERT skipped: the task its idempotency key already names, or an error. */
+  private async existing(t: NewTask): Promise<{ record: TaskRecord; created: boolean }> {
+    const key = t.idempotencyKey ?? null;
     if (key !== null) {
       const existing = await this.row('byIdem', [t.principal, t.tool, key]);
       if (existing) {
