@@ -189,7 +189,7 @@ export async function takeover(storeUrl: string, logPath: string, leaseMs: numbe
   }
 }
 
-/** Creates `n` finished tasks (already read, far from expiry) straight in SQL; returns some of their ids. */
+/** Creates `n` finished tasks (already read, far from expiry) straight in SQL, with ids `bench-md5(i)`. */
 async function fill(url: string, schema: string, n: number): Promise<void> {
   const store = new PostgresTaskStore({ connection: { connectionString: url }, schema, poolSize: 1 });
   await store.init();

@@ -182,11 +182,6 @@ export class PgSignalBus implements SignalBus {
     return this.local.subscribeAll(listener);
   }
 
-  /** Whether the listening connection is up. */
-  get listening(): boolean {
-    return this.listener !== undefined;
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     // Send what is queued before leaving.

@@ -328,13 +328,13 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   private async insertBatch(batch: PendingCreate[]): Promise<void> {
+    // The rows as they will be written; each is also the record its caller gets once the INSERT commits.
+    const records = batch.map((p) => newRecord(p.t));
     const cols: unknown[][] = Array.from({ length: 16 }, () => new Array(batch.length));
-    batch.forEach(({ t }, i) => {
-      const status = t.status ?? 'working';
+    records.forEach((r, i) => {
       const row = [
-        t.taskId, t.principal, t.tool, JSON.stringify(t.args), status, t.statusMessage ?? null, t.createdAt, t.ttlMs,
-        t.ttlMs === null ? null : t.createdAt + t.ttlMs, status === 'input_required' ? t.createdAt : null, t.pollIntervalMs, t.owner,
-        t.retrySafe, t.idempotencyKey ?? null, t.requestHash ?? null, JSON.stringify(t.clientCapabilities ?? {}),
+        r.taskId, r.principal, r.tool, JSON.stringify(r.args), r.status, r.statusMessage, r.createdAt, r.ttlMs, r.expiresAt,
+        r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities),
       ];
       for (let c = 0; c < 16; c++) cols[c]![i] = row[c];
     });
@@ -347,10 +347,10 @@ export class PostgresTaskStore implements TaskStore {
       for (const p of batch) void this.insertBatch([p]);
       return;
     }
-    for (const p of batch) {
-      if (inserted.has(p.t.taskId)) p.resolve({ record: newRecord(p.t), created: true });
+    batch.forEach((p, i) => {
+      if (inserted.has(p.t.taskId)) p.resolve({ record: records[i]!, created: true });
       else this.existing(p.t).then(p.resolve, p.reject);
-    }
+    });
   }
 
   /** A creation the INSERT skipped: the task its idempotency key already names, or an error. */
