@@ -1,0 +1,62 @@
+/** How a handler's end maps to what the caller sees: an inline result, a tool error, or a task's terminal outcome. */
+import { ErrorCode, TaskProtocolError, type JsonObject } from '../protocol/index.js';
+import type { Outcome } from '../store/types.js';
+import { InputTimeoutError, type TaskCancelledError } from './context.js';
+import type { CallOutcome } from './types.js';
+
+export type HandlerEnd = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+export const NOT_A_TOOL_RESULT = new TaskProtocolError(ErrorCode.InternalError, 'The tool handler returned something that is not a CallToolResult object');
+
+/** A handler's return value if it is an object (a CallToolResult), else undefined. */
+export function asToolResult(v: unknown): JsonObject | undefined {
+  return v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined;
+}
+
+export function errorCodeOf(e: unknown): number | undefined {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === 'number' && Number.isInteger(code) ? code : undefined;
+}
+
+export function toolErrorResult(e: unknown): JsonObject {
+  const message = e instanceof Error ? e.message : String(e);
+  return { content: [{ type: 'text', text: message }], isError: true };
+}
+
+/** Maps how a task's handler ended to its terminal outcome. */
+export function taskOutcome(r: HandlerEnd, cancel: TaskCancelledError | undefined): Outcome {
+  if (r.ok) {
+    const v = asToolResult(r.value);
+    return v ? { status: 'completed', result: { ...v, resultType: 'complete' } } : { status: 'failed', error: NOT_A_TOOL_RESULT.toJSON() };
+  }
+  const e = r.error;
+  if (cancel && cancel.reason === 'cancelled') return { status: 'cancelled' };
+  if (e instanceof InputTimeoutError) {
+    return { status: 'failed', error: { code: ErrorCode.InternalError, message: e.message, data: { reason: 'input_timeout', keys: e.keys } } };
+  }
+  const code = errorCodeOf(e);
+  if (code !== undefined) {
+    const data = (e as { data?: unknown }).data;
+    const message = (e as Error).message || 'Error';
+    return { status: 'failed', error: data === undefined ? { code, message } : { code, message, data } };
+  }
+  return { status: 'completed', result: toolErrorResult(e) };
+}
+
+/** Maps how an inline handler ended to the tools/call answer (a JSON-RPC error is thrown). */
+export function inlineOutcome(r: HandlerEnd): CallOutcome {
+  if (r.ok) {
+    const v = asToolResult(r.value);
+    if (!v) throw NOT_A_TOOL_RESULT;
+    return { kind: 'result', result: v };
+  }
+  if (errorCodeOf(r.error) !== undefined) throw r.error;
+  return { kind: 'result', result: toolErrorResult(r.error) };
+}
+
+/** The status message a terminal outcome leaves behind (a failure's text is visible without reading the error). */
+export function outcomeMessage(outcome: Outcome, cancel: TaskCancelledError | undefined): string | null {
+  return outcome.status === 'failed' ? outcome.error.message
+    : outcome.status === 'cancelled' ? cancel?.message ?? 'Cancelled'
+    : null;
+}

@@ -1,0 +1,99 @@
+/** The runtime's vocabulary: what a tool declares, what a call carries, what the runtime is configured with. */
+import type { CreateTaskResult, JsonObject } from '../protocol/index.js';
+import type { SignalBus } from '../store/local-bus.js';
+import type { TaskStore } from '../store/types.js';
+import type { ToolHandler } from './context.js';
+import type { PollLimitOptions, PollPolicy } from './poll.js';
+
+export type PromotionPolicy = 'auto' | 'always' | 'never';
+
+export interface ToolSpec<Args = JsonObject> {
+  /** `auto` (default): inline if it finishes within the budget, a task otherwise. `always`: only as a task
+   *  (a client without the extension gets -32021). `never`: always inline. */
+  policy?: PromotionPolicy;
+  /** Inline budget for `auto`, ms. Default: the runtime's. */
+  inlineBudgetMs?: number;
+  /** Re-running the handler from the start after a crash is safe. Default false. */
+  retrySafe?: boolean;
+  /** Runs (first run included) before a retry-safe task is failed instead of re-run. Default: the runtime's. */
+  maxAttempts?: number;
+  /** Retention from creation; null = unlimited. Default: the runtime's. */
+  ttlMs?: number | null;
+  /** The real granularity of this tool's progress, ms: the floor of the advertised poll interval. */
+  pollIntervalMs?: number;
+  /** Default deadline for input requests, ms. */
+  inputTimeoutMs?: number;
+  handler: ToolHandler<Args>;
+}
+
+export interface RegisteredTool {
+  name: string;
+  spec: ToolSpec<JsonObject>;
+}
+
+export interface CallContext {
+  principal: string;
+  clientCapabilities: JsonObject;
+  /** The request declared io.modelcontextprotocol/tasks. */
+  tasksDeclared: boolean;
+  idempotencyKey?: string | undefined;
+  /** Aborts when the request is abandoned (before promotion only). */
+  signal?: AbortSignal | undefined;
+  preflight?: JsonObject | undefined;
+}
+
+export type CallOutcome = { kind: 'result'; result: JsonObject } | { kind: 'task'; task: CreateTaskResult };
+
+export interface Logger {
+  debug(msg: string, extra?: JsonObject): void;
+  info(msg: string, extra?: JsonObject): void;
+  warn(msg: string, extra?: JsonObject): void;
+  error(msg: string, extra?: JsonObject): void;
+}
+
+export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+export interface RuntimeOptions {
+  store: TaskStore;
+  bus?: SignalBus;
+  /** This process's id in the replicas table. Default: random. */
+  replicaId?: string;
+  /** Default retention from creation (ms); null = unlimited. Default 24 h. */
+  defaultTtlMs?: number | null;
+  /** How long an `auto` call may run inline before it becomes a task. Default 1000 ms. */
+  inlineBudgetMs?: number;
+  /** Handlers running at once on this replica above which new `auto` calls become tasks at once. Default 64. */
+  concurrencyLimit?: number;
+  /** Base poll interval advertised when a tool gives none. Default 500 ms. */
+  defaultPollIntervalMs?: number;
+  poll?: Partial<PollPolicy>;
+  /** Refusal of over-polling; false turns it off. */
+  pollLimit?: Partial<PollLimitOptions> | false;
+  /** Default deadline of an input request. Default 15 min. */
+  defaultInputTimeoutMs?: number;
+  /** Period of the re-read that covers missed input signals. Default 1000 ms. */
+  inputRecheckMs?: number;
+  /** Period of the re-read behind each watch (listen stream) that covers missed change signals. Default 5000 ms. */
+  watchRecheckMs?: number;
+  /** Sweeper period. Default 30 s. */
+  sweepIntervalMs?: number;
+  /** How long an expired task's tombstone is kept (so it reads "expired", not "not found"). Default 7 days. */
+  tombstoneRetentionMs?: number;
+  /** Heartbeat and orphan check period. Default 5 s. */
+  heartbeatMs?: number;
+  /** A replica whose heartbeat is older than this is dead and its tasks are taken over. Default 30 s. Must exceed
+   *  heartbeatMs by a margin (at least twice). */
+  leaseMs?: number;
+  /** Default for ToolSpec.maxAttempts. Default 3. */
+  maxAttempts?: number;
+  /** Cancel unfinished work when its TTL passes (default true). */
+  cancelOnExpiry?: boolean;
+  log?: Logger;
+}
+
+export interface RuntimeAlert {
+  kind: 'failed-unretrieved' | 'expired-unfinished' | 'worker-lost';
+  taskId: string;
+  tool: string;
+  message: string;
+}

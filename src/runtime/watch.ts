@@ -1,0 +1,50 @@
+/** Following one task: the full state now and after every change (signals first, a slow re-read as fallback). */
+import type { SignalBus } from '../store/local-bus.js';
+import type { TaskStore, TaskView } from '../store/types.js';
+
+export interface WatchSource {
+  store: TaskStore;
+  bus: SignalBus;
+  /** Period of the re-read that covers change signals that never arrived. */
+  recheckMs: number;
+}
+
+/** Calls `listener` with `first` now and with each new version of the row; returns the unsubscribe function. */
+export function watchView(src: WatchSource, first: TaskView, listener: (view: TaskView) => void): () => void {
+  const taskId = first.taskId;
+  let lastVersion = -1;
+  let reading = false;
+  let again = false;
+  let closed = false;
+  const emit = (r: TaskView) => {
+    if (r.version === lastVersion) return;
+    lastVersion = r.version;
+    listener(r);
+  };
+  const reread = async () => {
+    if (reading) {
+      again = true;
+      return;
+    }
+    reading = true;
+    try {
+      do {
+        again = false;
+        const l = await src.store.view(taskId);
+        if (closed) return;
+        if (l.state === 'found') emit(l.record);
+      } while (again);
+    } finally {
+      reading = false;
+    }
+  };
+  const unsubscribe = src.bus.subscribe(taskId, () => void reread().catch(() => undefined));
+  const fallback = setInterval(() => void reread().catch(() => undefined), src.recheckMs);
+  fallback.unref?.();
+  emit(first);
+  return () => {
+    closed = true;
+    clearInterval(fallback);
+    unsubscribe();
+  };
+}

@@ -1,0 +1,65 @@
+/** The wire view of stored tasks (2026-07-28 shapes) and the principal check every read goes through. */
+import { ErrorCode, TaskProtocolError, taskExpired, taskNotFound, type CreateTaskResult, type DetailedTask, type InputRequest } from '../protocol/index.js';
+import type { TaskLookup, TaskRecord, TaskView } from '../store/types.js';
+import { advertisedPollInterval, type PollPolicy } from './poll.js';
+
+export function isoOf(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/** The CreateTaskResult for a record, built directly (on the creation hot path). */
+export function createResult(rec: TaskRecord, now: number, policy: PollPolicy): CreateTaskResult {
+  const createdAt = isoOf(rec.createdAt);
+  const out: CreateTaskResult = {
+    resultType: 'task',
+    taskId: rec.taskId,
+    status: rec.status,
+    createdAt,
+    lastUpdatedAt: rec.updatedAt === rec.createdAt ? createdAt : isoOf(rec.updatedAt),
+    ttlMs: rec.ttlMs,
+  };
+  if (rec.statusMessage !== null) out.statusMessage = rec.statusMessage;
+  out.pollIntervalMs = advertisedPollInterval(rec, now, policy);
+  return out;
+}
+
+/** What tasks/get and notifications/tasks carry for a record. */
+export function detailedTask(rec: TaskView, now: number, policy: PollPolicy): DetailedTask {
+  const base = {
+    taskId: rec.taskId,
+    createdAt: isoOf(rec.createdAt),
+    lastUpdatedAt: isoOf(rec.updatedAt),
+    ttlMs: rec.ttlMs,
+    pollIntervalMs: advertisedPollInterval(rec, now, policy),
+    ...(rec.statusMessage !== null ? { statusMessage: rec.statusMessage } : {}),
+  };
+  switch (rec.status) {
+    case 'input_required': {
+      const inputRequests: Record<string, InputRequest> = {};
+      for (const [k, v] of Object.entries(rec.inputRequests)) inputRequests[k] = v.request;
+      return { ...base, status: 'input_required', inputRequests };
+    }
+    case 'completed':
+      return { ...base, status: 'completed', result: rec.result ?? { content: [], resultType: 'complete' } };
+    case 'failed':
+      return { ...base, status: 'failed', error: rec.error ?? { code: ErrorCode.InternalError, message: 'Failed' } };
+    case 'cancelled':
+      return { ...base, status: 'cancelled' };
+    default:
+      return { ...base, status: 'working' };
+  }
+}
+
+export function checkTaskId(taskId: unknown): string {
+  if (typeof taskId !== 'string' || taskId.length === 0 || taskId.length > 200) {
+    throw new TaskProtocolError(ErrorCode.InvalidParams, 'params.taskId must be a non-empty string (the id from a CreateTaskResult)');
+  }
+  return taskId;
+}
+
+/** The record if `principal` owns it; otherwise exactly what an unknown id gets. */
+export function owned<R extends { principal: string }>(l: TaskLookup<R>, principal: string): R {
+  if (l.state === 'found' && l.record.principal === principal) return l.record;
+  if (l.state === 'expired' && l.principal === principal) throw taskExpired();
+  throw taskNotFound();
+}
