@@ -54,7 +54,7 @@ describe('sqlite store specifics', () => {
     await b.init();
     assert.equal((await b.get(t.taskId)).state, 'found');
     const db = new Database(path);
-    assert.deepEqual(db.prepare('SELECT version FROM outlast_migrations').all(), [{ version: 1 }]);
+    assert.deepEqual(db.prepare('SELECT version FROM outlast_migrations ORDER BY version').all(), [{ version: 1 }, { version: 3 }]);
     db.close();
     await b.close();
   });

@@ -96,3 +96,36 @@ export function refusalOf(taskId: string, row: { status: TaskStatus; owner: stri
   if (owner !== undefined && row.owner !== owner) return new TaskWriteRefused(taskId, 'fenced');
   return new TaskWriteRefused(taskId, 'terminal');
 }
+
+/** A queued task as the claim rule sees it. */
+export interface QueuedTask {
+  taskId: string;
+  principal: string;
+  tool: string;
+  queuedAt: number;
+  expiresAt: number | null;
+  cancelRequestedAt: number | null;
+}
+
+/**
+ * The claim rule (QueueClaim) as a pure function: the task a claim takes, given the queued tasks and, for each
+ * running task (claimed or started at once, on any replica), its principal and tool. Backends state the same rule in
+ * SQL; the store test kit checks that they agree with this on random queues.
+ */
+export function nextClaim(
+  queued: QueuedTask[],
+  running: Array<{ principal: string; tool: string }>,
+  claim: { now: number; tools: string[]; limits: Record<string, number> },
+): string | undefined {
+  const runningOf = (key: 'principal' | 'tool', v: string) => running.filter((r) => r[key] === v).length;
+  const eligible = queued
+    .filter((q) => q.cancelRequestedAt === null && (q.expiresAt === null || q.expiresAt > claim.now) && claim.tools.includes(q.tool))
+    .filter((q) => !(q.tool in claim.limits) || runningOf('tool', q.tool) < claim.limits[q.tool]!)
+    .sort((a, b) => a.queuedAt - b.queuedAt || (a.taskId < b.taskId ? -1 : 1));
+  const heads = new Map<string, QueuedTask>();
+  for (const q of eligible) if (!heads.has(q.principal)) heads.set(q.principal, q);
+  const order = [...heads.values()].sort(
+    (a, b) => runningOf('principal', a.principal) - runningOf('principal', b.principal) || a.queuedAt - b.queuedAt || (a.taskId < b.taskId ? -1 : 1),
+  );
+  return order[0]?.taskId;
+}

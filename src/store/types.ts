@@ -40,8 +40,10 @@ export interface TaskRecord {
   inputRequests: Record<string, PendingInput>;
   inputResponses: Record<string, AnsweredInput>;
   cancelRequestedAt: number | null;
-  /** Replica currently responsible for running the handler (fencing token with `attempts`). */
+  /** Replica currently responsible for running the handler (fencing token with `attempts`); null while queued. */
   owner: string | null;
+  /** When the task joined the run queue (it waits for capacity, no handler runs); null once claimed, or never queued. */
+  queuedAt: number | null;
   attempts: number;
   retrySafe: boolean;
   idempotencyKey: string | null;
@@ -63,7 +65,10 @@ export interface NewTask {
   createdAt: number;
   ttlMs: number | null;
   pollIntervalMs: number;
-  owner: string;
+  /** The replica that runs it now; null for a task created queued. */
+  owner: string | null;
+  /** Created waiting in the run queue (owner null, queuedAt = createdAt) instead of running at once. */
+  queued?: boolean;
   retrySafe: boolean;
   idempotencyKey?: string | null;
   requestHash?: string | null;
@@ -73,7 +78,7 @@ export interface NewTask {
 /** What tasks/get and notifications/tasks need: a narrow read of the hot path. */
 export type TaskView = Pick<
   TaskRecord,
-  'taskId' | 'principal' | 'status' | 'statusMessage' | 'createdAt' | 'updatedAt' | 'ttlMs' | 'pollIntervalMs' | 'result' | 'error' | 'inputRequests' | 'retrievedAt' | 'version'
+  'taskId' | 'principal' | 'status' | 'statusMessage' | 'createdAt' | 'updatedAt' | 'ttlMs' | 'pollIntervalMs' | 'result' | 'error' | 'inputRequests' | 'retrievedAt' | 'version' | 'queuedAt'
 >;
 
 export type TaskLookup<R = TaskRecord> =
@@ -113,9 +118,24 @@ export interface ReplicaInfo {
 
 export interface SweepResult {
   /** Tasks whose TTL passed and that are now tombstones; `status` is what they had before. */
-  expired: Array<{ taskId: string; status: TaskStatus; owner: string | null; tool: string; retrieved: boolean }>;
+  expired: Array<{ taskId: string; status: TaskStatus; owner: string | null; tool: string; retrieved: boolean; queued: boolean }>;
   /** Tombstones purged for good. */
   purged: number;
+}
+
+/**
+ * One claim from the run queue: which queued task `owner` may start now. The rule (every backend, one statement):
+ * never a task whose cancel was requested or whose TTL passed; only `tools` (what the claimer serves and has room
+ * for); never a tool whose deployment-wide limit in `limits` is reached by the tasks running anywhere (counted under
+ * concurrent claimers); among the principals with eligible work, the one with the fewest running tasks first (so one
+ * caller's backlog cannot starve another's single task), then the oldest queued.
+ */
+export interface QueueClaim {
+  owner: string;
+  now: number;
+  tools: string[];
+  /** Deployment-wide limits: tool -> most tasks of it running at once across every replica. */
+  limits: Record<string, number>;
 }
 
 export interface TaskStore {
@@ -163,6 +183,20 @@ export interface TaskStore {
   /** Takes over an unfinished task from `fromOwner` for a re-run: owner := newOwner, attempts += 1, status
    *  working, outstanding inputs kept. Refused if someone else took it first. */
   takeOver(taskId: string, fromOwner: string | null, newOwner: string, now: number): Promise<TaskRecord>;
+
+  /** The run queue (a module of each backend: queue.ts). Tasks waiting for capacity now. */
+  queueDepth(): Promise<number>;
+  /** 1-based place of a queued task in the queue, oldest first (undefined: not queued). */
+  queuePosition(taskId: string): Promise<number | undefined>;
+  /** Claims one queued task for `claim.owner` (owner set, queuedAt cleared, status message cleared); see QueueClaim
+   *  for the rule. undefined: nothing may start now. */
+  claimQueued(claim: QueueClaim): Promise<TaskRecord | undefined>;
+  /** Ends a task that is still queued `cancelled` at once (it never started). undefined: it is not queued (any more). */
+  cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined>;
+
+  /** A secret shared by every process on this store (e.g. the key that seals MRTR requestState): the stored value of
+   *  `name`, or `generate()` stored first by whichever process asked first. */
+  sharedSecret(name: string, generate: () => string): Promise<string>;
 
   /** Turns tasks whose TTL passed (not while waiting for input) into tombstones; purges old tombstones. */
   sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult>;

@@ -12,6 +12,7 @@ import {
   type NewTask,
   type Outcome,
   type PendingInput,
+  type QueueClaim,
   type ReplicaInfo,
   type SweepResult,
   type TaskLookup,
@@ -20,7 +21,9 @@ import {
   type TaskView,
 } from '../types.js';
 import { PgSignalBus, quoteIdent } from './bus.js';
+import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
+import { SETTINGS_QUERIES } from './settings.js';
 
 export { PgSignalBus } from './bus.js';
 
@@ -58,6 +61,7 @@ interface Row {
   input_responses: TaskRecord['inputResponses'];
   cancel_requested_at: number | null;
   owner: string | null;
+  queued_at: number | null;
   attempts: number;
   retry_safe: boolean;
   idem_key: string | null;
@@ -97,7 +101,8 @@ function newRecord(t: NewTask): TaskRecord {
     inputRequests: {},
     inputResponses: {},
     cancelRequestedAt: null,
-    owner: t.owner,
+    owner: t.queued ? null : t.owner,
+    queuedAt: t.queued ? t.createdAt : null,
     attempts: 1,
     retrySafe: t.retrySafe,
     idempotencyKey: t.idempotencyKey ?? null,
@@ -108,7 +113,7 @@ function newRecord(t: NewTask): TaskRecord {
   };
 }
 
-const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version';
+const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at';
 const UNFINISHED = `status IN ('working','input_required')`;
 
 function toView(r: Row): TaskView {
@@ -126,6 +131,7 @@ function toView(r: Row): TaskView {
     inputRequests: r.input_requests,
     retrievedAt: r.retrieved_at,
     version: r.version,
+    queuedAt: r.queued_at,
   };
 }
 
@@ -153,13 +159,13 @@ const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const Q = {
   // One statement for any number of rows (one array per column), so it is prepared once per connection.
   insertMany: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
-      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities)
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, queued_at)
     SELECT task_id, principal, tool, args, status, status_message, created_at, created_at, ttl_ms, expires_at,
-      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, queued_at
     FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[],
-      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[])
+      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[], $17::bigint[])
       AS r(task_id, principal, tool, args, status, status_message, created_at, ttl_ms, expires_at, input_since, poll_interval_ms,
-        owner, retry_safe, idem_key, request_hash, client_capabilities)
+        owner, retry_safe, idem_key, request_hash, client_capabilities, queued_at)
     ON CONFLICT DO NOTHING RETURNING task_id`,
   byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
   get: 'SELECT * FROM tasks WHERE task_id = $1',
@@ -177,7 +183,7 @@ const Q = {
   pendingCancels: `SELECT task_id FROM tasks WHERE owner = $1 AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`,
   // The TTL grows by the time spent waiting for input (same rule as rules.ttlAfterWait, in SQL: one statement).
   finish: `UPDATE tasks SET status = $3, result = $4, error = $5, status_message = COALESCE($6, status_message),
-      input_requests = '{}', input_since = NULL,
+      input_requests = '{}', input_since = NULL, queued_at = NULL,
       ttl_ms = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN ttl_ms ELSE ttl_ms + GREATEST(0, $7 - input_since) END,
       expires_at = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN expires_at ELSE created_at + ttl_ms + GREATEST(0, $7 - input_since) END,
       updated_at = $7, version = version + 1
@@ -189,7 +195,8 @@ const Q = {
   heartbeat: `UPDATE replicas SET heartbeat_at = now() + make_interval(secs => $2::float8 / 1000) WHERE replica_id = $1`,
   replicas: `SELECT replica_id, host, pid, started_at, (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms FROM replicas`,
   replicaDelete: 'DELETE FROM replicas WHERE replica_id = $1',
-  orphans: `SELECT * FROM tasks WHERE ${UNFINISHED} AND (owner IS NULL OR owner <> ALL($1::text[])) LIMIT $2`,
+  // A queued task has no owner and is nobody's orphan: it waits for a claim.
+  orphans: `SELECT * FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL AND (owner IS NULL OR owner <> ALL($1::text[])) LIMIT $2`,
   takeOver: `UPDATE tasks SET owner = $3, attempts = attempts + 1, updated_at = $4, version = version + 1
     WHERE task_id = $1 AND owner IS NOT DISTINCT FROM $2 AND ${UNFINISHED} RETURNING *`,
   // Several replicas sweep at once: SKIP LOCKED hands each expired row to exactly one of them.
@@ -198,7 +205,7 @@ const Q = {
       ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED
     ), gone AS (
       DELETE FROM tasks t USING victims v WHERE t.task_id = v.task_id
-      RETURNING t.task_id, t.principal, t.status, t.owner, t.tool, t.retrieved_at
+      RETURNING t.task_id, t.principal, t.status, t.owner, t.tool, t.retrieved_at, t.queued_at
     ), tomb AS (
       INSERT INTO tombstones (task_id, principal, expired_at, purge_at) SELECT task_id, principal, $1, $1 + $2 FROM gone
       ON CONFLICT (task_id) DO UPDATE SET expired_at = excluded.expired_at, purge_at = excluded.purge_at
@@ -207,6 +214,8 @@ const Q = {
   purge: `DELETE FROM tombstones WHERE task_id IN (
       SELECT task_id FROM tombstones WHERE purge_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
   count: 'SELECT (SELECT count(*) FROM tasks)::int AS tasks, (SELECT count(*) FROM tombstones)::int AS tombstones',
+  ...QUEUE_QUERIES,
+  ...SETTINGS_QUERIES,
 };
 
 type QueryName = keyof typeof Q;
@@ -330,13 +339,13 @@ export class PostgresTaskStore implements TaskStore {
   private async insertBatch(batch: PendingCreate[]): Promise<void> {
     // The rows as they will be written; each is also the record its caller gets once the INSERT commits.
     const records = batch.map((p) => newRecord(p.t));
-    const cols: unknown[][] = Array.from({ length: 16 }, () => new Array(batch.length));
+    const cols: unknown[][] = Array.from({ length: 17 }, () => new Array(batch.length));
     records.forEach((r, i) => {
       const row = [
         r.taskId, r.principal, r.tool, JSON.stringify(r.args), r.status, r.statusMessage, r.createdAt, r.ttlMs, r.expiresAt,
-        r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities),
+        r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities), r.queuedAt,
       ];
-      for (let c = 0; c < 16; c++) cols[c]![i] = row[c];
+      for (let c = 0; c < 17; c++) cols[c]![i] = row[c];
     });
     let inserted: Set<string>;
     try {
@@ -477,13 +486,36 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult> {
-    const gone = (await this.q<{ task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null }>(
+    const gone = (await this.q<{ task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null; queued_at: number | null }>(
       'sweep', [now, tombstoneRetentionMs, limit])).rows;
     const purged = (await this.q('purge', [now, limit])).rowCount ?? 0;
     return {
-      expired: gone.map((r) => ({ taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null })),
+      expired: gone.map((r) => ({ taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null, queued: r.queued_at !== null })),
       purged,
     };
+  }
+
+  async queueDepth(): Promise<number> {
+    return (await this.q<{ n: number }>('queueDepth', [])).rows[0]!.n;
+  }
+
+  async queuePosition(taskId: string): Promise<number | undefined> {
+    return (await this.q<{ n: number }>('queuePosition', [taskId])).rows[0]?.n;
+  }
+
+  async claimQueued(claim: QueueClaim): Promise<TaskRecord | undefined> {
+    const row = await this.row('claim', claimValues(claim));
+    return row ? toRecord(row) : undefined;
+  }
+
+  async cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined> {
+    const row = await this.row('cancelQueued', [taskId, now, statusMessage]);
+    return row ? toRecord(row) : undefined;
+  }
+
+  async sharedSecret(name: string, generate: () => string): Promise<string> {
+    await this.q('settingInsert', [name, generate(), Date.now()]);
+    return (await this.q<{ value: string }>('settingRead', [name])).rows[0]!.value;
   }
 
   async count(): Promise<{ tasks: number; tombstones: number }> {

@@ -6,6 +6,8 @@
  * Times are epoch milliseconds from the application (bigint), except `replicas.heartbeat_at`, which is the
  * database's clock, so lease checks do not depend on the replicas' clocks agreeing.
  */
+import { CLAIM_FUNCTION } from './queue.js';
+
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
     version: 1,
@@ -65,6 +67,24 @@ CREATE TABLE replicas (
   started_at   bigint NOT NULL,
   heartbeat_at timestamptz NOT NULL
 );
+`,
+  },
+  {
+    // Capacity: the run queue (queued_at: waiting for capacity, owner NULL), its claim function, and
+    // deployment-wide settings.
+    version: 3,
+    sql: `
+ALTER TABLE tasks ADD COLUMN queued_at bigint;
+-- Per principal, oldest first: the claim's loose index scan over principals and each one's head.
+CREATE INDEX tasks_queue ON tasks (principal, queued_at, task_id) WHERE queued_at IS NOT NULL;
+-- The whole queue, oldest first: its depth and a task's position in it.
+CREATE INDEX tasks_queue_age ON tasks (queued_at, task_id) WHERE queued_at IS NOT NULL;
+CREATE TABLE settings (
+  name       text PRIMARY KEY,
+  value      text NOT NULL,
+  created_at bigint NOT NULL
+);
+${CLAIM_FUNCTION}
 `,
   },
 ];

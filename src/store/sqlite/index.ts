@@ -11,6 +11,7 @@ import {
   type NewTask,
   type Outcome,
   type PendingInput,
+  type QueueClaim,
   type ReplicaInfo,
   type SweepResult,
   type TaskLookup,
@@ -20,6 +21,8 @@ import {
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
 import { openSqlite } from './open.js';
+import { claimParams, prepareQueue } from './queue.js';
+import { prepareSettings } from './settings.js';
 
 export interface SqliteStoreOptions {
   /** `full` (default): a commit survives power loss. `process`: synchronous=NORMAL, survives a process crash only. */
@@ -50,6 +53,7 @@ interface Row {
   input_responses: string;
   cancel_requested_at: number | null;
   owner: string | null;
+  queued_at: number | null;
   attempts: number;
   retry_safe: number;
   idem_key: string | null;
@@ -59,7 +63,7 @@ interface Row {
   retrieved_at: number | null;
 }
 
-const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version';
+const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at';
 
 function toView(r: Row): TaskView {
   return {
@@ -76,6 +80,7 @@ function toView(r: Row): TaskView {
     inputRequests: r.input_requests === '{}' ? {} : JSON.parse(r.input_requests),
     retrievedAt: r.retrieved_at,
     version: r.version,
+    queuedAt: r.queued_at,
   };
 }
 
@@ -100,6 +105,7 @@ function toRecord(r: Row): TaskRecord {
     inputResponses: JSON.parse(r.input_responses),
     cancelRequestedAt: r.cancel_requested_at,
     owner: r.owner,
+    queuedAt: r.queued_at,
     attempts: r.attempts,
     retrySafe: r.retry_safe === 1,
     idempotencyKey: r.idem_key,
@@ -126,6 +132,8 @@ export class SqliteTaskStore implements TaskStore {
   private queue: PendingWrite[] = [];
   private flushScheduled = false;
   private s!: ReturnType<SqliteTaskStore['prepare']>;
+  private queueQ!: ReturnType<typeof prepareQueue>;
+  private secret!: ReturnType<typeof prepareSettings>;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path;
@@ -143,14 +151,16 @@ export class SqliteTaskStore implements TaskStore {
     });
     this.db = db;
     this.s = this.prepare(db);
+    this.queueQ = prepareQueue(db);
+    this.secret = prepareSettings(db);
   }
 
   private prepare(db: Database.Database) {
     return {
       insert: db.prepare(`INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at,
-          ttl_ms, expires_at, input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities)
+          ttl_ms, expires_at, input_since, poll_interval_ms, owner, queued_at, retry_safe, idem_key, request_hash, client_capabilities)
         VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @createdAt, @ttlMs, @expiresAt,
-          @inputSince, @pollIntervalMs, @owner, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities)
+          @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities)
         ON CONFLICT DO NOTHING RETURNING *`),
       byIdem: db.prepare('SELECT * FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?'),
       get: db.prepare('SELECT * FROM tasks WHERE task_id = ?'),
@@ -167,7 +177,7 @@ export class SqliteTaskStore implements TaskStore {
       cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?), version = version + 1
           WHERE task_id = ? AND ${UNFINISHED}`),
       finish: db.prepare(`UPDATE tasks SET status = @status, result = @result, error = @error,
-          status_message = COALESCE(@statusMessage, status_message), input_requests = '{}', input_since = NULL,
+          status_message = COALESCE(@statusMessage, status_message), input_requests = '{}', input_since = NULL, queued_at = NULL,
           ttl_ms = @ttlMs, expires_at = @expiresAt, updated_at = @now, version = version + 1
         WHERE task_id = @taskId AND version = @version RETURNING *`),
       pendingCancels: db.prepare(`SELECT task_id FROM tasks WHERE owner = ? AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`),
@@ -176,13 +186,14 @@ export class SqliteTaskStore implements TaskStore {
       heartbeat: db.prepare('UPDATE replicas SET heartbeat_at = ? WHERE replica_id = ?'),
       replicaDelete: db.prepare('DELETE FROM replicas WHERE replica_id = ?'),
       replicas: db.prepare('SELECT * FROM replicas'),
-      orphans: db.prepare(`SELECT * FROM tasks WHERE ${UNFINISHED}
+      // A queued task has no owner and is nobody's orphan: it waits for a claim.
+      orphans: db.prepare(`SELECT * FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL
         AND (owner IS NULL OR owner NOT IN (SELECT value FROM json_each(?))) LIMIT ?`),
       takeOver: db.prepare(`UPDATE tasks SET owner = ?, attempts = attempts + 1, updated_at = ?, version = version + 1
         WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING *`),
       retrieved: db.prepare(`UPDATE tasks SET retrieved_at = ? WHERE task_id = ? AND retrieved_at IS NULL
         AND status IN ('completed','failed','cancelled')`),
-      expired: db.prepare(`SELECT task_id, principal, status, owner, tool, retrieved_at FROM tasks
+      expired: db.prepare(`SELECT task_id, principal, status, owner, tool, retrieved_at, queued_at FROM tasks
         WHERE expires_at IS NOT NULL AND expires_at <= ? AND status <> 'input_required' LIMIT ?`),
       deleteTask: db.prepare('DELETE FROM tasks WHERE task_id = ?'),
       insertTomb: db.prepare(`INSERT OR REPLACE INTO tombstones (task_id, principal, expired_at, purge_at) VALUES (?, ?, ?, ?)`),
@@ -274,7 +285,8 @@ export class SqliteTaskStore implements TaskStore {
         expiresAt: t.ttlMs === null ? null : t.createdAt + t.ttlMs,
         inputSince: status === 'input_required' ? t.createdAt : null,
         pollIntervalMs: t.pollIntervalMs,
-        owner: t.owner,
+        owner: t.queued ? null : t.owner,
+        queuedAt: t.queued ? t.createdAt : null,
         retrySafe: t.retrySafe ? 1 : 0,
         idempotencyKey: key,
         requestHash: t.requestHash ?? null,
@@ -425,7 +437,7 @@ export class SqliteTaskStore implements TaskStore {
     this.ensureOpen();
     return this.db.transaction(() => {
       const rows = this.s.expired.all(now, limit) as Array<{
-        task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null;
+        task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null; queued_at: number | null;
       }>;
       for (const r of rows) {
         this.s.deleteTask.run(r.task_id);
@@ -433,10 +445,39 @@ export class SqliteTaskStore implements TaskStore {
       }
       const purged = this.s.purge.run(now, limit).changes;
       return {
-        expired: rows.map((r) => ({ taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null })),
+        expired: rows.map((r) => ({ taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null, queued: r.queued_at !== null })),
         purged,
       };
     }).immediate();
+  }
+
+  async queueDepth(): Promise<number> {
+    this.ensureOpen();
+    return (this.queueQ.depth.get() as { n: number }).n;
+  }
+
+  async queuePosition(taskId: string): Promise<number | undefined> {
+    this.ensureOpen();
+    return (this.queueQ.position.get(taskId) as { n: number } | undefined)?.n;
+  }
+
+  claimQueued(claim: QueueClaim): Promise<TaskRecord | undefined> {
+    return this.write(() => {
+      const row = this.queueQ.claim.get(claimParams(claim)) as Row | undefined;
+      return row ? toRecord(row) : undefined;
+    });
+  }
+
+  cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined> {
+    return this.write(() => {
+      const row = this.queueQ.cancel.get({ taskId, now, statusMessage }) as Row | undefined;
+      return row ? toRecord(row) : undefined;
+    });
+  }
+
+  async sharedSecret(name: string, generate: () => string): Promise<string> {
+    this.ensureOpen();
+    return this.secret(name, generate);
   }
 
   async count(): Promise<{ tasks: number; tombstones: number }> {

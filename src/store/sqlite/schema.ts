@@ -55,4 +55,20 @@ CREATE TABLE replicas (
 );
 `,
   },
+  {
+    // Capacity: the run queue (queued_at: waiting for capacity, owner NULL) and deployment-wide settings.
+    version: 3,
+    sql: `
+ALTER TABLE tasks ADD COLUMN queued_at INTEGER;
+-- Per principal, oldest first: the claim's loose index scan over principals and each one's head.
+CREATE INDEX tasks_queue ON tasks (principal, queued_at, task_id) WHERE queued_at IS NOT NULL;
+-- The whole queue, oldest first: its depth and a task's position in it.
+CREATE INDEX tasks_queue_age ON tasks (queued_at, task_id) WHERE queued_at IS NOT NULL;
+CREATE TABLE settings (
+  name       TEXT PRIMARY KEY,
+  value      TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+`,
+  },
 ];

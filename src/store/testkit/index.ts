@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
+import { nextClaim, type QueuedTask } from '../rules.js';
 import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type TaskStore } from '../types.js';
 
 export interface StoreKitOptions {
@@ -237,6 +238,136 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.deepEqual((await store.listReplicas()).map((r) => r.replicaId), ['live']);
       assert.equal(await store.heartbeat('dead', Date.now()), false, 'a removed replica learns it from its next heartbeat');
       assert.ok(mine.created);
+    });
+
+    it('queue: a task created queued has no owner, is nobody\'s orphan, and has a depth and a position', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const a = await store.create(newTask({ queued: true, owner: null, createdAt: t0, statusMessage: 'Queued' }));
+      const b = await store.create(newTask({ queued: true, owner: null, createdAt: t0 + 1 }));
+      const running = await store.create(newTask({ createdAt: t0 }));
+      assert.deepEqual([a.record.owner, a.record.queuedAt, a.record.status, a.record.statusMessage], [null, t0, 'working', 'Queued']);
+      assert.equal(running.record.queuedAt, null);
+      assert.equal(await store.queueDepth(), 2);
+      assert.equal(await store.queuePosition(a.record.taskId), 1);
+      assert.equal(await store.queuePosition(b.record.taskId), 2);
+      assert.equal(await store.queuePosition(running.record.taskId), undefined);
+      const v = await store.view(b.record.taskId);
+      assert.equal(v.state === 'found' && v.record.queuedAt, t0 + 1);
+      assert.deepEqual((await store.listOrphans([], 100)).map((o) => o.taskId), [running.record.taskId], 'queued work is not taken for an orphan');
+      const claimed = await store.claimQueued({ owner: 'r1', now: Date.now(), tools: ['build'], limits: {} });
+      assert.equal(claimed?.taskId, a.record.taskId);
+      assert.deepEqual([claimed?.owner, claimed?.queuedAt, claimed?.statusMessage, claimed?.attempts], ['r1', null, null, 1]);
+      assert.equal(await store.queuePosition(b.record.taskId), 1);
+      assert.equal(await store.queueDepth(), 1);
+    });
+
+    it('queue: a claim never takes a cancelled or expired task, nor a tool the claimer does not serve', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const cancelled = await store.create(newTask({ queued: true, owner: null, createdAt: t0 - 3 }));
+      await store.requestCancel(cancelled.record.taskId, t0);
+      await store.create(newTask({ queued: true, owner: null, createdAt: t0 - 10_000, ttlMs: 5_000 })); // expired
+      const other = await store.create(newTask({ queued: true, owner: null, createdAt: t0 - 2, tool: 'deploy' }));
+      const ok = await store.create(newTask({ queued: true, owner: null, createdAt: t0 - 1 }));
+      const claim = { owner: 'r1', now: t0, tools: ['build'], limits: {} };
+      assert.equal((await store.claimQueued(claim))?.taskId, ok.record.taskId);
+      assert.equal(await store.claimQueued(claim), undefined);
+      assert.equal((await store.claimQueued({ ...claim, tools: ['build', 'deploy'] }))?.taskId, other.record.taskId);
+    });
+
+    it('queue: fair between principals: one caller\'s backlog does not starve another\'s single task', async () => {
+      const { store } = await open();
+      const t0 = Date.now() - 10_000;
+      for (let i = 0; i < 20; i++) await store.create(newTask({ queued: true, owner: null, principal: 'alice', createdAt: t0 + i }));
+      const bob = await store.create(newTask({ queued: true, owner: null, principal: 'bob', createdAt: t0 + 100 }));
+      const claim = { owner: 'r1', now: Date.now(), tools: ['build'], limits: {} };
+      const first = await store.claimQueued(claim);
+      assert.equal(first?.principal, 'alice', 'nobody runs anything: the oldest first');
+      const second = await store.claimQueued(claim);
+      assert.equal(second?.taskId, bob.record.taskId, 'then the principal with fewer running tasks');
+      const third = await store.claimQueued(claim);
+      assert.equal(third?.principal, 'alice');
+      assert.equal(third?.createdAt, t0 + 1, 'oldest first within a principal');
+    });
+
+    it('queue: the claim agrees with rules.nextClaim on random queues (limits, running work, cancels, expiry)', async () => {
+      const { store } = await open();
+      let rnd = 42;
+      const rand = (n: number) => ((rnd = (Math.imul(rnd, 1664525) + 1013904223) >>> 0) >>> 16) % n;
+      const now = Date.now();
+      const queued: QueuedTask[] = [];
+      const running: Array<{ principal: string; tool: string }> = [];
+      const principals = ['p1', 'p2', 'p3', 'p4'];
+      const tools = ['t1', 't2', 't3'];
+      for (let i = 0; i < 60; i++) {
+        const principal = principals[rand(4)]!;
+        const tool = tools[rand(3)]!;
+        if (rand(4) === 0) {
+          await store.create(newTask({ principal, tool, owner: `r${rand(3)}`, createdAt: now - 50_000 + i }));
+          running.push({ principal, tool });
+          continue;
+        }
+        const expired = rand(10) === 0;
+        const t = newTask({ principal, tool, queued: true, owner: null, createdAt: now - 50_000 + i * 7, ttlMs: expired ? 1000 : 600_000 });
+        const { record } = await store.create(t);
+        let cancelRequestedAt: number | null = null;
+        if (rand(10) === 0) cancelRequestedAt = (await store.requestCancel(record.taskId, now))!.cancelRequestedAt;
+        queued.push({ taskId: record.taskId, principal, tool, queuedAt: record.queuedAt!, expiresAt: record.expiresAt, cancelRequestedAt });
+      }
+      const claim = { owner: 'claimer', now, tools: ['t1', 't2'], limits: { t1: 6 } };
+      let claimed = 0;
+      for (let step = 0; step < 40; step++) {
+        const expected = nextClaim(queued, running, claim);
+        const got = await store.claimQueued(claim);
+        assert.equal(got?.taskId, expected, `step ${step}`);
+        if (!got) break;
+        claimed++;
+        queued.splice(queued.findIndex((q) => q.taskId === got.taskId), 1);
+        running.push({ principal: got.principal, tool: got.tool });
+      }
+      // The limit of t1 stopped some claims, t3 is never served: the queue is not simply emptied.
+      assert.ok(claimed >= 10 && queued.some((q) => q.tool === 't1' && q.cancelRequestedAt === null), `claimed ${claimed}`);
+    });
+
+    it('queue: a deployment-wide tool limit holds under concurrent claimers on separate connections', async () => {
+      const { store, location } = await open();
+      const handles = [store, ...(await Promise.all([1, 2, 3].map(async () => (await open(location)).store)))];
+      const t0 = Date.now();
+      await store.create(newTask({ tool: 'render', owner: 'busy-replica', createdAt: t0 - 100 }));
+      for (let i = 0; i < 12; i++) await store.create(newTask({ tool: 'render', queued: true, owner: null, principal: `p${i % 3}`, createdAt: t0 + i }));
+      for (let i = 0; i < 4; i++) await store.create(newTask({ tool: 'lint', queued: true, owner: null, createdAt: t0 + 50 + i }));
+      const claims = await Promise.all(
+        handles.flatMap((h, i) => Array.from({ length: 4 }, () => h.claimQueued({ owner: `r${i}`, now: Date.now(), tools: ['render', 'lint'], limits: { render: 3 } }))),
+      );
+      const got = claims.filter((c) => c !== undefined);
+      assert.equal(got.filter((c) => c!.tool === 'render').length, 2, 'one render was running already: two more, never more');
+      assert.equal(got.filter((c) => c!.tool === 'lint').length, 4, 'an unlimited tool is not held back by the limited one');
+      assert.equal(new Set(got.map((c) => c!.taskId)).size, got.length, 'no task claimed twice');
+    });
+
+    it('queue: cancelQueued ends a queued task at once; a claimed one is left to its owner', async () => {
+      const { store } = await open();
+      const a = await store.create(newTask({ queued: true, owner: null, createdAt: Date.now() - 2 }));
+      const b = await store.create(newTask({ queued: true, owner: null, createdAt: Date.now() - 1 }));
+      const done = await store.cancelQueued(a.record.taskId, 1234, 'Cancelled before it started');
+      assert.deepEqual([done?.status, done?.queuedAt, done?.cancelRequestedAt, done?.statusMessage], ['cancelled', null, 1234, 'Cancelled before it started']);
+      assert.equal(await store.cancelQueued(a.record.taskId, 1235, 'again'), undefined, 'terminal: nothing to do');
+      const claimed = await store.claimQueued({ owner: 'r1', now: Date.now(), tools: ['build'], limits: {} });
+      assert.equal(claimed?.taskId, b.record.taskId);
+      assert.equal(await store.cancelQueued(b.record.taskId, 1236, 'x'), undefined, 'claimed: its owner cancels it');
+      const swept = await store.create(newTask({ queued: true, owner: null, createdAt: Date.now() - 10_000, ttlMs: 1000 }));
+      const r = await store.sweep(Date.now(), 1000, 100);
+      assert.deepEqual(r.expired.map((e) => [e.taskId, e.queued]), [[swept.record.taskId, true]]);
+    });
+
+    it('sharedSecret: generated once, the same for every connection, even when asked at once', async () => {
+      const { store, location } = await open();
+      const { store: other } = await open(location);
+      const values = await Promise.all([store, other, store, other].map((s, i) => s.sharedSecret('request-state', () => `secret-${i}`)));
+      assert.equal(new Set(values).size, 1);
+      assert.equal(await other.sharedSecret('request-state', () => 'late'), values[0]);
+      assert.equal(await store.sharedSecret('another', () => 'b'), 'b');
     });
   });
 }

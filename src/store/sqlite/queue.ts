@@ -1,0 +1,66 @@
+/**
+ * The run queue on SQLite: its statements, one per transition. The processes sharing one file take turns on its
+ * write lock, so a claim (one UPDATE run inside the store's write transaction) sees every claim before it and
+ * the deployment-wide tool limits hold exactly. The claim rule is rules.nextClaim, stated in SQL.
+ */
+import type Database from 'better-sqlite3';
+import type { QueueClaim } from '../types.js';
+
+const RUNNING = `r.owner IS NOT NULL AND r.status IN ('working','input_required')`;
+
+/**
+ * Principals with queued work, walked through the (principal, queued_at) index one principal at a time (a loose
+ * index scan: the cost grows with the number of principals, not with the length of the queue); each one's oldest
+ * eligible task; of those, the one whose principal runs the fewest tasks, then the oldest.
+ */
+const CLAIM = `
+WITH RECURSIVE
+  principals(p) AS (
+    SELECT (SELECT principal FROM tasks WHERE queued_at IS NOT NULL ORDER BY principal LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.principal FROM tasks t WHERE t.queued_at IS NOT NULL AND t.principal > principals.p ORDER BY t.principal LIMIT 1)
+    FROM principals WHERE principals.p IS NOT NULL
+  ),
+  full_tools(tool) AS (
+    SELECT l.key FROM json_each(@limits) l WHERE (SELECT count(*) FROM tasks r WHERE ${RUNNING} AND r.tool = l.key) >= l.value
+  ),
+  heads(task_id) AS (
+    SELECT (SELECT q.task_id FROM tasks q
+      WHERE q.principal = principals.p AND q.queued_at IS NOT NULL AND q.cancel_requested_at IS NULL
+        AND (q.expires_at IS NULL OR q.expires_at > @now)
+        AND q.tool IN (SELECT value FROM json_each(@tools)) AND q.tool NOT IN (SELECT tool FROM full_tools)
+      ORDER BY q.queued_at, q.task_id LIMIT 1)
+    FROM principals WHERE principals.p IS NOT NULL
+  )
+UPDATE tasks SET owner = @owner, queued_at = NULL, status_message = NULL, updated_at = @now, version = version + 1
+WHERE task_id = (
+  SELECT t.task_id FROM heads h JOIN tasks t ON t.task_id = h.task_id
+  ORDER BY (SELECT count(*) FROM tasks r WHERE r.principal = t.principal AND ${RUNNING}), t.queued_at, t.task_id
+  LIMIT 1)
+RETURNING *`;
+
+export interface QueueStatements {
+  claim: Database.Statement;
+  cancel: Database.Statement;
+  depth: Database.Statement;
+  position: Database.Statement;
+}
+
+export function prepareQueue(db: Database.Database): QueueStatements {
+  return {
+    claim: db.prepare(CLAIM),
+    // Only while still queued: a task claimed meanwhile is cancelled through its owner instead.
+    cancel: db.prepare(`UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, @now), queued_at = NULL,
+        status_message = @statusMessage, updated_at = @now, version = version + 1
+      WHERE task_id = @taskId AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING *`),
+    depth: db.prepare('SELECT count(*) AS n FROM tasks WHERE queued_at IS NOT NULL'),
+    position: db.prepare(`SELECT (SELECT count(*) FROM tasks q WHERE q.queued_at IS NOT NULL
+        AND (q.queued_at < me.queued_at OR (q.queued_at = me.queued_at AND q.task_id < me.task_id))) + 1 AS n
+      FROM tasks me WHERE me.task_id = ? AND me.queued_at IS NOT NULL`),
+  };
+}
+
+/** The parameters of the claim statement. */
+export function claimParams(c: QueueClaim) {
+  return { owner: c.owner, now: c.now, tools: JSON.stringify(c.tools), limits: JSON.stringify(c.limits) };
+}
