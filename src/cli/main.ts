@@ -32,12 +32,22 @@ Options for serve:
   --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401
   --inline-budget-ms N     how long an auto call may run before it becomes a task (default 1000)
   --concurrency N          running handlers above which auto calls become tasks at once (default 64)
+  --max-running N          handlers running at once on this replica; calls over it wait in the run queue as
+                           tasks (or are refused with a retry time if they cannot be tasks) (default: no limit)
+  --tool-limit TOOL=N      at most N handlers of TOOL at once across every replica on the store (repeatable;
+                           give every replica the same); such a tool always runs as a task
+  --max-queued N           tasks waiting in the run queue (whole deployment) past which new calls are refused
+                           with a retry time, nothing stored (default 10000)
+  --queue-poll-ms N        period of the claim attempt that covers lost queue signals; on SQLite, how soon other
+                           processes on the file see queued work (default 1000)
+  --no-http                a worker replica: runs queued work (and recovery, sweeping), serves nothing
   --poll-interval-ms N     base pollIntervalMs advertised (default 500)
   --input-timeout-ms N     default deadline for input requests (default 900000)
   --sweep-interval-ms N    sweeper period (default 30000)
   --heartbeat-ms N         heartbeat / orphan check period (default 5000)
   --lease-ms N             a replica silent this long is dead and its tasks are taken over
-                           (default 30000; at least twice --heartbeat-ms)
+                           (default 30000; at least twice --heartbeat-ms; given alone, the heartbeat is a sixth
+                           of it, at most 5000)
   --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
   --max-body-bytes N       largest request body (default 1048576)
   --no-poll-limit          do not refuse over-polling
@@ -94,6 +104,11 @@ async function serve(argv: string[]): Promise<void> {
       bearer: { type: 'string', multiple: true },
       'inline-budget-ms': { type: 'string' },
       concurrency: { type: 'string' },
+      'max-running': { type: 'string' },
+      'tool-limit': { type: 'string', multiple: true },
+      'max-queued': { type: 'string' },
+      'queue-poll-ms': { type: 'string' },
+      'no-http': { type: 'boolean' },
       'poll-interval-ms': { type: 'string' },
       'input-timeout-ms': { type: 'string' },
       'sweep-interval-ms': { type: 'string' },
@@ -114,6 +129,14 @@ async function serve(argv: string[]): Promise<void> {
     if (i <= 0 || i === b.length - 1) fail(`--bearer must be TOKEN=PRINCIPAL, got "${b}"`);
     bearer[b.slice(0, i)] = b.slice(i + 1);
   }
+  const toolLimits: Record<string, number> = {};
+  for (const t of values['tool-limit'] ?? []) {
+    const m = /^(.+)=(\d+)$/.exec(t);
+    if (!m || Number(m[2]) < 1) fail(`--tool-limit must be TOOL=N with N >= 1, got "${t}"`);
+    if (m[1]! in toolLimits) fail(`--tool-limit names tool "${m[1]}" twice`);
+    toolLimits[m[1]!] = Number(m[2]);
+  }
+  if (values['no-http'] && values.stdio) fail('--no-http (a worker replica, serving nothing) and --stdio exclude each other');
   let mod: OutlastServerModule;
   try {
     const loaded = await import(pathToFileURL(resolve(modulePath)).href);
@@ -130,6 +153,10 @@ async function serve(argv: string[]): Promise<void> {
     ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
     ...opt('inlineBudgetMs', intFlag(values, 'inline-budget-ms')),
     ...opt('concurrencyLimit', intFlag(values, 'concurrency', 1)),
+    ...opt('maxRunning', intFlag(values, 'max-running', 1)),
+    ...opt('maxQueued', intFlag(values, 'max-queued', 1)),
+    ...opt('queuePollMs', intFlag(values, 'queue-poll-ms', 1)),
+    toolLimits,
     ...opt('defaultPollIntervalMs', intFlag(values, 'poll-interval-ms', 1)),
     ...opt('defaultInputTimeoutMs', intFlag(values, 'input-timeout-ms', 1)),
     ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
@@ -161,7 +188,10 @@ async function serve(argv: string[]): Promise<void> {
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
   try {
-    if (values.stdio) {
+    if (values['no-http']) {
+      await outlast.start();
+      process.stdout.write(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mod.info.name}\n`);
+    } else if (values.stdio) {
       stdio = await serveOutlastStdio(outlast, factory, (e) => log.error(e.message));
       log.info(`outlast serving ${mod.info.name} on stdio`);
     } else {

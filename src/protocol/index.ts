@@ -32,6 +32,13 @@ export const ErrorCode = {
  */
 export const RATE_LIMITED_CODE = -31429;
 
+/**
+ * Outlast's code for "this server has no capacity for the call now; nothing was stored or started": a full run
+ * queue, or a call that cannot become a task while every handler slot is taken. Same range as RATE_LIMITED_CODE;
+ * `data.retryAfterMs` says when to come back, `data.reason` is `queue_full` or `busy`.
+ */
+export const SERVER_BUSY_CODE = -31503;
+
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
 export const TERMINAL_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'cancelled'];
 export function isTerminal(status: TaskStatus): boolean {
@@ -109,6 +116,10 @@ export function missingTasksCapability(
     message,
     { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
   );
+}
+
+export function serverBusy(message: string, retryAfterMs: number, reason: 'queue_full' | 'busy'): TaskProtocolError {
+  return new TaskProtocolError(SERVER_BUSY_CODE, message, { retryAfterMs, reason });
 }
 
 /** Does this request's capability object declare the Tasks extension? */

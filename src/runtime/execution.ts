@@ -4,12 +4,12 @@
  */
 import { ErrorCode, TaskProtocolError, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
-import { TaskWriteRefused, type TaskRecord, type TaskStore } from '../store/types.js';
+import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type TaskRecord, type TaskStore } from '../store/types.js';
 import { TaskCancelledError, type ElicitOptions, type ElicitResult, type InputOptions, type TaskContext } from './context.js';
 import { newTaskId, requestHash } from './ids.js';
 import { waitForAnswers } from './input-wait.js';
 import { outcomeMessage, taskOutcome, type HandlerEnd } from './outcome.js';
-import type { CallContext, Logger, RegisteredTool } from './types.js';
+import type { CallContext, Logger, RegisteredTool, Slot } from './types.js';
 
 /** What an execution needs from the runtime that runs it. */
 export interface ExecutionHost {
@@ -29,6 +29,43 @@ export interface ExecutionHost {
   /** The execution is now a task running here (cancel signals for it must reach it), or no longer. */
   track(exec: Execution): void;
   untrack(taskId: string): void;
+  /** The task's outcome is committed (a slot of a deployment-wide limit may be free now). */
+  taskFinished(exec: Execution): void;
+}
+
+/** The row a call becomes: the tool's TTL, poll interval and retry-safety, and the hash behind an idempotency key. */
+export function newTaskFor(
+  host: Pick<ExecutionHost, 'defaultTtlMs' | 'defaultPollIntervalMs'>,
+  tool: RegisteredTool,
+  args: JsonObject,
+  call: CallContext,
+  row: { owner: string | null; statusMessage: string | null; retrySafe?: boolean | undefined; queued?: boolean },
+): NewTask {
+  const spec = tool.spec;
+  const key = call.idempotencyKey;
+  return {
+    taskId: newTaskId(),
+    principal: call.principal,
+    tool: tool.name,
+    args: call.preflight ? { ...args, preflight: call.preflight } : args,
+    statusMessage: row.statusMessage,
+    createdAt: Date.now(),
+    ttlMs: spec.ttlMs !== undefined ? spec.ttlMs : host.defaultTtlMs,
+    pollIntervalMs: spec.pollIntervalMs ?? host.defaultPollIntervalMs,
+    owner: row.owner,
+    ...(row.queued ? { queued: true } : {}),
+    retrySafe: row.retrySafe ?? spec.retrySafe ?? false,
+    idempotencyKey: key ?? null,
+    requestHash: key ? requestHash(tool.name, args) : null,
+    clientCapabilities: call.clientCapabilities,
+  };
+}
+
+/** What the caller hears when its task could not be stored (nothing was started). */
+export function creationFailure(e: unknown, log: Logger): TaskProtocolError {
+  if (e instanceof IdempotencyConflictError) return new TaskProtocolError(ErrorCode.InvalidParams, e.message, { existingTaskId: e.existingTaskId });
+  log.error('could not persist task', { error: String(e) });
+  return new TaskProtocolError(ErrorCode.InternalError, 'The task could not be stored; nothing was started. Retry the call.');
 }
 
 function deferred<T>() {
@@ -58,6 +95,8 @@ export class Execution implements TaskContext {
   private retrySafeOverride: boolean | undefined;
   /** When set, the outcome is not written (expired or shutdown: someone else decides). */
   abandoned = false;
+  /** The handler slot admission (or a queue claim) took for this run; used once the handler starts. */
+  slot: Slot | undefined;
 
   constructor(
     readonly rt: ExecutionHost,
@@ -123,25 +162,8 @@ export class Execution implements TaskContext {
   /** Persists the task (once). Resolves after the commit. */
   persist(): Promise<{ record: TaskRecord; created: boolean }> {
     if (!this.promotion) {
-      const now = Date.now();
-      const spec = this.tool.spec;
-      const key = this.call.idempotencyKey;
       this.promotion = this.rt.store
-        .create({
-          taskId: newTaskId(),
-          principal: this.call.principal,
-          tool: this.tool.name,
-          args: this.call.preflight ? { ...this.args, preflight: this.call.preflight } : this.args,
-          statusMessage: this.statusMessage,
-          createdAt: now,
-          ttlMs: spec.ttlMs !== undefined ? spec.ttlMs : this.rt.defaultTtlMs,
-          pollIntervalMs: spec.pollIntervalMs ?? this.rt.defaultPollIntervalMs,
-          owner: this.owner,
-          retrySafe: this.retrySafeOverride ?? spec.retrySafe ?? false,
-          idempotencyKey: key ?? null,
-          requestHash: key ? requestHash(this.tool.name, this.args) : null,
-          clientCapabilities: this.call.clientCapabilities,
-        })
+        .create(newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride }))
         .then((r) => {
           if (r.created) {
             this.taskId = r.record.taskId;
@@ -281,6 +303,7 @@ export class Execution implements TaskContext {
       try {
         await this.rt.store.finish(taskId, this.owner, outcome, message, Date.now());
         this.rt.publish(taskId);
+        this.rt.taskFinished(this);
         return;
       } catch (e) {
         if (e instanceof TaskWriteRefused) {

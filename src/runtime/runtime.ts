@@ -9,15 +9,16 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { ErrorCode, TaskProtocolError, isTerminal, missingTasksCapability, type CreateTaskResult, type DetailedTask, type JsonObject } from '../protocol/index.js';
 import { LocalSignalBus, type SignalBus, type SignalKind } from '../store/local-bus.js';
-import { IdempotencyConflictError, TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore, type TaskView } from '../store/types.js';
+import { TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore, type TaskView } from '../store/types.js';
 import { TaskCancelledError } from './context.js';
-import { Execution, type ExecutionHost } from './execution.js';
+import { Execution, creationFailure, type ExecutionHost } from './execution.js';
 import { validateInputResponses } from './input.js';
 import { inlineOutcome, taskOutcome, type HandlerEnd } from './outcome.js';
 import { DEFAULT_POLL_LIMIT, DEFAULT_POLL_POLICY, PollGovernor, advertisedPollInterval, type PollPolicy } from './poll.js';
+import { RunQueue, type QueueHost } from './queue.js';
 import { Recovery, type RecoveryHost } from './recovery.js';
 import { sweepExpired, type SweepHost } from './sweeper.js';
-import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, ToolSpec } from './types.js';
+import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, Slot, ToolSpec } from './types.js';
 import { silentLogger } from './types.js';
 import { watchView } from './watch.js';
 import { checkTaskId, createResult, detailedTask, owned } from './wire.js';
@@ -28,7 +29,7 @@ export { toolErrorResult } from './outcome.js';
 
 const DAY = 86_400_000;
 
-export class TaskRuntime extends EventEmitter implements ExecutionHost, RecoveryHost, SweepHost {
+export class TaskRuntime extends EventEmitter implements ExecutionHost, RecoveryHost, SweepHost, QueueHost {
   readonly store: TaskStore;
   readonly bus: SignalBus;
   readonly replicaId: string;
@@ -50,6 +51,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Task executions by id. */
   readonly running = new Map<string, Execution>();
   private readonly recovery: Recovery;
+  /** Admission control and the run queue (queue.ts). */
+  readonly queue: RunQueue;
   private timers: NodeJS.Timeout[] = [];
   private started: Promise<void> | undefined;
   private stopping = false;
@@ -71,11 +74,13 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     this.watchRecheckMs = options.watchRecheckMs ?? 5000;
     this.pollPolicy = { ...DEFAULT_POLL_POLICY, ...options.poll };
     this.governor = options.pollLimit === false ? undefined : new PollGovernor({ ...DEFAULT_POLL_LIMIT, ...options.pollLimit });
+    // Either of heartbeat and lease given alone implies a fitting other (a lease of six heartbeats).
+    const heartbeatMs = options.heartbeatMs ?? (options.leaseMs !== undefined ? Math.max(1, Math.min(5_000, Math.floor(options.leaseMs / 6))) : 5_000);
     this.opts = {
       sweepIntervalMs: options.sweepIntervalMs ?? 30_000,
       tombstoneRetentionMs: options.tombstoneRetentionMs ?? 7 * DAY,
-      heartbeatMs: options.heartbeatMs ?? 5_000,
-      leaseMs: options.leaseMs ?? 30_000,
+      heartbeatMs,
+      leaseMs: options.leaseMs ?? Math.max(30_000, 6 * heartbeatMs),
       maxAttempts: options.maxAttempts ?? 3,
       cancelOnExpiry: options.cancelOnExpiry ?? true,
     };
@@ -86,6 +91,15 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       throw new RangeError(`defaultTtlMs must be a positive integer number of milliseconds or null, got ${this.defaultTtlMs}`);
     }
     this.recovery = new Recovery(this, this.opts);
+    for (const [name, n] of [['maxRunning', options.maxRunning], ['maxQueued', options.maxQueued], ['queuePollMs', options.queuePollMs]] as const) {
+      if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`${name} must be an integer >= 1, got ${n}`);
+    }
+    this.queue = new RunQueue(this, {
+      maxRunning: options.maxRunning ?? Infinity,
+      toolLimits: { ...options.toolLimits },
+      maxQueued: options.maxQueued ?? 10_000,
+      queuePollMs: options.queuePollMs ?? 1000,
+    });
     // One listener for the cancels of every task running here (not one subscription per task).
     const cancels = this.bus.subscribeAll((sig) => sig.kind === 'cancel' && this.onCancelSignal(sig.taskId));
     // After a gap in the signals (the bus reconnected), look for cancels recorded meanwhile at once.
@@ -112,6 +126,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   tool(name: string): RegisteredTool | undefined {
     return this.tools.get(name);
   }
+  toolNames(): string[] {
+    return [...this.tools.keys()];
+  }
 
   publish(taskId: string, kind: SignalKind = 'changed'): void {
     this.bus.publish({ taskId, kind });
@@ -126,9 +143,14 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** A handler started (inline or as a task). */
   handlerStarted(exec: Execution): void {
     this.executions.add(exec);
+    this.queue.started(exec);
   }
   handlerEnded(exec: Execution): void {
     this.executions.delete(exec);
+    this.queue.ended(exec);
+  }
+  taskFinished(exec: Execution): void {
+    this.queue.finished(exec.tool.name);
   }
   /** A task now runs here: a cancel signal for it (from any replica) reaches its handler (see onCancelSignal). */
   track(exec: Execution): void {
@@ -140,10 +162,12 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   // ---- RecoveryHost / SweepHost ----------------------------------------------------------------------------
 
-  /** Re-runs the handler of a task this replica took over. */
-  rerun(rec: TaskRecord, tool: RegisteredTool): void {
+  /** Runs the handler of a task this replica now owns: taken over from a dead replica, or claimed from the queue
+   *  (in the slot the claim took). */
+  rerun(rec: TaskRecord, tool: RegisteredTool, slot?: Slot): void {
     const { preflight, ...args } = rec.args as JsonObject & { preflight?: JsonObject };
     const exec = new Execution(this, tool, args, { principal: rec.principal, clientCapabilities: rec.clientCapabilities, tasksDeclared: true, preflight }, rec);
+    exec.slot = slot;
     this.track(exec);
     exec.start();
     void exec.done.then((r) => exec.settle(r));
@@ -190,6 +214,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       await this.bus.start?.();
       await this.recovery.register();
       await this.recovery.recover();
+      this.queue.start();
       const hb = setInterval(() => void this.recovery.tick(), this.opts.heartbeatMs);
       const sw = setInterval(() => void this.sweep().catch((e) => this.log.error('sweep failed', { error: String(e) })), this.opts.sweepIntervalMs);
       hb.unref();
@@ -215,6 +240,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
+    this.queue.stop();
     if (!this.started) return;
     await this.started.catch(() => undefined);
     const deadline = Date.now() + drainMs;
@@ -259,11 +285,17 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 255)) {
       throw new TaskProtocolError(ErrorCode.InvalidParams, '_meta["outlast/idempotencyKey"] must be a non-empty string of at most 255 characters');
     }
+    const admitted = this.queue.admit(tool, asTask);
+    if (admitted === 'queue') return this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key });
     const exec = new Execution(this, tool, args, { ...cc, idempotencyKey: key });
+    exec.slot = admitted;
 
     if (asTask && (policy === 'always' || key !== undefined || this.executions.size >= this.concurrencyLimit)) {
       const p = await this.persistOrThrow(exec);
-      if (!p.created) return { kind: 'task', task: this.createResult(p.record) };
+      if (!p.created) {
+        this.queue.release(exec.slot);
+        return { kind: 'task', task: this.createResult(p.record) };
+      }
       exec.start();
       void exec.done.then((r) => exec.settle(r));
       return { kind: 'task', task: this.createResult(p.record) };
@@ -300,9 +332,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     } catch (e) {
       exec.abandoned = true;
       exec.abort(new TaskCancelledError('shutdown'));
-      if (e instanceof IdempotencyConflictError) throw new TaskProtocolError(ErrorCode.InvalidParams, e.message, { existingTaskId: e.existingTaskId });
-      this.log.error('could not persist task', { error: String(e) });
-      throw new TaskProtocolError(ErrorCode.InternalError, 'The task could not be stored; nothing was started. Retry the call.');
+      this.queue.release(exec.slot);
+      throw creationFailure(e, this.log);
     }
   }
 
@@ -340,7 +371,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   }
 
   async getTask(taskId: unknown, principal: string): Promise<DetailedTask> {
-    return this.wireTask(await this.pollView(taskId, principal), Date.now());
+    return this.wireTask(await this.queue.withPosition(await this.pollView(taskId, principal)), Date.now());
   }
 
   async updateTask(taskId: unknown, principal: string, inputResponses: unknown): Promise<{ accepted: string[] }> {
@@ -358,10 +389,24 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   async cancelTask(taskId: unknown, principal: string): Promise<void> {
     const rec = await this.lookup(taskId, principal);
     if (isTerminal(rec.status)) return;
+    if (rec.queuedAt !== null && (await this.queue.cancelQueued(rec.taskId))) return;
     await this.store.requestCancel(rec.taskId, Date.now());
     this.publish(rec.taskId, 'cancel');
     const exec = this.running.get(rec.taskId);
     if (exec) exec.abort(new TaskCancelledError('cancelled'));
+  }
+
+  /** Why a call of tool `name` would be refused for capacity now, before anything is stored (synchronous). */
+  capacityRefusal(name: string, tasksDeclared: boolean): TaskProtocolError | undefined {
+    return this.queue.refusal(name, tasksDeclared);
+  }
+
+  /** A secret every replica on this store shares (e.g. the key sealing MRTR requestState): generated once, kept in
+   *  the store. Usable before start(). */
+  async sharedSecret(name: string): Promise<string> {
+    if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) throw new RangeError(`sharedSecret: name must be 1 to 64 letters, digits, ".", "_" or "-", got "${name}"`);
+    await this.store.init();
+    return this.store.sharedSecret(name, () => randomBytes(32).toString('base64url'));
   }
 
   /** Calls `listener` with the stored view now and after every change, until unsubscribed. */

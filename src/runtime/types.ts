@@ -23,7 +23,18 @@ export interface ToolSpec<Args = JsonObject> {
   pollIntervalMs?: number;
   /** Default deadline for input requests, ms. */
   inputTimeoutMs?: number;
+  /** Handlers of this tool running at once: `perReplica` on each replica, `deployment` across every replica on the
+   *  store (a tool with a deployment-wide limit always runs as a task, claimed from the run queue). Calls over a
+   *  limit wait in the run queue. Default: no limit but the runtime's maxRunning. */
+  limit?: { perReplica?: number; deployment?: number };
   handler: ToolHandler<Args>;
+}
+
+/** A handler slot on this replica, taken by admission (or a claim) before the handler starts. */
+export interface Slot {
+  readonly tool: string;
+  /** The handler started in it (or it was given back). */
+  used: boolean;
 }
 
 export interface RegisteredTool {
@@ -64,6 +75,18 @@ export interface RuntimeOptions {
   inlineBudgetMs?: number;
   /** Handlers running at once on this replica above which new `auto` calls become tasks at once. Default 64. */
   concurrencyLimit?: number;
+  /** Handlers running at once on this replica (inline and tasks); calls over it wait in the run queue as tasks, or
+   *  are refused with a retry time when they cannot become a task. Default: no limit. */
+  maxRunning?: number;
+  /** Deployment-wide limits: tool name -> most handlers of it running at once across every replica (overrides the
+   *  tool's own `limit.deployment`). Give every replica the same. */
+  toolLimits?: Record<string, number>;
+  /** Tasks waiting in the run queue (the whole deployment) past which new calls are refused with a retry time
+   *  (nothing stored). Default 10,000. */
+  maxQueued?: number;
+  /** Period of the claim attempt that covers lost queue signals (and, on SQLite, the only way other processes on
+   *  the file learn of queued work). Default 1000 ms. */
+  queuePollMs?: number;
   /** Base poll interval advertised when a tool gives none. Default 500 ms. */
   defaultPollIntervalMs?: number;
   poll?: Partial<PollPolicy>;
@@ -81,8 +104,9 @@ export interface RuntimeOptions {
   tombstoneRetentionMs?: number;
   /** Heartbeat and orphan check period. Default 5 s. */
   heartbeatMs?: number;
-  /** A replica whose heartbeat is older than this is dead and its tasks are taken over. Default 30 s. Must exceed
-   *  heartbeatMs by a margin (at least twice). */
+  /** A replica whose heartbeat is older than this is dead and its tasks are taken over. Default 30 s, or six
+   *  heartbeats when only heartbeatMs is given. Must exceed heartbeatMs by a margin (at least twice). Given alone,
+   *  the heartbeat is derived from it (a sixth, at most 5 s). */
   leaseMs?: number;
   /** Default for ToolSpec.maxAttempts. Default 3. */
   maxAttempts?: number;

@@ -1,7 +1,8 @@
 /**
  * Streamable HTTP for Outlast: node:http in front of the SDK's createMcpHandler. Adds what the SDK has no seam
  * for: static bearer tokens, a documented body limit with a JSON-RPC error, refusal of over-polling (HTTP 429
- * with Retry-After), and `subscriptions/listen` with `taskIds` pushing `notifications/tasks`.
+ * with Retry-After), refusal of calls the server has no capacity for (HTTP 503 with Retry-After), and
+ * `subscriptions/listen` with `taskIds` pushing `notifications/tasks`.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -163,6 +164,16 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
             jsonRpcError(res, 429, msg.id, RATE_LIMITED_CODE, `Polling faster than the advertised pollIntervalMs; retry in ${waitMs} ms`, { retryAfterMs: waitMs }, {
               'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))),
             });
+            return;
+          }
+        }
+        if (msg.method === 'tools/call' && typeof msg.params?.name === 'string') {
+          // No capacity for it now (nothing stored): 503 with Retry-After before the SDK dispatches it.
+          const caps = (msg.params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META];
+          const busy = outlast.runtime.capacityRefusal(msg.params.name, declaresTasks(caps));
+          if (busy) {
+            const waitMs = (busy.data as { retryAfterMs: number }).retryAfterMs;
+            jsonRpcError(res, 503, msg.id, busy.code, busy.message, busy.data, { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) });
             return;
           }
         }

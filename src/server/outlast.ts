@@ -121,6 +121,15 @@ export class Outlast {
     return this.runtime.stop(drainMs);
   }
 
+  /**
+   * A secret every replica on this store shares, generated once and kept in the store: e.g. the key that seals MRTR
+   * `requestState` (createRequestStateCodec), so a second round may reach any replica with no secret to distribute.
+   * Anyone who can read the store can read it. Callable in `setup`, before start.
+   */
+  sharedSecret(name: string): Promise<string> {
+    return this.runtime.sharedSecret(name);
+  }
+
   principal(ctx: ServerContext): string {
     return this.principalOf(ctx.http?.authInfo);
   }

@@ -28,8 +28,8 @@ export interface PgSignalBusOptions {
   onError?: (message: string) => void;
 }
 
-const KIND_CODE: Record<SignalKind, string> = { changed: 'c', cancel: 'x', input: 'i' };
-const CODE_KIND: Record<string, SignalKind> = { c: 'changed', x: 'cancel', i: 'input' };
+const KIND_CODE: Record<SignalKind, string> = { changed: 'c', cancel: 'x', input: 'i', queue: 'q' };
+const CODE_KIND: Record<string, SignalKind> = { c: 'changed', x: 'cancel', i: 'input', q: 'queue' };
 
 export class PgSignalBus implements SignalBus {
   private readonly local = new LocalSignalBus();

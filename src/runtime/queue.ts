@@ -1,0 +1,320 @@
+/**
+ * Capacity: admission control and the run queue.
+ *
+ * - Admission (synchronous, per call): a call starts here now when this replica has a free handler slot
+ *   (`maxRunning`, and the tool's `limit.perReplica`) and nothing waits in the queue; otherwise a call that can
+ *   become a task is stored queued (persist, then answer, as always) and any replica with room claims it; a call
+ *   that cannot become a task is refused with a retry time (never accepted and then dropped). A tool with a
+ *   deployment-wide limit always goes through the queue: only the store can count its runs everywhere.
+ * - Back-pressure: past `maxQueued` tasks waiting in the whole deployment, new calls are refused with a retry time.
+ * - Draining: one claim at a time (the store's claim rule: oldest first, fair between principals, never a cancelled
+ *   or expired task, deployment-wide limits respected), whenever a slot frees here, queued work or a freed
+ *   deployment-wide slot is signalled by any replica, or the slow fallback poll fires.
+ */
+import { missingTasksCapability, serverBusy, type CreateTaskResult, type JsonObject, type TaskProtocolError } from '../protocol/index.js';
+import { QUEUE_SIGNAL_ID, type SignalBus, type SignalKind } from '../store/local-bus.js';
+import type { TaskRecord, TaskStore, TaskView } from '../store/types.js';
+import { creationFailure, newTaskFor, type Execution } from './execution.js';
+import type { CallContext, Logger, RegisteredTool, Slot } from './types.js';
+
+/** What the queue needs from the runtime. */
+export interface QueueHost {
+  readonly store: TaskStore;
+  readonly bus: SignalBus;
+  readonly log: Logger;
+  readonly replicaId: string;
+  readonly isStopping: boolean;
+  readonly defaultTtlMs: number | null;
+  readonly defaultPollIntervalMs: number;
+  tool(name: string): RegisteredTool | undefined;
+  toolNames(): string[];
+  publish(taskId: string, kind?: SignalKind): void;
+  createResult(rec: TaskRecord): CreateTaskResult;
+  /** Runs the handler of a task this replica now owns, in `slot`. */
+  rerun(rec: TaskRecord, tool: RegisteredTool, slot?: Slot): void;
+}
+
+export interface CapacityOptions {
+  maxRunning: number;
+  toolLimits: Record<string, number>;
+  maxQueued: number;
+  queuePollMs: number;
+}
+
+const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, Math.round(x)));
+
+export class RunQueue {
+  /** Handlers running here, and slots taken for handlers about to start. */
+  private running = 0;
+  private reserved = 0;
+  /** Per tool: running here plus reserved. */
+  private readonly perTool = new Map<string, number>();
+  private readonly startedAt = new WeakMap<Execution, number>();
+  /** Mean handler run time here (ms, moving average): the basis of the retry times we give. */
+  private runMs = 0;
+  /** Queued work may be claimable: try claims (set by wakes; cleared by a claim that found nothing). */
+  private waiting = false;
+  /** Work is known to wait in the queue (we or another replica queued some, or our last claim took a task), so a
+   *  new call that can wait queues behind it instead of taking a free slot first. */
+  private backlog = false;
+  /** Counts wakes, so a claim that found nothing does not clear a wake that arrived while it ran. */
+  private wakes = 0;
+  private draining = false;
+  /** Tools a claim in flight may take (their per-replica room counts it already). */
+  private claiming: ReadonlySet<string> = new Set();
+  /** Depth of the queue: the last store read, plus what was queued here since (an estimate between reads). */
+  private depth = 0;
+  private depthReadAt = 0;
+  private depthRead: Promise<number> | undefined;
+  private enqueued = 0;
+  private enqueuing = 0;
+  private timer: NodeJS.Timeout | undefined;
+  /** Claims are failing (store unreachable): said once, not at every poll. */
+  private claimsFailing = false;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly host: QueueHost, private readonly opts: CapacityOptions) {
+    const signals = host.bus.subscribeAll((s) => s.kind === 'queue' && this.wake(true));
+    const resyncs = host.bus.onResync?.(() => this.wake());
+    this.unsubscribe = () => {
+      signals();
+      resyncs?.();
+    };
+  }
+
+  /** Checks the limits against the tools defined, and starts the fallback poll. */
+  start(): void {
+    for (const [name, n] of Object.entries(this.opts.toolLimits)) {
+      const tool = this.host.tool(name);
+      if (!tool) throw new Error(`A deployment-wide limit names tool "${name}", which this server does not define (defined: ${this.host.toolNames().join(', ') || 'none'})`);
+      if (!Number.isInteger(n) || n < 1) throw new RangeError(`The deployment-wide limit of tool "${name}" must be an integer >= 1, got ${n}`);
+    }
+    for (const name of this.host.toolNames()) {
+      const spec = this.host.tool(name)!.spec;
+      if (this.deploymentLimit(name) !== undefined && spec.policy === 'never') {
+        throw new RangeError(`Tool "${name}" has a deployment-wide limit but policy "never": such a tool runs only as a task (claimed from the run queue)`);
+      }
+    }
+    this.timer = setInterval(() => this.wake(), this.opts.queuePollMs);
+    this.timer.unref();
+    this.wake();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.unsubscribe();
+  }
+
+  private deploymentLimit(tool: string): number | undefined {
+    return this.opts.toolLimits[tool] ?? this.host.tool(tool)?.spec.limit?.deployment;
+  }
+
+  private limits(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const name of this.host.toolNames()) {
+      const n = this.deploymentLimit(name);
+      if (n !== undefined) out[name] = n;
+    }
+    return out;
+  }
+
+  private hasRoom(tool: string): boolean {
+    if (this.running + this.reserved >= this.opts.maxRunning) return false;
+    const perReplica = this.host.tool(tool)?.spec.limit?.perReplica;
+    return perReplica === undefined || (this.perTool.get(tool) ?? 0) + (this.claiming.has(tool) ? 1 : 0) < perReplica;
+  }
+
+  private take(tool: string): Slot {
+    this.reserved++;
+    this.perTool.set(tool, (this.perTool.get(tool) ?? 0) + 1);
+    return { tool, used: false };
+  }
+
+  /** Gives back a slot whose handler never started (no-op once used). */
+  release(slot: Slot | undefined): void {
+    if (!slot || slot.used) return;
+    slot.used = true;
+    this.reserved--;
+    this.perTool.set(slot.tool, (this.perTool.get(slot.tool) ?? 1) - 1);
+    this.wake();
+  }
+
+  // ---- admission ------------------------------------------------------------------------------------------
+
+  /** Why a call of `tool` would be refused now without storing anything (undefined: it would not be). Synchronous,
+   *  so the HTTP front can answer 503 with Retry-After before the request is dispatched. */
+  refusal(name: string, tasksDeclared: boolean): TaskProtocolError | undefined {
+    const tool = this.host.tool(name);
+    if (!tool) return undefined;
+    const asTask = tasksDeclared && tool.spec.policy !== 'never';
+    if (!asTask) return this.deploymentLimit(name) === undefined && !this.hasRoom(name) ? this.busy() : undefined;
+    const queues = this.deploymentLimit(name) !== undefined || this.backlog || !this.hasRoom(name);
+    // Only on a recent reading: a stale one must not keep refusing while other replicas drain the queue.
+    const recent = Date.now() - this.depthReadAt < 1000;
+    return queues && recent && this.depth >= this.opts.maxQueued ? this.queueFull(this.depth) : undefined;
+  }
+
+  /** A slot for a call to start here now, or 'queue'. Throws when the call can neither start nor wait. */
+  admit(tool: RegisteredTool, asTask: boolean): Slot | 'queue' {
+    if (this.deploymentLimit(tool.name) !== undefined) {
+      if (asTask) return 'queue';
+      throw missingTasksCapability(
+        `Tool "${tool.name}" is limited across the deployment (at most ${this.deploymentLimit(tool.name)} at once), so it runs only as a task; declare the io.modelcontextprotocol/tasks extension`,
+      );
+    }
+    // Work already waiting goes first: a new call that can wait joins the queue behind it.
+    if (this.hasRoom(tool.name) && !(asTask && this.backlog)) return this.take(tool.name);
+    if (asTask) return 'queue';
+    throw this.busy();
+  }
+
+  private busy(): TaskProtocolError {
+    const ms = clamp(this.runMs || 1000, 500, 30_000);
+    return serverBusy(`Every handler slot of this server is taken (${this.opts.maxRunning}) and this call cannot wait as a task; retry in ${ms} ms`, ms, 'busy');
+  }
+
+  private queueFull(depth: number): TaskProtocolError {
+    const perSlot = Number.isFinite(this.opts.maxRunning) ? Math.ceil(depth / this.opts.maxRunning) : 1;
+    const ms = clamp((this.runMs || 1000) * perSlot, 1000, 60_000);
+    return serverBusy(`The run queue is full (${depth} tasks waiting, at most ${this.opts.maxQueued}); nothing was stored. Retry in ${ms} ms`, ms, 'queue_full');
+  }
+
+  /** The depth of the queue counting what this replica queued since the read began (one store read at a time). */
+  private async depthNow(): Promise<number> {
+    const since = this.enqueued;
+    const inFlight = this.enqueuing;
+    this.depthRead ??= this.host.store.queueDepth().finally(() => (this.depthRead = undefined));
+    const stored = await this.depthRead;
+    // Conservative: what was in flight when the read began may or may not be in it.
+    this.depth = stored + inFlight + (this.enqueued - since);
+    this.depthReadAt = Date.now();
+    return this.depth;
+  }
+
+  /** Stores the call as a queued task (after the back-pressure check) and answers its CreateTaskResult. */
+  async enqueue(tool: RegisteredTool, args: JsonObject, call: CallContext): Promise<{ kind: 'task'; task: CreateTaskResult }> {
+    const depth = await this.depthNow();
+    if (depth >= this.opts.maxQueued) throw this.queueFull(depth);
+    this.enqueued++;
+    this.enqueuing++;
+    let created: { record: TaskRecord; created: boolean };
+    try {
+      created = await this.host.store.create(newTaskFor(this.host, tool, args, call, { owner: null, statusMessage: queuedMessage(depth + 1), queued: true }));
+    } catch (e) {
+      throw creationFailure(e, this.host.log);
+    } finally {
+      this.enqueuing--;
+    }
+    if (created.created) {
+      this.depth++;
+      this.host.publish(QUEUE_SIGNAL_ID, 'queue');
+    }
+    return { kind: 'task', task: this.host.createResult(created.record) };
+  }
+
+  /** A queued task's view with its current place in the queue as the status message (read, never written: fresh on
+   *  every poll without a write per position change). */
+  async withPosition<V extends TaskView>(view: V): Promise<V> {
+    if (view.queuedAt === null) return view;
+    const position = await this.host.store.queuePosition(view.taskId);
+    return position === undefined ? view : { ...view, statusMessage: queuedMessage(position) };
+  }
+
+  /** tasks/cancel of a queued task: cancelled at once, never started. false: it was claimed meanwhile. */
+  async cancelQueued(taskId: string): Promise<boolean> {
+    const rec = await this.host.store.cancelQueued(taskId, Date.now(), 'Cancelled before it started');
+    if (!rec) return false;
+    this.depth = Math.max(0, this.depth - 1);
+    this.host.publish(taskId);
+    return true;
+  }
+
+  // ---- the handlers running here ----------------------------------------------------------------------------
+
+  started(exec: Execution): void {
+    const slot = exec.slot;
+    if (slot && !slot.used) {
+      slot.used = true;
+      this.reserved--;
+    } else this.perTool.set(exec.tool.name, (this.perTool.get(exec.tool.name) ?? 0) + 1);
+    this.running++;
+    this.startedAt.set(exec, Date.now());
+  }
+
+  ended(exec: Execution): void {
+    this.running--;
+    this.perTool.set(exec.tool.name, (this.perTool.get(exec.tool.name) ?? 1) - 1);
+    const since = this.startedAt.get(exec);
+    if (since !== undefined) {
+      const ms = Date.now() - since;
+      this.runMs = this.runMs ? this.runMs * 0.8 + ms * 0.2 : ms;
+    }
+    if (this.waiting) this.drain();
+  }
+
+  /** A task's outcome is committed: if its tool is limited deployment-wide, a slot may be free on any replica. */
+  finished(tool: string): void {
+    if (this.deploymentLimit(tool) !== undefined) this.host.publish(QUEUE_SIGNAL_ID, 'queue');
+  }
+
+  // ---- draining -------------------------------------------------------------------------------------------
+
+  /** Queued work may be claimable (`known`: it certainly is): claim while this replica has room. */
+  wake(known = false): void {
+    if (known) this.backlog = true;
+    this.waiting = true;
+    this.wakes++;
+    this.drain();
+  }
+
+  private drain(): void {
+    if (this.draining || this.host.isStopping) return;
+    this.draining = true;
+    void this.drainLoop().then(
+      () => {
+        this.draining = false;
+        if (this.claimsFailing) {
+          this.claimsFailing = false;
+          this.host.log.info('queued work can be claimed again');
+        }
+        // A wake that came while the loop was finishing.
+        if (this.waiting && this.host.toolNames().some((t) => this.hasRoom(t))) this.drain();
+      },
+      (e) => {
+        this.draining = false;
+        if (!this.claimsFailing) this.host.log.warn('could not claim queued work; retrying at every poll until the store answers', { error: String(e) });
+        this.claimsFailing = true;
+      },
+    );
+  }
+
+  private async drainLoop(): Promise<void> {
+    while (this.waiting && !this.host.isStopping) {
+      const tools = this.host.toolNames().filter((t) => this.hasRoom(t));
+      if (tools.length === 0) return; // a slot freeing here drains again
+      const wakes = this.wakes;
+      // A slot is held while the claim is in flight, so admission cannot hand it out meanwhile.
+      this.reserved++;
+      this.claiming = new Set(tools);
+      let rec: TaskRecord | undefined;
+      try {
+        rec = await this.host.store.claimQueued({ owner: this.host.replicaId, now: Date.now(), tools, limits: this.limits() });
+      } finally {
+        this.reserved--;
+        this.claiming = new Set();
+      }
+      if (!rec) {
+        if (this.wakes === wakes) this.waiting = this.backlog = false;
+        continue;
+      }
+      this.backlog = true;
+      this.depth = Math.max(0, this.depth - 1);
+      this.host.publish(rec.taskId);
+      this.host.rerun(rec, this.host.tool(rec.tool)!, this.take(rec.tool));
+    }
+  }
+}
+
+export function queuedMessage(position: number): string {
+  return `Queued: position ${position}, waiting for a free handler slot`;
+}
