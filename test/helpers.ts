@@ -118,6 +118,7 @@ export function tempDir(prefix = 'outlast-test-'): string {
 }
 
 export interface ServerProcess {
+  /** Where it listens (a worker started with --no-http: "replica ID"). */
   url: string;
   pid: number;
   proc: ChildProcess;
@@ -126,8 +127,11 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+/** Starts `outlast serve` and waits for its ready line: the URL it listens on, or (with --no-http) the worker's line. */
 export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServerProcess> {
-  const proc = spawn(process.execPath, [BIN, 'serve', opts.module ?? FIXTURES, '--port', '0', ...args], {
+  const worker = args.includes('--no-http');
+  const ready = worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on (\S+)/;
+  const proc = spawn(process.execPath, [BIN, 'serve', opts.module ?? FIXTURES, ...(worker ? [] : ['--port', '0']), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -146,7 +150,7 @@ export async function startServer(args: string[], opts: { module?: string; env?:
     const timer = setTimeout(() => rej(new Error(`server did not start in 15 s:\n${err}`)), 15_000);
     proc.stdout!.on('data', (d) => {
       out += d;
-      const m = /outlast listening on (\S+)/.exec(out);
+      const m = ready.exec(out);
       if (m) {
         clearTimeout(timer);
         res(m[1]!);

@@ -190,6 +190,8 @@ async function serve(argv: string[]): Promise<void> {
   try {
     if (values['no-http']) {
       await outlast.start();
+      // Nothing else holds the event loop open in a worker (the runtime's timers do not): stay until a signal.
+      setInterval(() => undefined, 3_600_000);
       process.stdout.write(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mod.info.name}\n`);
     } else if (values.stdio) {
       stdio = await serveOutlastStdio(outlast, factory, (e) => log.error(e.message));
