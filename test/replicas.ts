@@ -57,7 +57,7 @@ export async function startCluster(n: number, args: string[] = [], opts: { modul
 }
 
 /** A cluster started before the tests of the enclosing suite and stopped after them. */
-export function useCluster(n: number, args: string[] = [], opts: { module?: string } = {}): { readonly cluster: Cluster } {
+export function useCluster(n: number, args: string[] = [], opts: { module?: string; storeUrl?: string } = {}): { readonly cluster: Cluster } {
   let c: Cluster | undefined;
   before(async () => {
     c = await startCluster(n, args, opts);
