@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { BIN, FIXTURES, ROOT, callTool, getTask, rpc, sleep, startServer, tempDir, useServer, waitForTask } from './helpers.js';
+import { BIN, FIXTURES, ROOT, callTool, getTask, rpc, sleep, startServer, tempDir, textOf, useServer, waitForTask } from './helpers.js';
 import { busy, busyEvents, maxConcurrent, waitForEnds } from './busy-log.js';
 
 const NO_TASKS = { elicitation: {} };
@@ -142,6 +142,29 @@ describe('the processes on one SQLite file share the limits (an HTTP replica and
     } finally {
       await worker.stop();
       await http.stop();
+    }
+  });
+});
+
+describe('processes on one store share the key that seals MRTR requestState (kept in the store)', () => {
+  it('a second round carried to another process of the store is accepted; one sent to another store is refused', async () => {
+    const dir = tempDir();
+    const [a, b, other] = await Promise.all([
+      startServer(['--store', `sqlite:${join(dir, 'tasks.db')}`]),
+      startServer(['--store', `sqlite:${join(dir, 'tasks.db')}`]),
+      startServer(['--store', `sqlite:${join(dir, 'other.db')}`]),
+    ]);
+    try {
+      const tool = 'test_input_required_result_request_state';
+      const first = await callTool(a.url, tool, {}, { caps: NO_TASKS });
+      assert.equal(first.result.resultType, 'input_required');
+      const second = { name: tool, arguments: {}, inputResponses: { confirm: { action: 'accept', content: { ok: true } } }, requestState: first.result.requestState };
+      const onB = await rpc(b.url, 'tools/call', second, { caps: NO_TASKS });
+      assert.match(textOf(onB.result), /^state-ok: requestState verified/);
+      const elsewhere = await rpc(other.url, 'tools/call', second, { caps: NO_TASKS });
+      assert.equal(elsewhere.error?.code, -32602, 'another store holds another key');
+    } finally {
+      await Promise.all([a.stop(), b.stop(), other.stop()]);
     }
   });
 });

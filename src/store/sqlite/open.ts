@@ -37,10 +37,11 @@ export function openSqlite(path: string, o: OpenSqliteOptions): Database.Databas
   db.pragma(`busy_timeout = ${o.busyTimeoutMs ?? 5000}`);
   db.pragma('foreign_keys = ON');
   db.exec(`CREATE TABLE IF NOT EXISTS ${o.migrationsTable} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
-  const applied = new Set((db.prepare(`SELECT version FROM ${o.migrationsTable}`).all() as Array<{ version: number }>).map((r) => r.version));
+  const applied = db.prepare(`SELECT 1 FROM ${o.migrationsTable} WHERE version = ?`);
   for (const m of o.migrations) {
-    if (applied.has(m.version)) continue;
+    // Checked under the write lock: processes opening a new file together apply each migration once.
     db.transaction(() => {
+      if (applied.get(m.version)) return;
       db.exec(m.sql);
       db.prepare(`INSERT INTO ${o.migrationsTable} (version, applied_at) VALUES (?, ?)`).run(m.version, Date.now());
     }).immediate();
