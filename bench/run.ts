@@ -29,6 +29,8 @@
  *       compared with the configured lease.
  *   (i) tasks/get p50/p99 over HTTP against a replica whose schema holds 1,000,000 tasks vs one holding 1,000
  *       (random ids, alternating rounds). Target p99 ratio <= 2.
+ *   (p), (q) the run queue (bench/queue-rows.ts): tasks started/s from a full queue vs a bare SKIP LOCKED claim loop
+ *       (target ratio >= 0.7); start latency of a queued task once capacity frees on another replica (p99 < 50 ms).
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -38,13 +40,14 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,p,q)
  *   BENCH_PG_URL        PostgreSQL for (f)-(i) (default postgres://postgres@127.0.0.1:5432/test); schemas
  *                       bench_* are created and dropped
  *   BENCH_PG_POOL       pool size for (f), both sides (default 16)
  *   BENCH_CANCELS, BENCH_TICKS   samples for (g) (default 300, 500)
  *   BENCH_LEASE_MS, BENCH_HEARTBEAT_MS, BENCH_TAKEOVER_TASKS, BENCH_TAKEOVER_ROUNDS   (h) (default 3000, 500, 20, 3)
  *   BENCH_BIG_TASKS     tasks in the big schema of (i) (default 1,000,000)
+ *   BENCH_QUEUE_TASKS, BENCH_QUEUE_SAMPLES   queued tasks drained per round of (p), samples of (q) (default 2000, 200)
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
  *   BENCH_PROFILE       "1": after the counted rounds, one extra pass per HTTP side and per in-process
@@ -73,6 +76,7 @@ import {
   type WireRequest,
 } from './common.js';
 import { clientBench } from './client-bench.js';
+import { queueLatency, queueStarts, type QueueBenchConfig } from './queue-rows.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -83,7 +87,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,p,q').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -683,6 +687,17 @@ async function main(): Promise<void> {
     if (ONLY.has('g')) await crossReplica();
     if (ONLY.has('h')) await takeovers();
     if (ONLY.has('i')) await getAtScaleRow(gen);
+    const queue: QueueBenchConfig = {
+      pgUrl: PG_URL,
+      rounds: ROUNDS,
+      tasks: Math.round(envNumber('BENCH_QUEUE_TASKS', 2000)),
+      samples: Math.round(envNumber('BENCH_QUEUE_SAMPLES', 200)),
+      schema: pgSchema,
+      dropSchemas: dropPgSchemas,
+      log,
+    };
+    if (ONLY.has('p')) rows.push(...(await queueStarts(queue)));
+    if (ONLY.has('q')) rows.push(...(await queueLatency(queue)));
   } finally {
     await gen.kill();
     await dropPgSchemas().catch((e) => log(`could not drop the bench schemas: ${(e as Error).message}`));

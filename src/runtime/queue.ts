@@ -39,6 +39,8 @@ export interface CapacityOptions {
   toolLimits: Record<string, number>;
   maxQueued: number;
   queuePollMs: number;
+  /** Most queued tasks one claim takes (when this replica has room for them). */
+  claimBatch: number;
 }
 
 const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, Math.round(x)));
@@ -60,8 +62,8 @@ export class RunQueue {
   /** Counts wakes, so a claim that found nothing does not clear a wake that arrived while it ran. */
   private wakes = 0;
   private draining = false;
-  /** Tools a claim in flight may take (their per-replica room counts it already). */
-  private claiming: ReadonlySet<string> = new Set();
+  /** The per-tool room a claim in flight was given (counted as taken until it returns). */
+  private claiming: Readonly<Record<string, number>> = {};
   /** Depth of the queue: the last store read, plus what was queued here since (an estimate between reads). */
   private depth = 0;
   private depthReadAt = 0;
@@ -118,10 +120,16 @@ export class RunQueue {
     return out;
   }
 
-  private hasRoom(tool: string): boolean {
-    if (this.running + this.reserved >= this.opts.maxRunning) return false;
+  /** How many more handlers of `tool` may start here now. */
+  private roomFor(tool: string): number {
+    const free = this.opts.maxRunning - this.running - this.reserved;
     const perReplica = this.host.tool(tool)?.spec.limit?.perReplica;
-    return perReplica === undefined || (this.perTool.get(tool) ?? 0) + (this.claiming.has(tool) ? 1 : 0) < perReplica;
+    if (perReplica === undefined) return Math.max(0, free);
+    return Math.max(0, Math.min(free, perReplica - (this.perTool.get(tool) ?? 0) - (this.claiming[tool] ?? 0)));
+  }
+
+  private hasRoom(tool: string): boolean {
+    return this.roomFor(tool) > 0;
   }
 
   private take(tool: string): Slot {
@@ -242,6 +250,8 @@ export class RunQueue {
   }
 
   ended(exec: Execution): void {
+    // A replica that was full may have sent work to the queue: its freed slot always looks there first.
+    const wasFull = !this.hasRoom(exec.tool.name);
     this.running--;
     this.perTool.set(exec.tool.name, (this.perTool.get(exec.tool.name) ?? 1) - 1);
     const since = this.startedAt.get(exec);
@@ -249,7 +259,8 @@ export class RunQueue {
       const ms = Date.now() - since;
       this.runMs = this.runMs ? this.runMs * 0.8 + ms * 0.2 : ms;
     }
-    if (this.waiting) this.drain();
+    if (wasFull) this.wake();
+    else if (this.waiting) this.drain();
   }
 
   /** A task's outcome is committed: if its tool is limited deployment-wide, a slot may be free on any replica. */
@@ -290,27 +301,34 @@ export class RunQueue {
 
   private async drainLoop(): Promise<void> {
     while (this.waiting && !this.host.isStopping) {
-      const tools = this.host.toolNames().filter((t) => this.hasRoom(t));
-      if (tools.length === 0) return; // a slot freeing here drains again
-      const wakes = this.wakes;
-      // A slot is held while the claim is in flight, so admission cannot hand it out meanwhile.
-      this.reserved++;
-      this.claiming = new Set(tools);
-      let rec: TaskRecord | undefined;
-      try {
-        rec = await this.host.store.claimQueued({ owner: this.host.replicaId, now: Date.now(), tools, limits: this.limits() });
-      } finally {
-        this.reserved--;
-        this.claiming = new Set();
+      const room: Record<string, number> = {};
+      for (const t of this.host.toolNames()) {
+        const r = this.roomFor(t);
+        if (r > 0) room[t] = r;
       }
-      if (!rec) {
+      const max = Math.min(this.opts.maxRunning - this.running - this.reserved, this.opts.claimBatch);
+      if (max <= 0 || Object.keys(room).length === 0) return; // a slot freeing here drains again
+      const wakes = this.wakes;
+      // The slots are held while the claim is in flight, so admission cannot hand them out meanwhile.
+      this.reserved += max;
+      this.claiming = room;
+      let claimed: TaskRecord[];
+      try {
+        claimed = await this.host.store.claimQueued({ owner: this.host.replicaId, now: Date.now(), room, max, limits: this.limits() });
+      } finally {
+        this.reserved -= max;
+        this.claiming = {};
+      }
+      if (claimed.length === 0) {
         if (this.wakes === wakes) this.waiting = this.backlog = false;
         continue;
       }
       this.backlog = true;
-      this.depth = Math.max(0, this.depth - 1);
-      this.host.publish(rec.taskId);
-      this.host.rerun(rec, this.host.tool(rec.tool)!, this.take(rec.tool));
+      this.depth = Math.max(0, this.depth - claimed.length);
+      for (const rec of claimed) {
+        this.host.publish(rec.taskId);
+        this.host.rerun(rec, this.host.tool(rec.tool)!, this.take(rec.tool));
+      }
     }
   }
 }

@@ -91,7 +91,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       throw new RangeError(`defaultTtlMs must be a positive integer number of milliseconds or null, got ${this.defaultTtlMs}`);
     }
     this.recovery = new Recovery(this, this.opts);
-    for (const [name, n] of [['maxRunning', options.maxRunning], ['maxQueued', options.maxQueued], ['queuePollMs', options.queuePollMs]] as const) {
+    for (const [name, n] of [['maxRunning', options.maxRunning], ['maxQueued', options.maxQueued], ['queuePollMs', options.queuePollMs], ['claimBatch', options.claimBatch]] as const) {
       if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`${name} must be an integer >= 1, got ${n}`);
     }
     this.queue = new RunQueue(this, {
@@ -99,6 +99,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       toolLimits: { ...options.toolLimits },
       maxQueued: options.maxQueued ?? 10_000,
       queuePollMs: options.queuePollMs ?? 1000,
+      claimBatch: options.claimBatch ?? 16,
     });
     // One listener for the cancels of every task running here (not one subscription per task).
     const cancels = this.bus.subscribeAll((sig) => sig.kind === 'cancel' && this.onCancelSignal(sig.taskId));

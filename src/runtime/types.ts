@@ -87,6 +87,9 @@ export interface RuntimeOptions {
   /** Period of the claim attempt that covers lost queue signals (and, on SQLite, the only way other processes on
    *  the file learn of queued work). Default 1000 ms. */
   queuePollMs?: number;
+  /** Most queued tasks one claim takes when this replica has room for them (one statement, one round trip).
+   *  Default 16. */
+  claimBatch?: number;
   /** Base poll interval advertised when a tool gives none. Default 500 ms. */
   defaultPollIntervalMs?: number;
   poll?: Partial<PollPolicy>;

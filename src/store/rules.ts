@@ -108,18 +108,19 @@ export interface QueuedTask {
 }
 
 /**
- * The claim rule (QueueClaim) as a pure function: the task a claim takes, given the queued tasks and, for each
- * running task (claimed or started at once, on any replica), its principal and tool. Backends state the same rule in
+ * The claim rule (QueueClaim) as a pure function: the next task a claim takes, given the queued tasks and, for each
+ * running task (claimed or started at once, on any replica), its principal and tool. A claim of several tasks is
+ * this, repeated: each task taken runs, and takes one of its tool's room. Backends state the same rule in
  * SQL; the store test kit checks that they agree with this on random queues.
  */
 export function nextClaim(
   queued: QueuedTask[],
   running: Array<{ principal: string; tool: string }>,
-  claim: { now: number; tools: string[]; limits: Record<string, number> },
+  claim: { now: number; room: Record<string, number>; limits: Record<string, number> },
 ): string | undefined {
   const runningOf = (key: 'principal' | 'tool', v: string) => running.filter((r) => r[key] === v).length;
   const eligible = queued
-    .filter((q) => q.cancelRequestedAt === null && (q.expiresAt === null || q.expiresAt > claim.now) && claim.tools.includes(q.tool))
+    .filter((q) => q.cancelRequestedAt === null && (q.expiresAt === null || q.expiresAt > claim.now) && (claim.room[q.tool] ?? 0) > 0)
     .filter((q) => !(q.tool in claim.limits) || runningOf('tool', q.tool) < claim.limits[q.tool]!)
     .sort((a, b) => a.queuedAt - b.queuedAt || (a.taskId < b.taskId ? -1 : 1));
   const heads = new Map<string, QueuedTask>();

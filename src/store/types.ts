@@ -124,16 +124,20 @@ export interface SweepResult {
 }
 
 /**
- * One claim from the run queue: which queued task `owner` may start now. The rule (every backend, one statement):
- * never a task whose cancel was requested or whose TTL passed; only `tools` (what the claimer serves and has room
- * for); never a tool whose deployment-wide limit in `limits` is reached by the tasks running anywhere (counted under
- * concurrent claimers); among the principals with eligible work, the one with the fewest running tasks first (so one
- * caller's backlog cannot starve another's single task), then the oldest queued.
+ * One claim from the run queue: which queued tasks `owner` may start now. The rule (every backend, one statement;
+ * rules.nextClaim states it), applied once per task taken: never a task whose cancel was requested or whose TTL
+ * passed; only a tool with room left in `room` (what the claimer serves and may still start); never a tool whose
+ * deployment-wide limit in `limits` is reached by the tasks running anywhere (counted under concurrent claimers);
+ * among the principals with eligible work, the one with the fewest running tasks first (so one caller's backlog
+ * cannot starve another's single task), then the oldest queued.
  */
 export interface QueueClaim {
   owner: string;
   now: number;
-  tools: string[];
+  /** Tool -> how many more of it the claimer may start now (its per-replica room); tools not listed are not served. */
+  room: Record<string, number>;
+  /** Most tasks to take in this claim (the claimer's free slots). */
+  max: number;
   /** Deployment-wide limits: tool -> most tasks of it running at once across every replica. */
   limits: Record<string, number>;
 }
@@ -188,9 +192,9 @@ export interface TaskStore {
   queueDepth(): Promise<number>;
   /** 1-based place of a queued task in the queue, oldest first (undefined: not queued). */
   queuePosition(taskId: string): Promise<number | undefined>;
-  /** Claims one queued task for `claim.owner` (owner set, queuedAt cleared, status message cleared); see QueueClaim
-   *  for the rule. undefined: nothing may start now. */
-  claimQueued(claim: QueueClaim): Promise<TaskRecord | undefined>;
+  /** Claims up to `claim.max` queued tasks for `claim.owner` (owner set, queuedAt and status message cleared), in
+   *  the order of the rule (see QueueClaim). Empty: nothing may start now. */
+  claimQueued(claim: QueueClaim): Promise<TaskRecord[]>;
   /** Ends a task that is still queued `cancelled` at once (it never started). undefined: it is not queued (any more). */
   cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined>;
 

@@ -503,9 +503,8 @@ export class PostgresTaskStore implements TaskStore {
     return (await this.q<{ n: number }>('queuePosition', [taskId])).rows[0]?.n;
   }
 
-  async claimQueued(claim: QueueClaim): Promise<TaskRecord | undefined> {
-    const row = await this.row('claim', claimValues(claim));
-    return row ? toRecord(row) : undefined;
+  async claimQueued(claim: QueueClaim): Promise<TaskRecord[]> {
+    return (await this.q('claim', claimValues(claim))).rows.map(toRecord);
   }
 
   async cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined> {

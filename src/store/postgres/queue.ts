@@ -4,7 +4,7 @@
  * A claim is one statement, `SELECT * FROM outlast_claim(...)`: a function, because a deployment-wide tool limit
  * needs a count taken after a lock (in READ COMMITTED every statement of a function sees what committed before it;
  * one plain statement would count on the snapshot it started with, and two replicas could both take the last
- * slot). The rule is rules.nextClaim:
+ * slot). The rule is rules.nextClaim, applied once per task taken (a claim takes up to `max`):
  *   - principals with queued work are walked through the (principal, queued_at) index one at a time (a loose index
  *     scan: the cost grows with the number of principals, not with the length of the queue), fewest running first,
  *     then by their oldest eligible task;
@@ -15,67 +15,93 @@
  *     any further one is only tried, so two claimers can never wait for each other.
  */
 
+import type { QueueClaim } from '../types.js';
+
 const RUNNING = `r.owner IS NOT NULL AND r.status IN ('working','input_required')`;
 const ELIGIBLE = `q.queued_at IS NOT NULL AND q.cancel_requested_at IS NULL AND (q.expires_at IS NULL OR q.expires_at > p_now)
           AND q.tool = ANY(p_tools) AND NOT (q.tool = ANY(v_full))`;
 
 /** Part of migration 3: the claim function. */
 export const CLAIM_FUNCTION = `
-CREATE FUNCTION outlast_claim(p_owner text, p_now bigint, p_tools text[], p_limited text[], p_limits integer[])
-RETURNS SETOF tasks LANGUAGE plpgsql AS $$
+CREATE FUNCTION outlast_claim(p_owner text, p_now bigint, p_tools text[], p_room integer[], p_limited text[], p_limits integer[], p_max integer)
+RETURNS SETOF tasks LANGUAGE plpgsql
+-- A burst fills the queue faster than statistics follow: with estimates from a nearly empty queue the planner would
+-- fetch and sort a principal's whole backlog for each task taken. Walking the (principal, queued_at) index in order
+-- is right at any size, so bitmap scans are off inside the claim (and JIT, which its short queries never repay).
+SET enable_bitmapscan = off SET jit = off
+AS $$
 DECLARE
   v_full text[];
   v_principal text;
   v_id text;
   v_tool text;
   v_limit integer;
+  v_i integer;
+  v_taken integer := 0;
   v_waited boolean := false;
 BEGIN
-  SELECT coalesce(array_agg(l.tool), '{}') INTO v_full FROM unnest(p_limited, p_limits) AS l(tool, lim)
-    WHERE (SELECT count(*) FROM tasks r WHERE ${RUNNING} AND r.tool = l.tool) >= l.lim;
-  FOR v_principal IN
-    WITH RECURSIVE principals(p) AS (
-      (SELECT t.principal FROM tasks t WHERE t.queued_at IS NOT NULL ORDER BY t.principal LIMIT 1)
-      UNION ALL
-      SELECT (SELECT t.principal FROM tasks t WHERE t.queued_at IS NOT NULL AND t.principal > principals.p ORDER BY t.principal LIMIT 1)
-      FROM principals WHERE principals.p IS NOT NULL
-    )
-    SELECT pr.p FROM principals pr CROSS JOIN LATERAL (
-      SELECT q.queued_at, q.task_id FROM tasks q WHERE q.principal = pr.p AND ${ELIGIBLE}
-      ORDER BY q.queued_at, q.task_id LIMIT 1) head
-    WHERE pr.p IS NOT NULL
-    ORDER BY (SELECT count(*) FROM tasks r WHERE r.principal = pr.p AND ${RUNNING}), head.queued_at, head.task_id
-  LOOP
+  -- Tools the claimer has no room for, and tools at their deployment-wide limit now.
+  SELECT coalesce(array_agg(t.tool), '{}') INTO v_full FROM unnest(p_tools, p_room) AS t(tool, room) WHERE t.room <= 0;
+  v_full := v_full || (SELECT coalesce(array_agg(l.tool), '{}') FROM unnest(p_limited, p_limits) AS l(tool, lim)
+    WHERE (SELECT count(*) FROM tasks r WHERE ${RUNNING} AND r.tool = l.tool) >= l.lim);
+  WHILE v_taken < p_max LOOP
+    v_id := NULL;
+    -- Each task taken starts from the top: the principals' order changes as their running counts grow.
+    <<principals>>
+    FOR v_principal IN
+      WITH RECURSIVE principals(p) AS (
+        (SELECT t.principal FROM tasks t WHERE t.queued_at IS NOT NULL ORDER BY t.principal LIMIT 1)
+        UNION ALL
+        SELECT (SELECT t.principal FROM tasks t WHERE t.queued_at IS NOT NULL AND t.principal > principals.p ORDER BY t.principal LIMIT 1)
+        FROM principals WHERE principals.p IS NOT NULL
+      )
+      SELECT h.p FROM (
+        SELECT pr.p, head.queued_at, head.task_id, count(*) OVER () AS principals FROM principals pr CROSS JOIN LATERAL (
+          SELECT q.queued_at, q.task_id FROM tasks q WHERE q.principal = pr.p AND ${ELIGIBLE}
+          ORDER BY q.queued_at, q.task_id LIMIT 1) head
+        WHERE pr.p IS NOT NULL
+      ) h
+      -- Running tasks are counted only when there is someone to be fair to.
+      ORDER BY CASE WHEN h.principals > 1 THEN (SELECT count(*) FROM tasks r WHERE r.principal = h.p AND ${RUNNING}) ELSE 0 END,
+        h.queued_at, h.task_id
     LOOP
-      v_id := NULL;
-      SELECT q.task_id, q.tool INTO v_id, v_tool FROM tasks q WHERE q.principal = v_principal AND ${ELIGIBLE}
-        ORDER BY q.queued_at, q.task_id LIMIT 1 FOR UPDATE SKIP LOCKED;
-      EXIT WHEN v_id IS NULL;
-      v_limit := (SELECT l.lim FROM unnest(p_limited, p_limits) AS l(tool, lim) WHERE l.tool = v_tool);
-      IF v_limit IS NOT NULL THEN
-        IF NOT v_waited THEN
-          PERFORM pg_advisory_xact_lock(hashtext('outlast:limit:' || current_schema() || ':' || v_tool));
-          v_waited := true;
-        ELSIF NOT pg_try_advisory_xact_lock(hashtext('outlast:limit:' || current_schema() || ':' || v_tool)) THEN
-          v_full := v_full || v_tool;
-          CONTINUE;
+      LOOP
+        v_id := NULL;
+        SELECT q.task_id, q.tool INTO v_id, v_tool FROM tasks q WHERE q.principal = v_principal AND ${ELIGIBLE}
+          ORDER BY q.queued_at, q.task_id LIMIT 1 FOR UPDATE SKIP LOCKED;
+        EXIT WHEN v_id IS NULL;
+        v_limit := (SELECT l.lim FROM unnest(p_limited, p_limits) AS l(tool, lim) WHERE l.tool = v_tool);
+        IF v_limit IS NOT NULL THEN
+          IF NOT v_waited THEN
+            PERFORM pg_advisory_xact_lock(hashtext('outlast:limit:' || current_schema() || ':' || v_tool));
+            v_waited := true;
+          ELSIF NOT pg_try_advisory_xact_lock(hashtext('outlast:limit:' || current_schema() || ':' || v_tool)) THEN
+            v_full := v_full || v_tool;
+            CONTINUE;
+          END IF;
+          -- Counted again under the lock (this claim's own earlier takes included).
+          IF (SELECT count(*) FROM tasks r WHERE ${RUNNING} AND r.tool = v_tool) >= v_limit THEN
+            v_full := v_full || v_tool;
+            CONTINUE;
+          END IF;
         END IF;
-        IF (SELECT count(*) FROM tasks r WHERE ${RUNNING} AND r.tool = v_tool) >= v_limit THEN
-          v_full := v_full || v_tool;
-          CONTINUE;
-        END IF;
-      END IF;
-      RETURN QUERY UPDATE tasks SET owner = p_owner, queued_at = NULL, status_message = NULL, updated_at = p_now, version = version + 1
-        WHERE task_id = v_id RETURNING *;
-      RETURN;
+        RETURN QUERY UPDATE tasks SET owner = p_owner, queued_at = NULL, status_message = NULL, updated_at = p_now, version = version + 1
+          WHERE task_id = v_id RETURNING *;
+        v_taken := v_taken + 1;
+        v_i := array_position(p_tools, v_tool);
+        p_room[v_i] := p_room[v_i] - 1;
+        IF p_room[v_i] <= 0 THEN v_full := v_full || v_tool; END IF;
+        EXIT principals;
+      END LOOP;
     END LOOP;
+    EXIT WHEN v_id IS NULL;
   END LOOP;
 END $$;
 `;
 
 /** Named statements of the queue (merged into the store's statement table). */
 export const QUEUE_QUERIES = {
-  claim: 'SELECT * FROM outlast_claim($1, $2, $3, $4, $5)',
+  claim: 'SELECT * FROM outlast_claim($1, $2, $3, $4, $5, $6, $7)',
   // Only while still queued: a claim holding the row makes this wait, then match nothing (the owner cancels it).
   cancelQueued: `UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, $2), queued_at = NULL,
       status_message = $3, updated_at = $2, version = version + 1
@@ -86,8 +112,10 @@ export const QUEUE_QUERIES = {
     FROM tasks me WHERE me.task_id = $1 AND me.queued_at IS NOT NULL`,
 };
 
-/** The parameters of the claim statement: the limits as two parallel arrays. */
-export function claimValues(c: { owner: string; now: number; tools: string[]; limits: Record<string, number> }): unknown[] {
+/** The parameters of the claim statement: room and limits as parallel arrays (room capped to an integer). */
+export function claimValues(c: QueueClaim): unknown[] {
+  const tools = Object.keys(c.room);
   const limited = Object.keys(c.limits);
-  return [c.owner, c.now, c.tools, limited, limited.map((t) => c.limits[t])];
+  const int = (n: number) => Math.min(n, 2 ** 31 - 1);
+  return [c.owner, c.now, tools, tools.map((t) => int(c.room[t]!)), limited, limited.map((t) => c.limits[t]), int(c.max)];
 }

@@ -21,7 +21,7 @@ import {
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
 import { openSqlite } from './open.js';
-import { claimParams, prepareQueue } from './queue.js';
+import { claimRows, prepareQueue } from './queue.js';
 import { prepareSettings } from './settings.js';
 
 export interface SqliteStoreOptions {
@@ -461,11 +461,8 @@ export class SqliteTaskStore implements TaskStore {
     return (this.queueQ.position.get(taskId) as { n: number } | undefined)?.n;
   }
 
-  claimQueued(claim: QueueClaim): Promise<TaskRecord | undefined> {
-    return this.write(() => {
-      const row = this.queueQ.claim.get(claimParams(claim)) as Row | undefined;
-      return row ? toRecord(row) : undefined;
-    });
+  claimQueued(claim: QueueClaim): Promise<TaskRecord[]> {
+    return this.write(() => claimRows<Row>(this.queueQ.claim, claim).map(toRecord));
   }
 
   cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined> {

@@ -60,7 +60,18 @@ export function prepareQueue(db: Database.Database): QueueStatements {
   };
 }
 
-/** The parameters of the claim statement. */
-export function claimParams(c: QueueClaim) {
-  return { owner: c.owner, now: c.now, tools: JSON.stringify(c.tools), limits: JSON.stringify(c.limits) };
+/** A claim of up to `c.max` tasks: the claim statement once per task, each taking one of its tool's room (inside
+ *  the store's write transaction, so the processes on the file see it as one step). Returns the claimed rows. */
+export function claimRows<R extends { tool: string }>(claim: Database.Statement, c: QueueClaim): R[] {
+  const room = { ...c.room };
+  const rows: R[] = [];
+  while (rows.length < c.max) {
+    const tools = Object.keys(room).filter((t) => room[t]! > 0);
+    if (tools.length === 0) break;
+    const row = claim.get({ owner: c.owner, now: c.now, tools: JSON.stringify(tools), limits: JSON.stringify(c.limits) }) as R | undefined;
+    if (!row) break;
+    rows.push(row);
+    room[row.tool]! -= 1;
+  }
+  return rows;
 }

@@ -34,6 +34,12 @@ export function newTask(overrides: Partial<NewTask> = {}): NewTask {
 
 const ELICIT = { method: 'elicitation/create' as const, params: { mode: 'form', message: 'Name?', requestedSchema: { type: 'object', properties: {} } } };
 
+/** One task claimed by `owner` (room enough for every tool listed), or undefined. */
+async function claimOne(store: TaskStore, owner: string, tools: string[], limits: Record<string, number> = {}, now = Date.now()) {
+  const room = Object.fromEntries(tools.map((t) => [t, 100]));
+  return (await store.claimQueued({ owner, now, room, max: 1, limits }))[0];
+}
+
 async function refusal(p: Promise<unknown>): Promise<string> {
   try {
     await p;
@@ -255,7 +261,7 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       const v = await store.view(b.record.taskId);
       assert.equal(v.state === 'found' && v.record.queuedAt, t0 + 1);
       assert.deepEqual((await store.listOrphans([], 100)).map((o) => o.taskId), [running.record.taskId], 'queued work is not taken for an orphan');
-      const claimed = await store.claimQueued({ owner: 'r1', now: Date.now(), tools: ['build'], limits: {} });
+      const claimed = await claimOne(store, 'r1', ['build']);
       assert.equal(claimed?.taskId, a.record.taskId);
       assert.deepEqual([claimed?.owner, claimed?.queuedAt, claimed?.statusMessage, claimed?.attempts], ['r1', null, null, 1]);
       assert.equal(await store.queuePosition(b.record.taskId), 1);
@@ -270,10 +276,9 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       await store.create(newTask({ queued: true, owner: null, createdAt: t0 - 10_000, ttlMs: 5_000 })); // expired
       const other = await store.create(newTask({ queued: true, owner: null, createdAt: t0 - 2, tool: 'deploy' }));
       const ok = await store.create(newTask({ queued: true, owner: null, createdAt: t0 - 1 }));
-      const claim = { owner: 'r1', now: t0, tools: ['build'], limits: {} };
-      assert.equal((await store.claimQueued(claim))?.taskId, ok.record.taskId);
-      assert.equal(await store.claimQueued(claim), undefined);
-      assert.equal((await store.claimQueued({ ...claim, tools: ['build', 'deploy'] }))?.taskId, other.record.taskId);
+      assert.equal((await claimOne(store, 'r1', ['build'], {}, t0))?.taskId, ok.record.taskId);
+      assert.equal(await claimOne(store, 'r1', ['build'], {}, t0), undefined);
+      assert.equal((await claimOne(store, 'r1', ['build', 'deploy'], {}, t0))?.taskId, other.record.taskId);
     });
 
     it('queue: fair between principals: one caller\'s backlog does not starve another\'s single task', async () => {
@@ -281,14 +286,13 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       const t0 = Date.now() - 10_000;
       for (let i = 0; i < 20; i++) await store.create(newTask({ queued: true, owner: null, principal: 'alice', createdAt: t0 + i }));
       const bob = await store.create(newTask({ queued: true, owner: null, principal: 'bob', createdAt: t0 + 100 }));
-      const claim = { owner: 'r1', now: Date.now(), tools: ['build'], limits: {} };
-      const first = await store.claimQueued(claim);
+      const [first, second, third] = await store.claimQueued({ owner: 'r1', now: Date.now(), room: { build: 10 }, max: 3, limits: {} });
       assert.equal(first?.principal, 'alice', 'nobody runs anything: the oldest first');
-      const second = await store.claimQueued(claim);
       assert.equal(second?.taskId, bob.record.taskId, 'then the principal with fewer running tasks');
-      const third = await store.claimQueued(claim);
       assert.equal(third?.principal, 'alice');
       assert.equal(third?.createdAt, t0 + 1, 'oldest first within a principal');
+      const next = await store.claimQueued({ owner: 'r1', now: Date.now(), room: { build: 10 }, max: 5, limits: {} });
+      assert.deepEqual(next.map((r) => r.createdAt), [2, 3, 4, 5, 6].map((i) => t0 + i), 'one claim takes up to max');
     });
 
     it('queue: the claim agrees with rules.nextClaim on random queues (limits, running work, cancels, expiry)', async () => {
@@ -315,16 +319,30 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
         if (rand(10) === 0) cancelRequestedAt = (await store.requestCancel(record.taskId, now))!.cancelRequestedAt;
         queued.push({ taskId: record.taskId, principal, tool, queuedAt: record.queuedAt!, expiresAt: record.expiresAt, cancelRequestedAt });
       }
-      const claim = { owner: 'claimer', now, tools: ['t1', 't2'], limits: { t1: 6 } };
+      // Claims of 1 to 4 tasks with little room per tool: each must take what the rule takes, one task at a time.
       let claimed = 0;
-      for (let step = 0; step < 40; step++) {
-        const expected = nextClaim(queued, running, claim);
-        const got = await store.claimQueued(claim);
-        assert.equal(got?.taskId, expected, `step ${step}`);
-        if (!got) break;
-        claimed++;
-        queued.splice(queued.findIndex((q) => q.taskId === got.taskId), 1);
-        running.push({ principal: got.principal, tool: got.tool });
+      for (let step = 0; step < 25; step++) {
+        const room: Record<string, number> = { t1: 1 + rand(3), t2: rand(3) };
+        const max = 1 + rand(4);
+        const expected: string[] = [];
+        const sim = { ...room };
+        const simQueued = [...queued];
+        const simRunning = [...running];
+        while (expected.length < max) {
+          const id = nextClaim(simQueued, simRunning, { now, room: sim, limits: { t1: 6 } });
+          if (!id) break;
+          const q = simQueued.splice(simQueued.findIndex((x) => x.taskId === id), 1)[0]!;
+          simRunning.push({ principal: q.principal, tool: q.tool });
+          sim[q.tool]! -= 1;
+          expected.push(id);
+        }
+        const got = await store.claimQueued({ owner: 'claimer', now, room, max, limits: { t1: 6 } });
+        assert.deepEqual(got.map((r) => r.taskId), expected, `step ${step}`);
+        for (const r of got) {
+          queued.splice(queued.findIndex((q) => q.taskId === r.taskId), 1);
+          running.push({ principal: r.principal, tool: r.tool });
+        }
+        claimed += got.length;
       }
       // The limit of t1 stopped some claims, t3 is never served: the queue is not simply emptied.
       assert.ok(claimed >= 10 && queued.some((q) => q.tool === 't1' && q.cancelRequestedAt === null), `claimed ${claimed}`);
@@ -338,9 +356,9 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       for (let i = 0; i < 12; i++) await store.create(newTask({ tool: 'render', queued: true, owner: null, principal: `p${i % 3}`, createdAt: t0 + i }));
       for (let i = 0; i < 4; i++) await store.create(newTask({ tool: 'lint', queued: true, owner: null, createdAt: t0 + 50 + i }));
       const claims = await Promise.all(
-        handles.flatMap((h, i) => Array.from({ length: 4 }, () => h.claimQueued({ owner: `r${i}`, now: Date.now(), tools: ['render', 'lint'], limits: { render: 3 } }))),
+        handles.flatMap((h, i) => Array.from({ length: 2 }, () => h.claimQueued({ owner: `r${i}`, now: Date.now(), room: { render: 5, lint: 5 }, max: 2, limits: { render: 3 } }))),
       );
-      const got = claims.filter((c) => c !== undefined);
+      const got = claims.flat();
       assert.equal(got.filter((c) => c!.tool === 'render').length, 2, 'one render was running already: two more, never more');
       assert.equal(got.filter((c) => c!.tool === 'lint').length, 4, 'an unlimited tool is not held back by the limited one');
       assert.equal(new Set(got.map((c) => c!.taskId)).size, got.length, 'no task claimed twice');
@@ -353,7 +371,7 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       const done = await store.cancelQueued(a.record.taskId, 1234, 'Cancelled before it started');
       assert.deepEqual([done?.status, done?.queuedAt, done?.cancelRequestedAt, done?.statusMessage], ['cancelled', null, 1234, 'Cancelled before it started']);
       assert.equal(await store.cancelQueued(a.record.taskId, 1235, 'again'), undefined, 'terminal: nothing to do');
-      const claimed = await store.claimQueued({ owner: 'r1', now: Date.now(), tools: ['build'], limits: {} });
+      const claimed = await claimOne(store, 'r1', ['build']);
       assert.equal(claimed?.taskId, b.record.taskId);
       assert.equal(await store.cancelQueued(b.record.taskId, 1236, 'x'), undefined, 'claimed: its owner cancels it');
       const swept = await store.create(newTask({ queued: true, owner: null, createdAt: Date.now() - 10_000, ttlMs: 1000 }));
