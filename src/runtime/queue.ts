@@ -62,8 +62,10 @@ export class RunQueue {
   /** Counts wakes, so a claim that found nothing does not clear a wake that arrived while it ran. */
   private wakes = 0;
   private draining = false;
-  /** The per-tool room a claim in flight was given (counted as taken until it returns). */
+  /** The per-tool room and the slots a claim in flight was given (counted as taken until it returns). */
   private claiming: Readonly<Record<string, number>> = {};
+  private claimingSlots = 0;
+  private claimDone: Promise<unknown> = Promise.resolve();
   /** Depth of the queue: the last store read, plus what was queued here since (an estimate between reads). */
   private depth = 0;
   private depthReadAt = 0;
@@ -120,12 +122,12 @@ export class RunQueue {
     return out;
   }
 
-  /** How many more handlers of `tool` may start here now. */
-  private roomFor(tool: string): number {
-    const free = this.opts.maxRunning - this.running - this.reserved;
+  /** How many more handlers of `tool` may start here now (`asIfNoClaim`: were the claim in flight to take nothing). */
+  private roomFor(tool: string, asIfNoClaim = false): number {
+    const free = this.opts.maxRunning - this.running - this.reserved + (asIfNoClaim ? this.claimingSlots : 0);
     const perReplica = this.host.tool(tool)?.spec.limit?.perReplica;
     if (perReplica === undefined) return Math.max(0, free);
-    return Math.max(0, Math.min(free, perReplica - (this.perTool.get(tool) ?? 0) - (this.claiming[tool] ?? 0)));
+    return Math.max(0, Math.min(free, perReplica - (this.perTool.get(tool) ?? 0) - (asIfNoClaim ? 0 : this.claiming[tool] ?? 0)));
   }
 
   private hasRoom(tool: string): boolean {
@@ -155,23 +157,31 @@ export class RunQueue {
     const tool = this.host.tool(name);
     if (!tool) return undefined;
     const asTask = tasksDeclared && tool.spec.policy !== 'never';
-    if (!asTask) return this.deploymentLimit(name) === undefined && !this.hasRoom(name) ? this.busy() : undefined;
-    const queues = this.deploymentLimit(name) !== undefined || this.backlog || !this.hasRoom(name);
+    // A claim in flight may take nothing: only what would be refused after it counts here.
+    const room = this.roomFor(name, true) > 0;
+    if (!asTask) return this.deploymentLimit(name) === undefined && !room ? this.busy() : undefined;
+    const queues = this.deploymentLimit(name) !== undefined || this.backlog || !room;
     // Only on a recent reading: a stale one must not keep refusing while other replicas drain the queue.
     const recent = Date.now() - this.depthReadAt < 1000;
     return queues && recent && this.depth >= this.opts.maxQueued ? this.queueFull(this.depth) : undefined;
   }
 
   /** A slot for a call to start here now, or 'queue'. Throws when the call can neither start nor wait. */
-  admit(tool: RegisteredTool, asTask: boolean): Slot | 'queue' {
+  async admit(tool: RegisteredTool, asTask: boolean): Promise<Slot | 'queue'> {
     if (this.deploymentLimit(tool.name) !== undefined) {
       if (asTask) return 'queue';
       throw missingTasksCapability(
         `Tool "${tool.name}" is limited across the deployment (at most ${this.deploymentLimit(tool.name)} at once), so it runs only as a task; declare the io.modelcontextprotocol/tasks extension`,
       );
     }
-    // Work already waiting goes first: a new call that can wait joins the queue behind it.
-    if (this.hasRoom(tool.name) && !(asTask && this.backlog)) return this.take(tool.name);
+    for (;;) {
+      // Work already waiting goes first: a new call that can wait joins the queue behind it.
+      if (asTask && this.backlog) return 'queue';
+      if (this.hasRoom(tool.name)) return this.take(tool.name);
+      // Full only because of a claim in flight (a poll, most often): its answer decides.
+      if (this.roomFor(tool.name, true) === 0) break;
+      await this.claimDone;
+    }
     if (asTask) return 'queue';
     throw this.busy();
   }
@@ -311,12 +321,16 @@ export class RunQueue {
       const wakes = this.wakes;
       // The slots are held while the claim is in flight, so admission cannot hand them out meanwhile.
       this.reserved += max;
+      this.claimingSlots = max;
       this.claiming = room;
       let claimed: TaskRecord[];
+      const claim = this.host.store.claimQueued({ owner: this.host.replicaId, now: Date.now(), room, max, limits: this.limits() });
+      this.claimDone = claim.catch(() => undefined);
       try {
-        claimed = await this.host.store.claimQueued({ owner: this.host.replicaId, now: Date.now(), room, max, limits: this.limits() });
+        claimed = await claim;
       } finally {
         this.reserved -= max;
+        this.claimingSlots = 0;
         this.claiming = {};
       }
       if (claimed.length === 0) {

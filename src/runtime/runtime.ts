@@ -286,7 +286,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 255)) {
       throw new TaskProtocolError(ErrorCode.InvalidParams, '_meta["outlast/idempotencyKey"] must be a non-empty string of at most 255 characters');
     }
-    const admitted = this.queue.admit(tool, asTask);
+    const admitted = await this.queue.admit(tool, asTask);
     if (admitted === 'queue') return this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key });
     const exec = new Execution(this, tool, args, { ...cc, idempotencyKey: key });
     exec.slot = admitted;
