@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { FIXTURES, getTask, pgStoreUrl, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { FIXTURES, getTask, pgStoreUrl, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
 import { busy, busyEvents, maxConcurrent, waitForEnds } from './busy-log.js';
 import { useCluster } from './replicas.js';
 
@@ -37,14 +37,15 @@ describe('three replicas on PostgreSQL, --max-running 5 each (lease 1500 ms give
     assert.ok(maxConcurrent(events) >= 12, `the capacity of all three was used (${maxConcurrent(events)} at once)`);
     const pids = c.cluster.replicas.map((r) => r.pid);
     const share = pids.map((pid) => events.filter((e) => e.kind === 'START' && e.pid === pid).length);
-    t.diagnostic(`at most ${maxConcurrent(events)} at once; started per replica ${share.join(' / ')}; ${events.at(-1)!.at - events[0]!.at} ms from first start to last end`);
+    t.diagnostic(`at most ${maxConcurrent(events)} at once; started per replica ${share.join(' / ')}; ${events.at(-1)!.at - events[0]!.at} ms from first start to last end; ${calls.filter((c) => !c.taskId).length} answered inline`);
     for (const pid of pids) {
       const mine = events.filter((e) => e.pid === pid);
       assert.ok(maxConcurrent(mine) <= 5, `replica ${pid} ran ${maxConcurrent(mine)} at once`);
       assert.ok(mine.filter((e) => e.kind === 'START').length >= 50, `replica ${pid} ran ${mine.length / 2}`);
     }
     const ids = calls.map((x) => x.taskId).filter((id): id is string => id !== undefined);
-    assert.ok(ids.length >= 295, 'at most the first five could finish inline');
+    // A call that found a free slot and nothing waiting ran at once, and may have finished within its inline budget.
+    for (const x of calls.filter((c) => c.taskId === undefined)) assert.match(textOf(x.reply.result), /^Busy for 1 s/);
     const statuses = await Promise.all(ids.map((id) => finalStatus(c.cluster.front.url, id)));
     assert.deepEqual([...new Set(statuses.map((t) => t.status))], ['completed']);
   });

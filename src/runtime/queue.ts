@@ -1,15 +1,16 @@
 /**
  * Capacity: admission control and the run queue.
  *
- * - Admission (synchronous, per call): a call starts here now when this replica has a free handler slot
+ * - Admission (per call): a call starts here now when this replica has a free handler slot
  *   (`maxRunning`, and the tool's `limit.perReplica`) and nothing waits in the queue; otherwise a call that can
  *   become a task is stored queued (persist, then answer, as always) and any replica with room claims it; a call
  *   that cannot become a task is refused with a retry time (never accepted and then dropped). A tool with a
  *   deployment-wide limit always goes through the queue: only the store can count its runs everywhere.
  * - Back-pressure: past `maxQueued` tasks waiting in the whole deployment, new calls are refused with a retry time.
- * - Draining: one claim at a time (the store's claim rule: oldest first, fair between principals, never a cancelled
- *   or expired task, deployment-wide limits respected), whenever a slot frees here, queued work or a freed
- *   deployment-wide slot is signalled by any replica, or the slow fallback poll fires.
+ * - Draining: one claim in flight at a time, taking as many tasks as there are free slots (at most claimBatch), by the
+ *   store's claim rule (oldest first, fair between principals, never a cancelled or expired task, deployment-wide
+ *   limits respected), whenever a slot frees here, queued work or a freed deployment-wide slot is signalled by any
+ *   replica, or the slow fallback poll fires.
  */
 import { missingTasksCapability, serverBusy, type CreateTaskResult, type JsonObject, type TaskProtocolError } from '../protocol/index.js';
 import { QUEUE_SIGNAL_ID, type SignalBus, type SignalKind } from '../store/local-bus.js';
