@@ -32,6 +32,10 @@ export const ErrorCode = {
  */
 export const RATE_LIMITED_CODE = -31429;
 
+/** Which wire created a task: the 2026-07-28 extension, the 2025-11-25 Tasks wire, or a plain-tool handle for a
+ *  client with no task support. One task, whichever created it: every wire can read it. */
+export type TaskOrigin = 'extension' | 'legacy' | 'handle';
+
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
 export const TERMINAL_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'cancelled'];
 export function isTerminal(status: TaskStatus): boolean {

@@ -4,7 +4,7 @@
  * Signals travel through PgSignalBus (LISTEN/NOTIFY outside the write transactions, coalesced).
  */
 import pg from 'pg';
-import { isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
+import { isTerminal, type JsonObject, type TaskOrigin, type TaskStatus } from '../../protocol/index.js';
 import { answerInput, askInput, refusalOf, type InputChange } from '../rules.js';
 import {
   IdempotencyConflictError,
@@ -12,13 +12,17 @@ import {
   type NewTask,
   type Outcome,
   type PendingInput,
+  type ListCursor,
   type ReplicaInfo,
   type SweepResult,
   type TaskLookup,
   type TaskRecord,
   type TaskStore,
+  type TaskSummary,
   type TaskView,
 } from '../types.js';
+import { LISTING_QUERIES } from './listing.js';
+import { toSummary, type SummaryRow } from '../summary.js';
 import { PgSignalBus, quoteIdent } from './bus.js';
 import { MIGRATIONS } from './schema.js';
 
@@ -63,6 +67,8 @@ interface Row {
   idem_key: string | null;
   request_hash: string | null;
   client_capabilities: JsonObject;
+  origin: TaskOrigin;
+  progress_token: string | number | null;
   version: number;
   retrieved_at: number | null;
 }
@@ -103,6 +109,8 @@ function newRecord(t: NewTask): TaskRecord {
     idempotencyKey: t.idempotencyKey ?? null,
     requestHash: t.requestHash ?? null,
     clientCapabilities: t.clientCapabilities ?? {},
+    origin: t.origin ?? 'extension',
+    progressToken: t.progressToken ?? null,
     version: 1,
     retrievedAt: null,
   };
@@ -144,6 +152,8 @@ function toRecord(r: Row): TaskRecord {
     idempotencyKey: r.idem_key,
     requestHash: r.request_hash,
     clientCapabilities: r.client_capabilities,
+    origin: r.origin,
+    progressToken: r.progress_token,
   };
 }
 
@@ -153,13 +163,13 @@ const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const Q = {
   // One statement for any number of rows (one array per column), so it is prepared once per connection.
   insertMany: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
-      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities)
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token)
     SELECT task_id, principal, tool, args, status, status_message, created_at, created_at, ttl_ms, expires_at,
-      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token
     FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[],
-      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[])
+      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[], $17::text[], $18::jsonb[])
       AS r(task_id, principal, tool, args, status, status_message, created_at, ttl_ms, expires_at, input_since, poll_interval_ms,
-        owner, retry_safe, idem_key, request_hash, client_capabilities)
+        owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token)
     ON CONFLICT DO NOTHING RETURNING task_id`,
   byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
   get: 'SELECT * FROM tasks WHERE task_id = $1',
@@ -207,6 +217,7 @@ const Q = {
   purge: `DELETE FROM tombstones WHERE task_id IN (
       SELECT task_id FROM tombstones WHERE purge_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
   count: 'SELECT (SELECT count(*) FROM tasks)::int AS tasks, (SELECT count(*) FROM tombstones)::int AS tombstones',
+  ...LISTING_QUERIES,
 };
 
 type QueryName = keyof typeof Q;
@@ -330,13 +341,14 @@ export class PostgresTaskStore implements TaskStore {
   private async insertBatch(batch: PendingCreate[]): Promise<void> {
     // The rows as they will be written; each is also the record its caller gets once the INSERT commits.
     const records = batch.map((p) => newRecord(p.t));
-    const cols: unknown[][] = Array.from({ length: 16 }, () => new Array(batch.length));
+    const cols: unknown[][] = Array.from({ length: 18 }, () => new Array(batch.length));
     records.forEach((r, i) => {
       const row = [
         r.taskId, r.principal, r.tool, JSON.stringify(r.args), r.status, r.statusMessage, r.createdAt, r.ttlMs, r.expiresAt,
         r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities),
+        r.origin, r.progressToken === null ? null : JSON.stringify(r.progressToken),
       ];
-      for (let c = 0; c < 16; c++) cols[c]![i] = row[c];
+      for (let c = 0; c < 18; c++) cols[c]![i] = row[c];
     });
     let inserted: Set<string>;
     try {
@@ -488,6 +500,13 @@ export class PostgresTaskStore implements TaskStore {
 
   async count(): Promise<{ tasks: number; tombstones: number }> {
     return (await this.q<{ tasks: number; tombstones: number }>('count', [])).rows[0]!;
+  }
+
+  async listByPrincipal(principal: string, after: ListCursor | undefined, limit: number): Promise<TaskSummary[]> {
+    const rows = after
+      ? (await this.q<SummaryRow>('listByPrincipalAfter', [principal, after.createdAt, after.taskId, limit])).rows
+      : (await this.q<SummaryRow>('listByPrincipal', [principal, limit])).rows;
+    return rows.map(toSummary);
   }
 }
 
