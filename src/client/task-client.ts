@@ -399,7 +399,7 @@ export class TaskClient {
     if (typeof name !== 'string' || !name) throw new TypeError('callTool needs a tool name');
     if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new TypeError('Tool arguments must be a JSON object');
     this.assertOpen();
-    this.tools.headersFor(name, args); // a tool rejected by the last tools/list fails here, before anything is journaled
+    this.tools.assertCallable(name); // before anything is journaled
     const entry = this.journal.begin({ callId: randomUUID(), serverUrl: this.url, tool: name, arguments: args });
     const call = new TaskCall(this, entry);
     this.calls.set(call.callId, call);

@@ -51,9 +51,14 @@ export class ToolCatalog {
    * refresh on a refusal"). Throws RejectedToolError for a tool whose declarations are invalid.
    */
   headersFor(tool: string, args: JsonObject): Record<string, string> {
-    const reason = this.rejected.get(tool);
-    if (reason !== undefined) throw new RejectedToolError(tool, reason);
+    this.assertCallable(tool);
     const params = this.params.get(tool);
     return params ? paramHeaders(params, args) : {};
+  }
+
+  /** Throws RejectedToolError when the last `tools/list` left this tool out for its declarations. */
+  assertCallable(tool: string): void {
+    const reason = this.rejected.get(tool);
+    if (reason !== undefined) throw new RejectedToolError(tool, reason);
   }
 }
