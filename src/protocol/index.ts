@@ -13,6 +13,12 @@ export const SERVER_INFO_META = 'io.modelcontextprotocol/serverInfo';
 /** Caller-chosen idempotency key for `tools/call` (scoped to principal and tool). */
 export const IDEMPOTENCY_KEY_META = 'outlast/idempotencyKey';
 
+/**
+ * How an input answer records that the client could not answer (it replied to the input request with a JSON-RPC
+ * error, e.g. -32601 for a kind it does not support): `{ [INPUT_REFUSED]: {code, message} }`.
+ */
+export const INPUT_REFUSED = 'outlast/inputRefused';
+
 /** JSON-RPC error codes used by the spec (see protocol.md §1.2). */
 export const ErrorCode = {
   ParseError: -32700,

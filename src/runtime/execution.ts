@@ -31,6 +31,12 @@ export interface ExecutionHost {
   untrack(taskId: string): void;
 }
 
+/** The TTL of a new task: the tool's, or the shorter one a 2025-11-25 caller asked for. */
+function ttlFor(toolTtl: number | null, requested: number | undefined): number | null {
+  if (requested === undefined) return toolTtl;
+  return toolTtl === null ? requested : Math.min(toolTtl, requested);
+}
+
 function deferred<T>() {
   let resolve!: (v: T) => void;
   const promise = new Promise<T>((res) => {
@@ -134,13 +140,15 @@ export class Execution implements TaskContext {
           args: this.call.preflight ? { ...this.args, preflight: this.call.preflight } : this.args,
           statusMessage: this.statusMessage,
           createdAt: now,
-          ttlMs: spec.ttlMs !== undefined ? spec.ttlMs : this.rt.defaultTtlMs,
+          ttlMs: ttlFor(spec.ttlMs !== undefined ? spec.ttlMs : this.rt.defaultTtlMs, this.call.taskRequested?.ttlMs),
           pollIntervalMs: spec.pollIntervalMs ?? this.rt.defaultPollIntervalMs,
           owner: this.owner,
           retrySafe: this.retrySafeOverride ?? spec.retrySafe ?? false,
           idempotencyKey: key ?? null,
           requestHash: key ? requestHash(this.tool.name, this.args) : null,
           clientCapabilities: this.call.clientCapabilities,
+          origin: this.call.origin ?? (this.call.handleAfterMs !== undefined && !this.call.tasksDeclared ? 'handle' : 'extension'),
+          progressToken: this.call.progressToken ?? null,
         })
         .then((r) => {
           if (r.created) {
@@ -159,7 +167,7 @@ export class Execution implements TaskContext {
 
   async promote(): Promise<void> {
     if (this.taskId) return;
-    if (!this.call.tasksDeclared || this.tool.spec.policy === 'never') return;
+    if ((!this.call.tasksDeclared && this.call.handleAfterMs === undefined) || this.tool.spec.policy === 'never') return;
     this.promoteRequested.resolve();
     await this.persist();
   }
@@ -168,7 +176,11 @@ export class Execution implements TaskContext {
   private async ensureTask(what: string): Promise<string> {
     if (this.taskId) return this.taskId;
     if (!this.call.tasksDeclared || this.tool.spec.policy === 'never') {
-      throw missingTasksCapability(`${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`);
+      throw missingTasksCapability(
+        this.call.handleAfterMs !== undefined
+          ? `${what} needs a client with task support; this caller follows the work through a handle and cannot answer`
+          : `${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`,
+      );
     }
     this.promoteRequested.resolve();
     await this.persist();
@@ -219,6 +231,9 @@ export class Execution implements TaskContext {
       : request.method === 'roots/list' ? 'roots'
       : undefined;
     if (!need) throw new TypeError(`ctx.input: unsupported input request method "${String(request.method)}"`);
+    // Capabilities this wire cannot tell (2025-11-25 over stateless HTTP): a client that cannot answer says so.
+    const known = this.call.capabilitiesKnown ?? this.call.origin !== 'legacy';
+    if (!known) return;
     const declared = caps[need] as Record<string, unknown> | undefined;
     if (!declared) {
       throw new TaskProtocolError(

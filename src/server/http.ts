@@ -20,6 +20,7 @@ import {
   type JsonObject,
 } from '../protocol/index.js';
 import type { Outlast } from './outlast.js';
+import { answerPostedResponse, isInputResponse } from './legacy.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -156,6 +157,13 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
         return;
       }
       const msg = parsed as { id?: unknown; method?: unknown; params?: Record<string, unknown> } | null;
+      if (isInputResponse(msg)) {
+        // A 2025-11-25 client answering an input request sent on some replica's tasks/result stream.
+        const r = await answerPostedResponse(outlast.runtime, msg, who);
+        if (r.status === 202) res.writeHead(202).end();
+        else jsonRpcError(res, 400, null, r.error.code, r.error.message);
+        return;
+      }
       if (msg && typeof msg === 'object' && !Array.isArray(msg)) {
         if (msg.method === 'tasks/get' && typeof msg.params?.taskId === 'string') {
           const waitMs = outlast.runtime.pollBackoff(msg.params.taskId, who);
