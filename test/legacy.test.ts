@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { callTool, getTask, rpc, sleep, textOf, useServer, waitForTask } from './helpers.js';
 import { connectV1, extTasksV1, extTasksV2 } from './generations.js';
 
@@ -196,7 +196,7 @@ describe('2025-11-25 Tasks (SDK v1 client and ext-tasks) on SQLite', () => {
     assert.equal(failed.task!.status, 'failed');
     assert.equal(failed.task!.statusMessage, 'The job could not run: its worker pool is unavailable');
     assert.equal(msgs[msgs.length - 1]!.type, 'error');
-    const e = await mcpError(client.experimental.tasks.getTaskResult(failed.task!.taskId));
+    const e = await mcpError(client.experimental.tasks.getTaskResult(failed.task!.taskId, CallToolResultSchema));
     assert.equal(e.code, -32603);
     assert.match(e.message, /worker pool is unavailable/);
     await close();
