@@ -43,6 +43,14 @@ export const toolCall = (tool: string, args: Record<string, unknown> = {}, tasks
   wire('tools/call', { name: tool, arguments: args }, { tasks, name: tool });
 export const tasksGet = (taskId: string): WireRequest => wire('tasks/get', { taskId }, { tasks: true, name: taskId });
 
+/** The same request as a 2025-11-25 client sends it (stateless HTTP: no `_meta` envelope; the version header). */
+export function legacyWire(method: string, params: Record<string, unknown>): WireRequest {
+  return {
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  };
+}
+
 /** One line of the report: a figure, its baseline from the same run, and the target. */
 export interface BenchRow {
   id: string;

@@ -29,6 +29,10 @@
  *       compared with the configured lease.
  *   (i) tasks/get p50/p99 over HTTP against a replica whose schema holds 1,000,000 tasks vs one holding 1,000
  *       (random ids, alternating rounds). Target p99 ratio <= 2.
+ *   (j) the 2025-11-25 tasks/get (no `_meta` envelope, SDK legacy era) vs the 2026-07-28 tasks/get, same server,
+ *       same 1,000 working tasks. Target ratio >= 0.9.
+ *   (k) a plain inline tools/call from a 2025-11-25 client through Outlast vs the same request to a bare SDK
+ *       McpServer. Target ratio >= 0.95.
  *   (p), (q) the run queue (bench/queue-rows.ts): tasks started/s from a full queue vs a bare SKIP LOCKED claim loop
  *       (target ratio >= 0.7); start latency of a queued task once capacity frees on another replica (p99 < 50 ms).
  *
@@ -40,7 +44,7 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,p,q)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,p,q)
  *   BENCH_PG_URL        PostgreSQL for (f)-(i) (default postgres://postgres@127.0.0.1:5432/test); schemas
  *                       bench_* are created and dropped
  *   BENCH_PG_POOL       pool size for (f), both sides (default 16)
@@ -68,6 +72,7 @@ import {
   median,
   removeTempDir,
   round,
+  legacyWire,
   send,
   tasksGet,
   tempDir,
@@ -87,7 +92,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,p,q').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,p,q').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -228,8 +233,10 @@ async function httpThroughput(gen: Child): Promise<void> {
   try {
     // (a): one tool named "noop" on every server (the SDK's per-request factory pays for each registered tool),
     // and no tasks at all (with >= 64 running handlers Outlast promotes 'auto' calls to tasks at once).
-    const A = ONLY.has('a');
-    const C = ONLY.has('c');
+    const J = ONLY.has('j');
+    const K = ONLY.has('k');
+    const A = ONLY.has('a') || K;
+    const C = ONLY.has('c') || J;
     const bare = A ? await startServer('server-bare.js', ['sdk-body']) : undefined;
     const bareParsed = A ? await startServer('server-bare.js', ['parsed']) : undefined;
     const a = A ? await startServer('server-outlast.js', [JSON.stringify({ db: join(dir, 'a.db'), tools: ['noop:never'] })]) : undefined;
@@ -260,6 +267,13 @@ async function httpThroughput(gen: Child): Promise<void> {
         ids.push(j.result.taskId);
       }
       await check(c!.url, tasksGet(ids[0]!), (j) => j?.result?.status === 'working' && j.result.taskId === ids[0], 'outlast tasks/get');
+      await check(c!.url, legacyWire('tasks/get', { taskId: ids[0]! }), (j) => j?.result?.status === 'working' && j.result.ttl !== undefined, 'outlast tasks/get (2025-11-25)');
+    }
+    const legacyCall = legacyWire('tools/call', { name: 'noop', arguments: {} });
+    const legacyInline = (j: any) => j?.result?.content?.[0]?.text === 'ok' && j.result.task === undefined;
+    if (K) {
+      await check(bare!.url, legacyCall, legacyInline, 'bare noop (2025-11-25)');
+      await check(a!.url, legacyCall, legacyInline, 'outlast noop (2025-11-25)');
     }
 
     const same = toolCall('noop'); // byte-identical request for both servers in (a)
@@ -275,6 +289,9 @@ async function httpThroughput(gen: Child): Promise<void> {
     const sAuto = A ? side('outlast-noop(auto)', aAuto!, [same]) : undefined;
     const sGet = C ? side('outlast-tasks/get', c!, ids.map(tasksGet)) : undefined;
     const sCall = C ? side('outlast-tools/call', c!, [same]) : undefined;
+    const sGetLegacy = J ? side('outlast-tasks/get(2025-11-25)', c!, ids.map((id) => legacyWire('tasks/get', { taskId: id }))) : undefined;
+    const sBareLegacy = K ? side('bare-noop(2025-11-25)', bare!, [legacyCall]) : undefined;
+    const sNeverLegacy = K ? side('outlast-noop(never, 2025-11-25)', a!, [legacyCall]) : undefined;
     log(`(a)/(c) ${sides.length} sides x ${ROUNDS} rounds x ${SECONDS}s, concurrency ${CONCURRENCY}`);
     await alternate(gen, sides);
 
@@ -289,8 +306,14 @@ async function httpThroughput(gen: Child): Promise<void> {
       ratioRow('a.auto', 'inline no-op tools/call via Outlast serveHttp, policy auto, tasks declared (req/s)', auto, 'bare SDK McpServer, same tool, toNodeHandler on node:http', plain, 'req/s', 0.95);
       ratioRow('a.strict', 'inline no-op tools/call via Outlast serveHttp, policy never (req/s)', never, 'bare SDK McpServer, same tool, body pre-parsed and passed to toNodeHandler as serveHttp does', parsed, 'req/s', 0.95);
     }
-    if (sGet && sCall) {
+    if (sGet && sCall && ONLY.has('c')) {
       ratioRow('c', 'tasks/get via Outlast, cycling 1,000 working tasks (req/s)', sGet.results.map((r) => r.rps), 'inline no-op tools/call via Outlast', sCall.results.map((r) => r.rps), 'req/s', 0.9);
+    }
+    if (sGetLegacy && sGet) {
+      ratioRow('j', '2025-11-25 tasks/get via Outlast, cycling 1,000 working tasks (req/s)', sGetLegacy.results.map((r) => r.rps), '2026-07-28 tasks/get, same server and tasks', sGet.results.map((r) => r.rps), 'req/s', 0.9);
+    }
+    if (sBareLegacy && sNeverLegacy) {
+      ratioRow('k', 'inline no-op tools/call from a 2025-11-25 client via Outlast serveHttp (req/s)', sNeverLegacy.results.map((r) => r.rps), 'the same request to a bare SDK McpServer (toNodeHandler on node:http)', sBareLegacy.results.map((r) => r.rps), 'req/s', 0.95);
     }
     details.latencyMs = Object.fromEntries(sides.map((s) => [s.name, { p50: round(medianOf(s, 'p50Ms'), 2), p99: round(medianOf(s, 'p99Ms'), 2), rps: round(medianRps(s)) }]));
     const stats = async (ch: Child) => ch.request({ type: 'stats' }, 'stats', 5000);
@@ -679,7 +702,7 @@ async function main(): Promise<void> {
   await gen.next('ready', 30_000);
   pin(gen.pid, 1);
   try {
-    if (ONLY.has('a') || ONLY.has('c')) await httpThroughput(gen);
+    if (['a', 'c', 'j', 'k'].some((x) => ONLY.has(x))) await httpThroughput(gen);
     if (ONLY.has('b')) await creations(gen);
     if (ONLY.has('d')) await memory();
     if (ONLY.has('e')) rows.push(...(await clientBench(log))); // the client's overhead (bench/client-bench.ts)

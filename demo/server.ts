@@ -27,6 +27,8 @@ async function stage(ctx: TaskContext, name: string, ms: number, log: string[]):
 
 export default defineServer({
   info: { name: 'outlast-demo', version: '0.1.0', title: 'Outlast demo: reindex, CI pipeline, approved migration' },
+  // Clients without task support follow long calls through a handle and plain status/cancel tools.
+  handles: true,
   setup(outlast) {
     outlast.tool(
       'reindex',

@@ -2,10 +2,11 @@
  * Client test helpers: a real loopback HTTP proxy in front of an `outlast serve` process that records every
  * request (method, time, body, the answer's advertised pollIntervalMs), can drop a response after the server
  * produced it (the request was delivered, the answer is lost), and can cut `subscriptions/listen` streams.
- * Plus: running the CLI as a child process, and counting rows in the server's SQLite file.
+ * Plus: a scripted loopback MCP server for replies Outlast's server never gives, running the CLI as a child
+ * process, and counting rows in the server's SQLite file.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import { BIN, ROOT } from './helpers.js';
@@ -14,6 +15,8 @@ export interface Seen {
   method: string;
   at: number;
   body: Record<string, any>;
+  /** The request's HTTP headers (names in lower case). */
+  headers: IncomingHttpHeaders;
   status?: number;
   /** pollIntervalMs advertised in the answer (tasks/get or a CreateTaskResult). */
   advertisedMs?: number;
@@ -69,7 +72,7 @@ export async function startProxy(target: string): Promise<Proxy> {
       } catch {
         /* not JSON */
       }
-      const s: Seen = { method: String(body.method ?? req.method), at: Date.now(), body };
+      const s: Seen = { method: String(body.method ?? req.method), at: Date.now(), body, headers: req.headers };
       seen.push(s);
       if ((s.method === 'subscriptions/listen' && proxy.refuseListen) || proxy.refuse?.(s)) {
         s.refused = true;
@@ -125,6 +128,54 @@ export async function startProxy(target: string): Promise<Proxy> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}${t.pathname}`;
   return proxy;
+}
+
+/** A request a scripted server received. */
+export interface Received {
+  method: string;
+  id: unknown;
+  body: Record<string, any>;
+  headers: IncomingHttpHeaders;
+}
+
+/** A scripted reply: a JSON-RPC result (HTTP 200), or a JSON-RPC error (HTTP 400 unless `status` says otherwise). */
+export type Reply = { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown }; status?: number };
+
+export interface ScriptedServer {
+  url: string;
+  received: Received[];
+  close(): Promise<void>;
+}
+
+/**
+ * A real loopback HTTP endpoint answering each JSON-RPC POST with `answer(request)` as plain JSON, for replies
+ * Outlast's own server never gives (a refused protocol version, tool definitions with invalid `x-mcp-header`).
+ */
+export async function startScriptedServer(answer: (r: Received) => Reply): Promise<ScriptedServer> {
+  const received: Received[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, any>;
+      const r: Received = { method: String(body.method), id: body.id, body, headers: req.headers };
+      received.push(r);
+      const reply = answer(r);
+      const status = 'result' in reply ? 200 : (reply.status ?? 400);
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: body.id, ...('result' in reply ? { result: { resultType: 'complete', ...reply.result } } : { error: reply.error }) }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    received,
+    close: () =>
+      new Promise<void>((res) => {
+        server.closeAllConnections();
+        server.close(() => res());
+      }),
+  };
 }
 
 /** Rows in the server's task table (optionally for one tool). */

@@ -7,9 +7,9 @@ import { ROOT, callTool, getTask, rpc, tempDir, textOf, useServer, waitForTask }
 describe('demo server', () => {
   const srv = useServer([], { module: join(ROOT, 'dist', 'demo', 'server.js') });
 
-  it('lists its three tools', async () => {
+  it('lists its three tools, and the two that follow a handle for clients without task support', async () => {
     const r = await rpc(srv.url, 'tools/list', {});
-    assert.deepEqual(r.result.tools.map((t: { name: string }) => t.name).sort(), ['migrate', 'reindex', 'run_pipeline']);
+    assert.deepEqual(r.result.tools.map((t: { name: string }) => t.name).sort(), ['migrate', 'outlast_task_cancel', 'outlast_task_status', 'reindex', 'run_pipeline']);
   });
 
   it('reindex: a small collection answers inline; a large one becomes a task with progress', async () => {

@@ -15,7 +15,8 @@ const NO_TASKS = { elicitation: {} };
 const BUSY_CODE = -31503;
 
 describe('a call over --max-running waits in the run queue as a task', () => {
-  const srv = useServer(['--max-running', '1', '--inline-budget-ms', '100', '--sweep-interval-ms', '200']);
+  // Handles off: a client without task support can follow nothing, so it is refused while the replica is full.
+  const srv = useServer(['--max-running', '1', '--inline-budget-ms', '100', '--sweep-interval-ms', '200', '--no-handles']);
 
   it('reads working with its position, starts when the slot frees, and a cancel ends it at once without starting', async () => {
     const log = join(tempDir(), 'busy.log');
@@ -85,6 +86,28 @@ describe('a call over --max-running waits in the run queue as a task', () => {
   });
 });
 
+describe('with handles on, a client without task support waits in the queue too', () => {
+  const srv = useServer(['--max-running', '1', '--inline-budget-ms', '100', '--handle-after-ms', '300']);
+
+  it('is answered a handle to its queued task at once, and the status tool follows it to the tool\'s own result', async () => {
+    const log = join(tempDir(), 'busy.log');
+    const running = await busy(srv.url, 1, log);
+    assert.ok(running.taskId);
+    const t0 = Date.now();
+    const plain = await callTool(srv.url, 'busy', { seconds: 0.2, log }, { caps: NO_TASKS });
+    assert.ok(Date.now() - t0 < 500, 'answered without waiting for a slot');
+    const handle = plain.result.structuredContent;
+    assert.equal(handle.status, 'working');
+    assert.match(handle.statusMessage, /^Queued: position 1/);
+    assert.match(textOf(plain.result), /is waiting for a free slot on the server; it continues in the background as task/);
+    const done = await rpc(srv.url, 'tools/call', { name: 'outlast_task_status', arguments: { taskId: handle.taskId, waitSeconds: 10 } }, { caps: NO_TASKS });
+    assert.match(textOf(done.result), /^Busy for 0.2 s in \d+$/);
+    const events = busyEvents(log);
+    assert.equal(maxConcurrent(events), 1);
+    assert.deepEqual(events.filter((e) => e.kind === 'END').map((e) => e.taskId), [running.taskId, handle.taskId]);
+  });
+});
+
 describe('back-pressure past --max-queued', () => {
   const srv = useServer(['--max-running', '1', '--max-queued', '3', '--inline-budget-ms', '50']);
 
@@ -118,7 +141,7 @@ describe('the processes on one SQLite file share the limits (an HTTP replica and
   it('--max-running 2 each and --tool-limit busy=3: never more than 3 at once, never more than 2 in one process, both run some', async () => {
     const dir = tempDir();
     const store = ['--store', `sqlite:${join(dir, 'tasks.db')}`];
-    const limits = ['--max-running', '2', '--tool-limit', 'busy=3', '--queue-poll-ms', '100', '--inline-budget-ms', '50'];
+    const limits = ['--max-running', '2', '--tool-limit', 'busy=3', '--queue-poll-ms', '100', '--inline-budget-ms', '50', '--no-handles'];
     const http = await startServer([...store, ...limits]);
     const worker = await startServer([...store, ...limits, '--no-http']);
     try {
@@ -135,7 +158,7 @@ describe('the processes on one SQLite file share the limits (an HTTP replica and
         assert.ok(maxConcurrent(mine) <= 2, `process ${pid} ran ${maxConcurrent(mine)} at once`);
       }
       for (const c of calls) assert.equal((await getTask(http.url, c.taskId!)).result.status, 'completed');
-      // Without the extension, a tool limited across the deployment is refused (it runs only as a task).
+      // Without the extension (and handles off), a tool limited across the deployment is refused: it runs only as a task.
       const plain = await callTool(http.url, 'busy', { seconds: 0.1, log }, { caps: NO_TASKS });
       assert.equal(plain.error?.code, -32021);
       assert.match(plain.error!.message, /limited across the deployment/);

@@ -166,3 +166,67 @@ describe('poll interval and governor', () => {
     assert.equal(g.check('p', 't', 300), 0, 'the oldest entry was evicted');
   });
 });
+
+describe('runtime: cancel that must be final (2025-11-25), and handles', () => {
+  it('cancelNow ends a task whose handler ignores the signal after the grace, and refuses its late outcome', async () => {
+    const { rt } = await runtime();
+    const g = gate();
+    let finished = false;
+    rt.defineTool('stubborn', {
+      policy: 'always',
+      handler: async () => {
+        await g.p; // ignores ctx.signal
+        finished = true;
+        return { content: [{ type: 'text', text: 'done anyway' }] };
+      },
+    });
+    await rt.start();
+    try {
+      const r = await rt.call('stubborn', {}, DECLARED);
+      assert.equal(r.kind, 'task');
+      if (r.kind !== 'task') return;
+      const t0 = Date.now();
+      const view = await rt.cancelNow(r.task.taskId, 'p', 300);
+      assert.equal(view.status, 'cancelled');
+      assert.equal(view.statusMessage, 'Cancelled by the caller');
+      assert.ok(Date.now() - t0 >= 290, 'it waited the grace first');
+      g.open();
+      await sleep(100);
+      assert.ok(finished);
+      const after = await rt.getTask(r.task.taskId, 'p');
+      assert.equal(after.status, 'cancelled', 'the late outcome was refused: terminal is final');
+      await assert.rejects(rt.cancelNow(r.task.taskId, 'p', 300), /already in terminal status 'cancelled'/);
+      await assert.rejects(rt.cancelNow(r.task.taskId, 'someone-else', 300), /Task not found/);
+    } finally {
+      await rt.stop(100);
+    }
+  });
+
+  it('a call from a client that cannot receive a task answers inline when quick and a handle when not; keyed, a retry finds the same task', async () => {
+    const { rt } = await runtime({ inlineBudgetMs: 50 });
+    rt.defineTool('nap', { handler: async ({ ms }) => (await sleep(Number(ms)), { content: [{ type: 'text', text: `napped ${String(ms)}` }] }) });
+    await rt.start();
+    try {
+      const plain = { principal: 'p', clientCapabilities: {}, tasksDeclared: false, handleAfterMs: 300 };
+      const quick = await rt.call('nap', { ms: 100 }, plain);
+      assert.equal(quick.kind, 'result', 'within the handle budget (longer than the 50 ms inline budget): inline');
+      const slow = await rt.call('nap', { ms: 800 }, plain);
+      assert.equal(slow.kind, 'handle');
+      if (slow.kind !== 'handle') return;
+      assert.equal(slow.record.origin, 'handle');
+      const keyed = { ...plain, idempotencyKey: 'k-1' };
+      const [a, b] = await Promise.all([rt.call('nap', { ms: 800 }, keyed), rt.call('nap', { ms: 800 }, keyed)]);
+      assert.equal(a.kind, 'handle');
+      assert.equal(b.kind, 'handle');
+      if (a.kind !== 'handle' || b.kind !== 'handle') return;
+      assert.equal(a.record.taskId, b.record.taskId);
+      const fast = await rt.call('nap', { ms: 10 }, { ...plain, idempotencyKey: 'k-2' });
+      assert.equal(fast.kind, 'result', 'a keyed call that finishes in time answers inline');
+      const again = await rt.call('nap', { ms: 10 }, { ...plain, idempotencyKey: 'k-2' });
+      assert.equal(again.kind, 'handle', 'and its retry finds the task that holds its outcome');
+      if (again.kind === 'handle') assert.equal(again.record.status, 'completed');
+    } finally {
+      await rt.stop(2000);
+    }
+  });
+});

@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { SqliteTaskStore, sqliteStoreFromUrl } from '../src/store/sqlite/index.js';
+import { MIGRATIONS } from '../src/store/sqlite/schema.js';
+import { openSqlite } from '../src/store/sqlite/open.js';
 import { newTask, runStoreTestKit } from '../src/store/testkit/index.js';
 import { tempDir } from './helpers.js';
 
@@ -54,9 +56,24 @@ describe('sqlite store specifics', () => {
     await b.init();
     assert.equal((await b.get(t.taskId)).state, 'found');
     const db = new Database(path);
-    assert.deepEqual(db.prepare('SELECT version FROM outlast_migrations ORDER BY version').all(), [{ version: 1 }, { version: 3 }]);
+    assert.deepEqual(db.prepare('SELECT version FROM outlast_migrations ORDER BY version').all(), MIGRATIONS.map((m) => ({ version: m.version })));
     db.close();
     await b.close();
+  });
+
+  it('a file written by the first release is upgraded in place: its tasks keep their data and read as 2026 tasks', async () => {
+    const path = join(tempDir(), 'old.db');
+    const old = openSqlite(path, { migrations: MIGRATIONS.slice(0, 1), migrationsTable: 'outlast_migrations', what: 'test' });
+    old.prepare(`INSERT INTO tasks (task_id, principal, tool, args, status, created_at, updated_at, poll_interval_ms)
+      VALUES ('old-1', 'alice', 'build', '{"n":1}', 'working', 1, 1, 500)`).run();
+    old.close();
+    const store = new SqliteTaskStore(path);
+    await store.init();
+    const l = await store.get('old-1');
+    assert.ok(l.state === 'found');
+    assert.deepEqual([l.record.args, l.record.origin, l.record.progressToken], [{ n: 1 }, 'extension', null]);
+    assert.deepEqual((await store.listByPrincipal('alice', undefined, 5)).map((t) => t.taskId), ['old-1']);
+    await store.close();
   });
 
   it('rejects a malformed store URL with a clear message, and use before init', async () => {

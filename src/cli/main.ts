@@ -51,6 +51,9 @@ Options for serve:
   --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
   --max-body-bytes N       largest request body (default 1048576)
   --no-poll-limit          do not refuse over-polling
+  --handles / --no-handles follow long calls of clients without task support through a handle and plain
+                           status/cancel tools (default: what the module says)
+  --handle-after-ms N      how long such a call runs before it is answered with a handle (default 20000)
   --log-level L            debug | info | warn | error (default info)
 
 ${CLIENT_HELP}`;
@@ -117,6 +120,9 @@ async function serve(argv: string[]): Promise<void> {
       'drain-ms': { type: 'string' },
       'max-body-bytes': { type: 'string' },
       'no-poll-limit': { type: 'boolean' },
+      handles: { type: 'boolean' },
+      'no-handles': { type: 'boolean' },
+      'handle-after-ms': { type: 'string' },
       'log-level': { type: 'string' },
     },
   });
@@ -147,7 +153,12 @@ async function serve(argv: string[]): Promise<void> {
   if (!mod || typeof mod !== 'object' || !mod.info) fail(`${modulePath} must default-export defineServer({ info, setup, register })`);
 
   const ttl = intFlag(values, 'default-ttl-ms', 1);
+  if (values.handles && values['no-handles']) fail('--handles and --no-handles contradict each other');
+  const handleAfterMs = intFlag(values, 'handle-after-ms');
+  const moduleHandles = mod.handles === true ? {} : mod.handles || undefined;
+  const handlesOn = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined || moduleHandles !== undefined;
   const outlast = new Outlast({
+    ...(handlesOn ? { handles: { ...moduleHandles, ...opt('afterMs', handleAfterMs) } } : {}),
     store: storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db'),
     log,
     ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),

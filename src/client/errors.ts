@@ -23,6 +23,39 @@ export class RpcError extends Error {
 }
 
 /**
+ * The server does not speak the protocol revision this client speaks (JSON-RPC -32022 with `data.supported`), or
+ * refused it again after listing it as supported.
+ */
+export class UnsupportedVersionError extends RpcError {
+  /** The versions the server said it supports (empty when it did not say). */
+  readonly supported: string[];
+  /** The versions this client speaks. */
+  readonly spoken: readonly string[];
+  constructor(serverUrl: string, error: JsonRpcErrorObject, supported: string[], spoken: readonly string[], refusedAgain: boolean, httpStatus?: number) {
+    super(error, httpStatus);
+    this.name = 'UnsupportedVersionError';
+    this.supported = supported;
+    this.spoken = spoken;
+    const theirs = supported.length ? `it supports: ${supported.join(', ')}` : 'it did not say which versions it supports';
+    this.message = refusedAgain
+      ? `The server at ${serverUrl} refused MCP protocol version ${spoken.join(', ')} twice, although it lists it as supported (${theirs}); the server or a proxy in front of it is misbehaving`
+      : `The server at ${serverUrl} does not speak the MCP protocol version this client speaks (${spoken.join(', ')}); ${theirs}. Use a server that speaks ${spoken.join(' or ')}`;
+  }
+}
+
+/** A tool whose `x-mcp-header` declarations break SEP-2243's constraints: it is left out of tools/list and not called. */
+export class RejectedToolError extends Error {
+  readonly tool: string;
+  readonly reason: string;
+  constructor(tool: string, reason: string) {
+    super(`Tool "${tool}" cannot be called over HTTP: its inputSchema is invalid (${reason}), so the client cannot send the Mcp-Param headers it asks for; the server's tool definition must be fixed`);
+    this.name = 'RejectedToolError';
+    this.tool = tool;
+    this.reason = reason;
+  }
+}
+
+/**
  * The request may or may not have reached the server, and no answer came back: connection refused or reset,
  * a 502/503/504 from a proxy, a stream cut before its response, a timeout. Safe to retry for `tasks/*`; a
  * `tools/call` is retried with the same idempotency key.

@@ -4,6 +4,7 @@
 export { TaskClient, TaskCall, type TaskClientOptions, type StartOptions, type CallToolResult, type InputContext, type InputEvent, type ElicitationHandler, type SamplingHandler, type RootsHandler, type TaskCallEvents } from './task-client.js';
 export { Journal, defaultJournalPath, JOURNAL_MIGRATIONS, UNFINISHED_STATES, type JournalEntry, type JournalState, type JournalOptions } from './journal.js';
 export { PollingSource, ListenSource, getTask, toDetailedTask, type StatusSource, type StatusNote, type FollowObserver, type PollingOptions, type ListenOptions } from './status.js';
-export { RawDispatcher, type DispatcherOptions, type RequestStats, type FetchLike } from './transport.js';
-export { RpcError, TransportError, RateLimitedError, TaskGoneError, TaskFailedError, TaskCancelledError, DetachedError } from './errors.js';
+export { RawDispatcher, SPOKEN_VERSIONS, type DispatcherOptions, type RequestStats, type FetchLike } from './transport.js';
+export type { ToolDefinition, ToolList, RejectedTool } from './tool-catalog.js';
+export { RpcError, TransportError, RateLimitedError, TaskGoneError, TaskFailedError, TaskCancelledError, DetachedError, UnsupportedVersionError, RejectedToolError } from './errors.js';
 export { answersFromJson, elicitationFromAnswers, type Answers } from './answers.js';

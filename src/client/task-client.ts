@@ -11,12 +11,16 @@
  *   hears of it; `resume` picks up whatever a crash left behind.
  * - Input requests reach the handlers as soon as a state listing them is seen, once per key (answers are
  *   journaled before they are sent with `tasks/update`).
+ * - `listTools` learns each tool's `x-mcp-header` declarations (SEP-2243) and every `tools/call` then carries the
+ *   `Mcp-Param-*` headers they ask for; a call refused with -32020 (HeaderMismatch) refreshes the list and is
+ *   sent again once if that changes its headers.
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { AuthProvider } from '@modelcontextprotocol/client';
 import {
+  ErrorCode,
   IDEMPOTENCY_KEY_META,
   TASKS_EXTENSION,
   isTerminal,
@@ -29,9 +33,10 @@ import {
   type Task,
   type TaskStatus,
 } from '../protocol/index.js';
-import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError, isRateLimited } from './errors.js';
+import { DetachedError, RejectedToolError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError, isRateLimited } from './errors.js';
 import { Journal, type JournalEntry } from './journal.js';
 import { ListenSource, PollingSource, getTask, toDetailedTask, type ListenOptions, type PollingOptions, type StatusNote, type StatusSource } from './status.js';
+import { ToolCatalog, type ToolList } from './tool-catalog.js';
 import { RawDispatcher, type FetchLike, type RequestStats } from './transport.js';
 
 /** A tool result as the server sent it (`content`, `structuredContent?`, `isError?`, `resultType`). */
@@ -113,6 +118,12 @@ function neverSent(e: TransportError): boolean {
   }
   return false;
 }
+
+/** tools/list pages followed before giving up (a server whose cursors never end). */
+const MAX_TOOL_PAGES = 100;
+
+const sameHeaders = (a: Record<string, string>, b: Record<string, string>) =>
+  Object.keys(a).length === Object.keys(b).length && Object.entries(a).every(([k, v]) => b[k] === v);
 
 function backoff(attempt: number, base: number, max: number): number {
   return Math.round(Math.min(max, base * 2 ** attempt) * (0.9 + 0.2 * Math.random()));
@@ -300,6 +311,9 @@ export class TaskClient {
   private readonly options: TaskClientOptions;
   private readonly calls = new Map<string, TaskCall>();
   private readonly retry: { attempts: number; baseDelayMs: number; maxDelayMs: number };
+  /** This server's tools as last listed (for the `Mcp-Param-*` headers of each call). */
+  private readonly tools = new ToolCatalog();
+  private toolsRefresh: Promise<ToolList> | undefined;
   private closed = false;
 
   constructor(options: TaskClientOptions) {
@@ -336,6 +350,34 @@ export class TaskClient {
     return this.dispatcher.stats;
   }
 
+  /**
+   * `tools/list` (every page). Tools whose `x-mcp-header` declarations are invalid are left out and listed in
+   * `rejected` with the reason; the rest are remembered, so each later `tools/call` carries the `Mcp-Param-*`
+   * headers its tool declares. Concurrent calls share one request.
+   */
+  listTools(opts: { signal?: AbortSignal } = {}): Promise<ToolList> {
+    this.assertOpen();
+    if (!this.toolsRefresh) {
+      this.toolsRefresh = this.fetchTools(opts.signal).finally(() => (this.toolsRefresh = undefined));
+    }
+    return this.toolsRefresh;
+  }
+
+  private async fetchTools(signal?: AbortSignal): Promise<ToolList> {
+    const listed: unknown[] = [];
+    let cursor: string | undefined;
+    for (let page = 1; ; page++) {
+      const params: JsonObject = cursor === undefined ? {} : { cursor };
+      const r = await this.withRetries((s) => this.dispatcher.request('tools/list', params, s ? { signal: s } : {}), signal);
+      if (!Array.isArray(r.tools)) throw new TransportError(`tools/list: the answer has no "tools" array (invalid response): ${JSON.stringify(r).slice(0, 200)}`, { retryable: false });
+      listed.push(...r.tools);
+      if (typeof r.nextCursor !== 'string' || r.nextCursor === cursor) break;
+      if (page >= MAX_TOOL_PAGES) throw new TransportError(`tools/list: still a next page after ${MAX_TOOL_PAGES} pages; giving up`, { retryable: false });
+      cursor = r.nextCursor;
+    }
+    return this.tools.replace(listed);
+  }
+
   /** Calls a tool and returns its final CallToolResult, whether the server answered inline or made it a task. */
   async callTool(name: string, args: JsonObject = {}, opts: StartOptions = {}): Promise<CallToolResult> {
     const call = await this.start(name, args, opts);
@@ -357,6 +399,7 @@ export class TaskClient {
     if (typeof name !== 'string' || !name) throw new TypeError('callTool needs a tool name');
     if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new TypeError('Tool arguments must be a JSON object');
     this.assertOpen();
+    this.tools.assertCallable(name); // before anything is journaled
     const entry = this.journal.begin({ callId: randomUUID(), serverUrl: this.url, tool: name, arguments: args });
     const call = new TaskCall(this, entry);
     this.calls.set(call.callId, call);
@@ -482,11 +525,12 @@ export class TaskClient {
     for (let round = 0; ; round++) {
       let r: JsonObject;
       try {
-        r = await this.withRetries((s) => this.dispatcher.request('tools/call', { name: call.tool, arguments: call.arguments, ...extra }, { meta: { [IDEMPOTENCY_KEY_META]: call.callId }, ...(s ? { signal: s } : {}) }),
-          signal,
-          (error, delayMs) => call.emit('note', { kind: 'retry', error, delayMs }),
-        );
+        r = await this.sendToolCall(call, extra, signal);
       } catch (e) {
+        if (e instanceof RejectedToolError) {
+          this.journal.callRefused(call.callId, { code: ErrorCode.HeaderMismatch, message: e.message });
+          call.finish({ ok: false, error: e });
+        }
         if (e instanceof RpcError) {
           this.journal.callRefused(call.callId, e.toJSON() as unknown as JsonObject);
           call.finish({ ok: false, error: e });
@@ -537,6 +581,35 @@ export class TaskClient {
       }
       const e = new TransportError(`tools/call ${call.tool}: unrecognised resultType "${String(kind)}" (invalid response)`, { retryable: false });
       throw e;
+    }
+  }
+
+  /**
+   * One `tools/call` round with the `Mcp-Param-*` headers the tool catalogue gives (retried on transport failures
+   * with the same idempotency key). A -32020 refreshes the catalogue and resends once if the headers change: the
+   * spec's recovery when the tool's schema was not known yet or has changed; the refusal happened before the
+   * tool ran, so nothing runs twice.
+   */
+  private async sendToolCall(call: TaskCall, extra: JsonObject, signal?: AbortSignal): Promise<JsonObject> {
+    const attempt = (headers: Record<string, string>) =>
+      this.withRetries(
+        (s) => this.dispatcher.request('tools/call', { name: call.tool, arguments: call.arguments, ...extra }, { meta: { [IDEMPOTENCY_KEY_META]: call.callId }, headers, ...(s ? { signal: s } : {}) }),
+        signal,
+        (error, delayMs) => call.emit('note', { kind: 'retry', error, delayMs }),
+      );
+    const sent = this.tools.headersFor(call.tool, call.arguments);
+    try {
+      return await attempt(sent);
+    } catch (e) {
+      if (!(e instanceof RpcError) || e.code !== ErrorCode.HeaderMismatch) throw e;
+      try {
+        await this.listTools(signal ? { signal } : {});
+      } catch {
+        throw e; // the refusal is the news; a failed refresh would only hide it
+      }
+      const fresh = this.tools.headersFor(call.tool, call.arguments);
+      if (sameHeaders(fresh, sent)) throw e;
+      return attempt(fresh);
     }
   }
 

@@ -7,11 +7,13 @@
  * the body (so `tasks/*` carry `Mcp-Name: <taskId>`), handles bearer/OAuth auth and parses SSE. This class adds
  * what the `Client` would: the per-request `_meta` envelope, an id → promise map, timeouts, classification of
  * failures (JSON-RPC error, rate limit with Retry-After, transport failure), long-lived streams for
- * `subscriptions/listen`, and request counting.
+ * `subscriptions/listen`, request counting, per-request headers (SEP-2243 `Mcp-Param-*`), and one retry when the
+ * server refuses the protocol version but lists one this client speaks (-32022).
  */
 import { StreamableHTTPClientTransport, SdkHttpError, UnauthorizedError, type AuthProvider } from '@modelcontextprotocol/client';
 import {
   CLIENT_CAPABILITIES_META,
+  ErrorCode,
   CLIENT_INFO_META,
   PROTOCOL_VERSION,
   PROTOCOL_VERSION_META,
@@ -20,7 +22,7 @@ import {
   type JsonObject,
   type JsonRpcErrorObject,
 } from '../protocol/index.js';
-import { RateLimitedError, RpcError, TransportError } from './errors.js';
+import { RateLimitedError, RpcError, TransportError, UnsupportedVersionError } from './errors.js';
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
@@ -45,6 +47,8 @@ export interface RequestOptions {
   meta?: JsonObject;
   /** Override the timeout (0 = none). */
   timeoutMs?: number;
+  /** Extra HTTP headers for this request (`Mcp-Param-*`); the transport keeps its own standard and auth headers. */
+  headers?: Record<string, string>;
 }
 
 /** Requests sent, counted as HTTP POSTs leave (retries included). */
@@ -74,6 +78,8 @@ export interface OpenStream {
 type JsonRpcMessage = { jsonrpc: '2.0'; id?: string | number; method?: string; params?: JsonObject; result?: JsonObject; error?: JsonRpcErrorObject };
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+/** The protocol versions this client speaks, preferred first. */
+export const SPOKEN_VERSIONS: readonly string[] = [PROTOCOL_VERSION];
 
 function parseRetryAfter(v: string | null): number | undefined {
   if (!v) return undefined;
@@ -155,9 +161,9 @@ export class RawDispatcher {
     this.transport.onmessage = (m) => this.onMessage(m as unknown as JsonRpcMessage);
   }
 
-  /** The `_meta` envelope sent with every request. */
-  envelope(extra?: JsonObject): JsonObject {
-    return extra ? { ...this.meta, ...extra } : { ...this.meta };
+  /** The `_meta` envelope sent with every request (the transport mirrors its version into `MCP-Protocol-Version`). */
+  envelope(extra?: JsonObject, version: string = PROTOCOL_VERSION): JsonObject {
+    return { ...this.meta, [PROTOCOL_VERSION_META]: version, ...extra };
   }
 
   private start(): Promise<void> {
@@ -238,12 +244,38 @@ export class RawDispatcher {
     return new TransportError(`${method}: ${(e as Error)?.message ?? String(e)}`, { cause: e, retryable: false });
   }
 
-  /** Sends one request and resolves with its result; rejects with RpcError, RateLimitedError or TransportError. */
+  /**
+   * Sends one request and resolves with its result; rejects with RpcError, RateLimitedError or TransportError.
+   * A -32022 (UnsupportedProtocolVersion) whose `data.supported` lists a version this client speaks is retried
+   * once with it (a new id; the request was refused before anything ran); otherwise, or if that is refused too,
+   * it rejects with UnsupportedVersionError naming both sides' versions.
+   */
   async request(method: string, params: JsonObject = {}, opts: RequestOptions = {}): Promise<JsonObject> {
+    let version = PROTOCOL_VERSION;
+    for (let retried = false; ; retried = true) {
+      try {
+        return await this.requestOnce(method, params, opts, version);
+      } catch (e) {
+        if (!(e instanceof RpcError) || e.code !== ErrorCode.UnsupportedProtocolVersion) throw e;
+        version = this.versionAfterRefusal(e, retried);
+      }
+    }
+  }
+
+  /** The version to retry with after a -32022, or the UnsupportedVersionError to throw. */
+  private versionAfterRefusal(e: RpcError, retried: boolean): string {
+    const listed = (e.data as { supported?: unknown } | undefined)?.supported;
+    const supported = Array.isArray(listed) ? listed.filter((v): v is string => typeof v === 'string') : [];
+    const common = SPOKEN_VERSIONS.find((v) => supported.includes(v));
+    if (common === undefined || retried) throw new UnsupportedVersionError(this.url.href, e.toJSON(), supported, SPOKEN_VERSIONS, common !== undefined, e.httpStatus);
+    return common;
+  }
+
+  private async requestOnce(method: string, params: JsonObject, opts: RequestOptions, version: string): Promise<JsonObject> {
     await this.start();
     opts.signal?.throwIfAborted();
     const id = this.nextId++;
-    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(opts.meta) } };
+    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(opts.meta, version) } };
     const ctl = new AbortController();
     const timeoutMs = opts.timeoutMs ?? (method === 'tools/call' ? 0 : this.timeoutMs);
     let timedOut = false;
@@ -263,6 +295,7 @@ export class RawDispatcher {
         this.transport
           .send(message as never, {
             requestSignal: ctl.signal,
+            ...(opts.headers ? { headers: opts.headers } : {}),
             onRequestStreamEnd: () => fail(new TransportError(`${method}: the response stream ended before the response`)),
           })
           .then(() => {

@@ -13,6 +13,12 @@ export const SERVER_INFO_META = 'io.modelcontextprotocol/serverInfo';
 /** Caller-chosen idempotency key for `tools/call` (scoped to principal and tool). */
 export const IDEMPOTENCY_KEY_META = 'outlast/idempotencyKey';
 
+/**
+ * How an input answer records that the client could not answer (it replied to the input request with a JSON-RPC
+ * error, e.g. -32601 for a kind it does not support): `{ [INPUT_REFUSED]: {code, message} }`.
+ */
+export const INPUT_REFUSED = 'outlast/inputRefused';
+
 /** JSON-RPC error codes used by the spec (see protocol.md §1.2). */
 export const ErrorCode = {
   ParseError: -32700,
@@ -32,6 +38,9 @@ export const ErrorCode = {
  */
 export const RATE_LIMITED_CODE = -31429;
 
+/** Which wire created a task: the 2026-07-28 extension, the 2025-11-25 Tasks wire, or a plain-tool handle for a
+ *  client with no task support. One task, whichever created it: every wire can read it. */
+export type TaskOrigin = 'extension' | 'legacy' | 'handle';
 /**
  * Outlast's code for "this server has no capacity for the call now; nothing was stored or started": a full run
  * queue, or a call that cannot become a task while every handler slot is taken. Same range as RATE_LIMITED_CODE;

@@ -33,7 +33,8 @@ export interface ExecutionHost {
   taskFinished(exec: Execution): void;
 }
 
-/** The row a call becomes: the tool's TTL, poll interval and retry-safety, and the hash behind an idempotency key. */
+/** The row a call becomes: the tool's TTL (or the shorter one a 2025-11-25 caller asked for), poll interval and
+ *  retry-safety, the hash behind an idempotency key, and which wire created it. */
 export function newTaskFor(
   host: Pick<ExecutionHost, 'defaultTtlMs' | 'defaultPollIntervalMs'>,
   tool: RegisteredTool,
@@ -50,7 +51,7 @@ export function newTaskFor(
     args: call.preflight ? { ...args, preflight: call.preflight } : args,
     statusMessage: row.statusMessage,
     createdAt: Date.now(),
-    ttlMs: spec.ttlMs !== undefined ? spec.ttlMs : host.defaultTtlMs,
+    ttlMs: ttlFor(spec.ttlMs !== undefined ? spec.ttlMs : host.defaultTtlMs, call.taskRequested?.ttlMs),
     pollIntervalMs: spec.pollIntervalMs ?? host.defaultPollIntervalMs,
     owner: row.owner,
     ...(row.queued ? { queued: true } : {}),
@@ -58,6 +59,8 @@ export function newTaskFor(
     idempotencyKey: key ?? null,
     requestHash: key ? requestHash(tool.name, args) : null,
     clientCapabilities: call.clientCapabilities,
+    origin: call.origin ?? (call.handleAfterMs !== undefined && !call.tasksDeclared ? 'handle' : 'extension'),
+    progressToken: call.progressToken ?? null,
   };
 }
 
@@ -66,6 +69,12 @@ export function creationFailure(e: unknown, log: Logger): TaskProtocolError {
   if (e instanceof IdempotencyConflictError) return new TaskProtocolError(ErrorCode.InvalidParams, e.message, { existingTaskId: e.existingTaskId });
   log.error('could not persist task', { error: String(e) });
   return new TaskProtocolError(ErrorCode.InternalError, 'The task could not be stored; nothing was started. Retry the call.');
+}
+
+/** The TTL of a new task: the tool's, or the shorter one a 2025-11-25 caller asked for. */
+function ttlFor(toolTtl: number | null, requested: number | undefined): number | null {
+  if (requested === undefined) return toolTtl;
+  return toolTtl === null ? requested : Math.min(toolTtl, requested);
 }
 
 function deferred<T>() {
@@ -181,7 +190,7 @@ export class Execution implements TaskContext {
 
   async promote(): Promise<void> {
     if (this.taskId) return;
-    if (!this.call.tasksDeclared || this.tool.spec.policy === 'never') return;
+    if ((!this.call.tasksDeclared && this.call.handleAfterMs === undefined) || this.tool.spec.policy === 'never') return;
     this.promoteRequested.resolve();
     await this.persist();
   }
@@ -190,7 +199,11 @@ export class Execution implements TaskContext {
   private async ensureTask(what: string): Promise<string> {
     if (this.taskId) return this.taskId;
     if (!this.call.tasksDeclared || this.tool.spec.policy === 'never') {
-      throw missingTasksCapability(`${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`);
+      throw missingTasksCapability(
+        this.call.handleAfterMs !== undefined
+          ? `${what} needs a client with task support; this caller follows the work through a handle and cannot answer`
+          : `${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`,
+      );
     }
     this.promoteRequested.resolve();
     await this.persist();
@@ -241,6 +254,9 @@ export class Execution implements TaskContext {
       : request.method === 'roots/list' ? 'roots'
       : undefined;
     if (!need) throw new TypeError(`ctx.input: unsupported input request method "${String(request.method)}"`);
+    // Capabilities this wire cannot tell (2025-11-25 over stateless HTTP): a client that cannot answer says so.
+    const known = this.call.capabilitiesKnown ?? this.call.origin !== 'legacy';
+    if (!known) return;
     const declared = caps[need] as Record<string, unknown> | undefined;
     if (!declared) {
       throw new TaskProtocolError(

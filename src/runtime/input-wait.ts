@@ -2,7 +2,7 @@
  * Waiting for the answers to input requests: until every key is answered, the task ends, the deadline passes or
  * the handler is aborted. Answers are signalled by whichever process records them; the row stays the truth.
  */
-import { isTerminal, type JsonObject } from '../protocol/index.js';
+import { ErrorCode, INPUT_REFUSED, TaskProtocolError, isTerminal, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
 import type { SignalBus } from '../store/local-bus.js';
 import type { TaskRecord, TaskStore } from '../store/types.js';
 import { InputTimeoutError, TaskCancelledError } from './context.js';
@@ -19,6 +19,15 @@ export interface AnswerWait {
   /** Period of the re-read that covers answers whose signal never arrived (another process). */
   recheckMs: number;
   signal: AbortSignal;
+}
+
+/** The client answered an input request with an error (it cannot do that kind of input): the wait fails. */
+function inputRefused(key: string, e: JsonRpcErrorObject): TaskProtocolError {
+  return new TaskProtocolError(ErrorCode.InternalError, `The client could not answer input "${key}": ${e.message} (${e.code})`, {
+    reason: 'input_refused',
+    key,
+    clientError: e,
+  });
 }
 
 export function waitForAnswers<K extends string>(w: AnswerWait): Promise<Record<K, JsonObject>> {
@@ -39,7 +48,12 @@ export function waitForAnswers<K extends string>(w: AnswerWait): Promise<Record<
       if (isTerminal(r.status)) return finish(new TaskCancelledError('cancelled'));
       if (keys.every((k) => r.inputResponses[k])) {
         const out = {} as Record<K, JsonObject>;
-        for (const k of keys) out[k] = r.inputResponses[k]!.response;
+        for (const k of keys) {
+          const response = r.inputResponses[k]!.response;
+          const refused = response[INPUT_REFUSED] as JsonRpcErrorObject | undefined;
+          if (refused) return finish(inputRefused(k, refused));
+          out[k] = response;
+        }
         return finish(null, out);
       }
       const deadlines = keys.filter((k) => r.inputRequests[k]).map((k) => r.inputRequests[k]!.deadline);

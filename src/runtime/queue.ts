@@ -2,10 +2,10 @@
  * Capacity: admission control and the run queue.
  *
  * - Admission (per call): a call starts here now when this replica has a free handler slot
- *   (`maxRunning`, and the tool's `limit.perReplica`) and nothing waits in the queue; otherwise a call that can
- *   become a task is stored queued (persist, then answer, as always) and any replica with room claims it; a call
- *   that cannot become a task is refused with a retry time (never accepted and then dropped). A tool with a
- *   deployment-wide limit always goes through the queue: only the store can count its runs everywhere.
+ *   (`maxRunning`, and the tool's `limit.perReplica`) and nothing waits in the queue; otherwise a call whose caller
+ *   can follow a task (or a handle) is stored queued (persist, then answer, as always) and any replica with room
+ *   claims it; a call that can follow nothing is refused with a retry time (never accepted and then dropped). A tool
+ *   with a deployment-wide limit always goes through the queue: only the store can count its runs everywhere.
  * - Back-pressure: past `maxQueued` tasks waiting in the whole deployment, new calls are refused with a retry time.
  * - Draining: one claim in flight at a time, taking as many tasks as there are free slots (at most claimBatch), by the
  *   store's claim rule (oldest first, fair between principals, never a cancelled or expired task, deployment-wide
@@ -16,7 +16,7 @@ import { missingTasksCapability, serverBusy, type CreateTaskResult, type JsonObj
 import { QUEUE_SIGNAL_ID, type SignalBus, type SignalKind } from '../store/local-bus.js';
 import type { TaskRecord, TaskStore, TaskView } from '../store/types.js';
 import { creationFailure, newTaskFor, type Execution } from './execution.js';
-import type { CallContext, Logger, RegisteredTool, Slot } from './types.js';
+import type { CallContext, CallOutcome, Logger, RegisteredTool, Slot } from './types.js';
 
 /** What the queue needs from the runtime. */
 export interface QueueHost {
@@ -152,12 +152,13 @@ export class RunQueue {
 
   // ---- admission ------------------------------------------------------------------------------------------
 
-  /** Why a call of `tool` would be refused now without storing anything (undefined: it would not be). Synchronous,
-   *  so the HTTP front can answer 503 with Retry-After before the request is dispatched. */
-  refusal(name: string, tasksDeclared: boolean): TaskProtocolError | undefined {
+  /** Why a call of `tool` would be refused now without storing anything (undefined: it would not be). `canWait`: the
+   *  caller can follow a task (the extension, a 2025-11-25 task-augmented call) or a handle. Synchronous, so the HTTP
+   *  front can answer 503 with Retry-After before the request is dispatched. */
+  refusal(name: string, canWait: boolean): TaskProtocolError | undefined {
     const tool = this.host.tool(name);
     if (!tool) return undefined;
-    const asTask = tasksDeclared && tool.spec.policy !== 'never';
+    const asTask = canWait && tool.spec.policy !== 'never';
     // A claim in flight may take nothing: only what would be refused after it counts here.
     const room = this.roomFor(name, true) > 0;
     if (!asTask) return this.deploymentLimit(name) === undefined && !room ? this.busy() : undefined;
@@ -167,7 +168,8 @@ export class RunQueue {
     return queues && recent && this.depth >= this.opts.maxQueued ? this.queueFull(this.depth) : undefined;
   }
 
-  /** A slot for a call to start here now, or 'queue'. Throws when the call can neither start nor wait. */
+  /** A slot for a call to start here now, or 'queue' (`asTask`: the caller can follow a task or a handle). Throws
+   *  when the call can neither start nor wait. */
   async admit(tool: RegisteredTool, asTask: boolean): Promise<Slot | 'queue'> {
     if (this.deploymentLimit(tool.name) !== undefined) {
       if (asTask) return 'queue';
@@ -210,8 +212,9 @@ export class RunQueue {
     return this.depth;
   }
 
-  /** Stores the call as a queued task (after the back-pressure check) and answers its CreateTaskResult. */
-  async enqueue(tool: RegisteredTool, args: JsonObject, call: CallContext): Promise<{ kind: 'task'; task: CreateTaskResult }> {
+  /** Stores the call as a queued task (after the back-pressure check) and answers its CreateTaskResult, or a handle
+   *  to it for a caller that follows tasks through handles. */
+  async enqueue(tool: RegisteredTool, args: JsonObject, call: CallContext, as: 'task' | 'handle'): Promise<CallOutcome> {
     const depth = await this.depthNow();
     if (depth >= this.opts.maxQueued) throw this.queueFull(depth);
     this.enqueued++;
@@ -228,7 +231,8 @@ export class RunQueue {
       this.depth++;
       this.host.publish(QUEUE_SIGNAL_ID, 'queue');
     }
-    return { kind: 'task', task: this.host.createResult(created.record) };
+    const record = created.record;
+    return as === 'task' ? { kind: 'task', task: this.host.createResult(record), record } : { kind: 'handle', record };
   }
 
   /** A queued task's view with its current place in the queue as the status message (read, never written: fresh on

@@ -7,9 +7,19 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import { ErrorCode, TaskProtocolError, isTerminal, missingTasksCapability, type CreateTaskResult, type DetailedTask, type JsonObject } from '../protocol/index.js';
+import {
+  ErrorCode,
+  INPUT_REFUSED,
+  TaskProtocolError,
+  isTerminal,
+  missingTasksCapability,
+  type CreateTaskResult,
+  type DetailedTask,
+  type JsonObject,
+  type JsonRpcErrorObject,
+} from '../protocol/index.js';
 import { LocalSignalBus, type SignalBus, type SignalKind } from '../store/local-bus.js';
-import { TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore, type TaskView } from '../store/types.js';
+import { TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore, type TaskSummary, type TaskView } from '../store/types.js';
 import { TaskCancelledError } from './context.js';
 import { Execution, creationFailure, type ExecutionHost } from './execution.js';
 import { validateInputResponses } from './input.js';
@@ -21,7 +31,7 @@ import { sweepExpired, type SweepHost } from './sweeper.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, Slot, ToolSpec } from './types.js';
 import { silentLogger } from './types.js';
 import { watchView } from './watch.js';
-import { checkTaskId, createResult, detailedTask, owned } from './wire.js';
+import { checkTaskId, createResult, decodeCursor, detailedTask, encodeCursor, owned } from './wire.js';
 
 export * from './types.js';
 export { requestHash } from './ids.js';
@@ -170,8 +180,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const exec = new Execution(this, tool, args, { principal: rec.principal, clientCapabilities: rec.clientCapabilities, tasksDeclared: true, preflight }, rec);
     exec.slot = slot;
     this.track(exec);
-    exec.start();
-    void exec.done.then((r) => exec.settle(r));
+    this.runToOutcome(exec);
   }
 
   async finishQuietly(taskId: string, outcome: Outcome, message: string): Promise<void> {
@@ -282,24 +291,36 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const policy = tool.spec.policy ?? 'auto';
     if (policy === 'always' && !cc.tasksDeclared) throw missingTasksCapability();
     const asTask = cc.tasksDeclared && policy !== 'never';
-    const key = asTask ? cc.idempotencyKey : undefined;
+    // A caller that cannot receive a task may still follow one through a handle (plain tools).
+    const asHandle = !asTask && cc.handleAfterMs !== undefined && policy === 'auto';
+    const key = asTask || asHandle ? cc.idempotencyKey : undefined;
     if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 255)) {
-      throw new TaskProtocolError(ErrorCode.InvalidParams, '_meta["outlast/idempotencyKey"] must be a non-empty string of at most 255 characters');
+      throw new TaskProtocolError(ErrorCode.InvalidParams, 'The idempotency key must be a non-empty string of at most 255 characters');
     }
-    const admitted = await this.queue.admit(tool, asTask);
-    if (admitted === 'queue') return this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key });
+    // Over capacity, a caller that can follow a task (or a handle) waits for it in the run queue.
+    const admitted = await this.queue.admit(tool, asTask || asHandle);
+    if (admitted === 'queue') return this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key }, asTask ? 'task' : 'handle');
     const exec = new Execution(this, tool, args, { ...cc, idempotencyKey: key });
     exec.slot = admitted;
+    const busy = this.executions.size >= this.concurrencyLimit;
 
-    if (asTask && (policy === 'always' || key !== undefined || this.executions.size >= this.concurrencyLimit)) {
+    if (asTask && (cc.taskRequested || policy === 'always' || key !== undefined || busy)) {
+      const p = await this.persistOrThrow(exec);
+      if (p.created) this.runToOutcome(exec);
+      else this.queue.release(exec.slot);
+      return this.taskOutcome(p.record);
+    }
+    if (asHandle && (key !== undefined || busy)) {
+      // Keyed: persisted first, so a retry after a lost answer finds this task instead of starting the work again.
       const p = await this.persistOrThrow(exec);
       if (!p.created) {
         this.queue.release(exec.slot);
-        return { kind: 'task', task: this.createResult(p.record) };
+        return { kind: 'handle', record: p.record };
       }
-      exec.start();
-      void exec.done.then((r) => exec.settle(r));
-      return { kind: 'task', task: this.createResult(p.record) };
+      if (busy) {
+        this.runToOutcome(exec);
+        return { kind: 'handle', record: p.record };
+      }
     }
 
     const onRequestAbort = () => {
@@ -308,8 +329,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     cc.signal?.addEventListener('abort', onRequestAbort, { once: true });
     exec.start();
     try {
-      if (!asTask) return inlineOutcome(await exec.done);
-      const budget = tool.spec.inlineBudgetMs ?? this.inlineBudgetMs;
+      if (!asTask && !asHandle) return inlineOutcome(await exec.done);
+      const toolBudget = tool.spec.inlineBudgetMs ?? this.inlineBudgetMs;
+      const budget = asHandle ? Math.max(toolBudget, cc.handleAfterMs!) : toolBudget;
       let timer: NodeJS.Timeout | undefined;
       const winner = await Promise.race([
         exec.done.then((r) => ({ which: 'done' as const, r })),
@@ -317,14 +339,32 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
         exec.promoteRequested.promise.then(() => ({ which: 'promote' as const })),
       ]);
       clearTimeout(timer);
-      // Inline only if nothing started persisting the call; otherwise the task row must get its outcome.
-      if (winner.which === 'done' && !exec.persisting) return inlineOutcome(winner.r);
+      if (winner.which === 'done') {
+        // Inline only if nothing started persisting the call; otherwise the task row must get its outcome.
+        if (!exec.persisting) return inlineOutcome(winner.r);
+        if (asHandle) {
+          // A keyed call that finished in time: its row gets the outcome, the caller the plain result.
+          await exec.settle(winner.r);
+          return inlineOutcome(winner.r);
+        }
+      }
       const p = await this.persistOrThrow(exec);
       void exec.done.then((r) => exec.settle(r));
-      return { kind: 'task', task: this.createResult(exec.record ?? p.record) };
+      const record = exec.record ?? p.record;
+      return asHandle ? { kind: 'handle', record } : this.taskOutcome(record);
     } finally {
       cc.signal?.removeEventListener('abort', onRequestAbort);
     }
+  }
+
+  /** Starts a persisted execution and writes its outcome when it ends. */
+  private runToOutcome(exec: Execution): void {
+    exec.start();
+    void exec.done.then((r) => exec.settle(r));
+  }
+
+  private taskOutcome(record: TaskRecord): CallOutcome {
+    return { kind: 'task', task: this.createResult(record), record };
   }
 
   private async persistOrThrow(exec: Execution) {
@@ -365,9 +405,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const terminal = isTerminal(rec.status);
     // A finished task needs no more polling, and its limiter entry would only hold memory.
     if (this.governor) this.governor.advertised(principal, rec.taskId, terminal ? undefined : advertisedPollInterval(rec, now, this.pollPolicy), now);
-    if (terminal && rec.retrievedAt === null) {
-      void this.store.markRetrieved(rec.taskId, now).catch((e) => this.log.warn('could not note retrieval', { error: String(e) }));
-    }
+    this.noteRetrieved(rec);
     return rec;
   }
 
@@ -397,9 +435,10 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     if (exec) exec.abort(new TaskCancelledError('cancelled'));
   }
 
-  /** Why a call of tool `name` would be refused for capacity now, before anything is stored (synchronous). */
-  capacityRefusal(name: string, tasksDeclared: boolean): TaskProtocolError | undefined {
-    return this.queue.refusal(name, tasksDeclared);
+  /** Why a call of tool `name` would be refused for capacity now, before anything is stored (synchronous). `canWait`:
+   *  the caller can follow a task or a handle. */
+  capacityRefusal(name: string, canWait: boolean): TaskProtocolError | undefined {
+    return this.queue.refusal(name, canWait);
   }
 
   /** A secret every replica on this store shares (e.g. the key sealing MRTR requestState): generated once, kept in
@@ -408,6 +447,81 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) throw new RangeError(`sharedSecret: name must be 1 to 64 letters, digits, ".", "_" or "-", got "${name}"`);
     await this.store.init();
     return this.store.sharedSecret(name, () => randomBytes(32).toString('base64url'));
+  }
+
+  /**
+   * Cancel that must be final before the answer (2025-11-25 tasks/cancel): records the cancel and aborts the
+   * handler, waits up to `graceMs` for it to stop, and otherwise ends the task `cancelled` itself (the handler's
+   * later writes are refused). A task that finished first keeps its outcome. Throws for a task already terminal.
+   */
+  async cancelNow(taskId: unknown, principal: string, graceMs: number): Promise<TaskView> {
+    const rec = await this.lookup(taskId, principal);
+    if (isTerminal(rec.status)) {
+      throw new TaskProtocolError(ErrorCode.InvalidParams, `Cannot cancel task: already in terminal status '${rec.status}'`);
+    }
+    await this.cancelTask(rec.taskId, principal);
+    const ended = await this.untilTerminal(rec.taskId, principal, graceMs);
+    if (ended) return ended;
+    try {
+      await this.store.finish(rec.taskId, null, { status: 'cancelled' }, 'Cancelled by the caller', Date.now());
+      this.publish(rec.taskId);
+    } catch (e) {
+      if (!(e instanceof TaskWriteRefused)) throw e;
+    }
+    return this.pollView(rec.taskId, principal);
+  }
+
+  /** The view once terminal, or undefined after `timeoutMs` (or when `signal` aborts). */
+  async untilTerminal(taskId: string, principal: string, timeoutMs: number, signal?: AbortSignal): Promise<TaskView | undefined> {
+    let resolve!: (v: TaskView | undefined) => void;
+    const ended = new Promise<TaskView | undefined>((r) => (resolve = r));
+    const unwatch = await this.watchViews(taskId, principal, (v) => isTerminal(v.status) && resolve(v));
+    const timer = setTimeout(() => resolve(undefined), timeoutMs);
+    const onAbort = () => resolve(undefined);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) resolve(undefined);
+    try {
+      return await ended;
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      unwatch();
+    }
+  }
+
+  /**
+   * An answer to one input request, posted by the client (2025-11-25: the client's response to a request the
+   * server sent on its tasks/result stream). `error` set: the client could not answer, and the wait fails.
+   * Returns whether the key was outstanding (an answer to a key already answered is ignored).
+   */
+  async answerFromClient(taskId: unknown, principal: string, key: string, answer: { result: unknown } | { error: JsonRpcErrorObject }): Promise<boolean> {
+    const rec = await this.lookup(taskId, principal);
+    if (!rec.inputRequests[key]) return false;
+    const responses = 'error' in answer
+      ? { [key]: { [INPUT_REFUSED]: { code: answer.error.code, message: String(answer.error.message ?? '') } } }
+      : validateInputResponses({ [key]: answer.result }, rec.inputRequests);
+    const { accepted } = await this.store.answerInput(rec.taskId, responses, Date.now());
+    if (accepted.length > 0) {
+      this.publish(rec.taskId, 'input');
+      this.publish(rec.taskId);
+    }
+    return accepted.length > 0;
+  }
+
+  /** Notes that a caller read a terminal outcome (the unread-failure alert keys on it). */
+  noteRetrieved(view: TaskView): void {
+    if (!isTerminal(view.status) || view.retrievedAt !== null) return;
+    void this.store.markRetrieved(view.taskId, Date.now()).catch((e) => this.log.warn('could not note retrieval', { error: String(e) }));
+  }
+
+  /** One page of `principal`'s tasks, newest first. `cursor` is the `nextCursor` of the page before. */
+  async listTasks(principal: string, cursor: unknown, limit: number): Promise<{ tasks: TaskSummary[]; nextCursor?: string }> {
+    const after = cursor === undefined || cursor === null ? undefined : decodeCursor(cursor);
+    const tasks = await this.store.listByPrincipal(principal, after, limit + 1);
+    if (tasks.length <= limit) return { tasks };
+    const page = tasks.slice(0, limit);
+    const last = page[page.length - 1]!;
+    return { tasks: page, nextCursor: encodeCursor({ createdAt: last.createdAt, taskId: last.taskId }) };
   }
 
   /** Calls `listener` with the stored view now and after every change, until unsubscribed. */

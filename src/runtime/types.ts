@@ -1,7 +1,7 @@
 /** The runtime's vocabulary: what a tool declares, what a call carries, what the runtime is configured with. */
-import type { CreateTaskResult, JsonObject } from '../protocol/index.js';
+import type { CreateTaskResult, JsonObject, TaskOrigin } from '../protocol/index.js';
 import type { SignalBus } from '../store/local-bus.js';
-import type { TaskStore } from '../store/types.js';
+import type { TaskRecord, TaskStore } from '../store/types.js';
 import type { ToolHandler } from './context.js';
 import type { PollLimitOptions, PollPolicy } from './poll.js';
 
@@ -45,15 +45,33 @@ export interface RegisteredTool {
 export interface CallContext {
   principal: string;
   clientCapabilities: JsonObject;
-  /** The request declared io.modelcontextprotocol/tasks. */
+  /** The caller can receive a task: it declared io.modelcontextprotocol/tasks (2026-07-28), or asked for one
+   *  with `params.task` (2025-11-25). */
   tasksDeclared: boolean;
+  /** 2025-11-25 `params.task`: the caller asked for a task, so one is created at once (with this TTL if given;
+   *  never longer than the tool's). */
+  taskRequested?: { ttlMs?: number | undefined } | undefined;
+  /** The caller cannot receive a task, but can follow a handle through plain tools: an `auto` call that runs longer
+   *  than this many ms is answered with a handle (a task the caller follows with the status tool). */
+  handleAfterMs?: number | undefined;
+  /** Which wire the call came from (default `extension`). */
+  origin?: TaskOrigin | undefined;
+  /** The request's progressToken (kept with the task: 2025-11-25 progress goes on carrying it). */
+  progressToken?: string | number | undefined;
+  /** false when the client's capabilities cannot be known (2025-11-25 over stateless HTTP declares them only at
+   *  initialize): input kinds are then not checked up-front, and a client that cannot answer says so. */
+  capabilitiesKnown?: boolean | undefined;
   idempotencyKey?: string | undefined;
   /** Aborts when the request is abandoned (before promotion only). */
   signal?: AbortSignal | undefined;
   preflight?: JsonObject | undefined;
 }
 
-export type CallOutcome = { kind: 'result'; result: JsonObject } | { kind: 'task'; task: CreateTaskResult };
+export type CallOutcome =
+  | { kind: 'result'; result: JsonObject }
+  | { kind: 'task'; task: CreateTaskResult; record: TaskRecord }
+  /** A task made for a caller that cannot receive one: answer with a handle to it (or, once terminal, its outcome). */
+  | { kind: 'handle'; record: TaskRecord };
 
 export interface Logger {
   debug(msg: string, extra?: JsonObject): void;

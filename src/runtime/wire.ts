@@ -1,6 +1,6 @@
 /** The wire view of stored tasks (2026-07-28 shapes) and the principal check every read goes through. */
 import { ErrorCode, TaskProtocolError, taskExpired, taskNotFound, type CreateTaskResult, type DetailedTask, type InputRequest } from '../protocol/index.js';
-import type { TaskLookup, TaskRecord, TaskView } from '../store/types.js';
+import type { ListCursor, TaskLookup, TaskRecord, TaskView } from '../store/types.js';
 import { advertisedPollInterval, type PollPolicy } from './poll.js';
 
 export function isoOf(ms: number): string {
@@ -62,4 +62,18 @@ export function owned<R extends { principal: string }>(l: TaskLookup<R>, princip
   if (l.state === 'found' && l.record.principal === principal) return l.record;
   if (l.state === 'expired' && l.principal === principal) throw taskExpired();
   throw taskNotFound();
+}
+
+/** An opaque listing cursor: where the next page starts (base64url of the last task's creation time and id). */
+export function encodeCursor(c: ListCursor): string {
+  return Buffer.from(`${c.createdAt}:${c.taskId}`, 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: unknown): ListCursor {
+  const bad = () => new TaskProtocolError(ErrorCode.InvalidParams, 'Invalid cursor: pass the nextCursor of a previous page unchanged');
+  if (typeof cursor !== 'string' || cursor.length === 0 || cursor.length > 400 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad();
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  const m = /^(\d{1,15}):(.{1,200})$/s.exec(text);
+  if (!m) throw bad();
+  return { createdAt: Number(m[1]), taskId: m[2]! };
 }

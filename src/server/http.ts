@@ -21,6 +21,7 @@ import {
   type JsonObject,
 } from '../protocol/index.js';
 import type { Outlast } from './outlast.js';
+import { answerPostedResponse, isInputResponse } from './legacy.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -157,6 +158,13 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
         return;
       }
       const msg = parsed as { id?: unknown; method?: unknown; params?: Record<string, unknown> } | null;
+      if (isInputResponse(msg)) {
+        // A 2025-11-25 client answering an input request sent on some replica's tasks/result stream.
+        const r = await answerPostedResponse(outlast.runtime, msg, who);
+        if (r.status === 202) res.writeHead(202).end();
+        else jsonRpcError(res, 400, null, r.error.code, r.error.message);
+        return;
+      }
       if (msg && typeof msg === 'object' && !Array.isArray(msg)) {
         if (msg.method === 'tasks/get' && typeof msg.params?.taskId === 'string') {
           const waitMs = outlast.runtime.pollBackoff(msg.params.taskId, who);
@@ -168,9 +176,11 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
           }
         }
         if (msg.method === 'tools/call' && typeof msg.params?.name === 'string') {
-          // No capacity for it now (nothing stored): 503 with Retry-After before the SDK dispatches it.
+          // No capacity for it now (nothing stored): 503 with Retry-After before the SDK dispatches it. The caller can
+          // wait in the run queue if it follows tasks (2026 extension, 2025-11-25 task-augmented call) or handles.
           const caps = (msg.params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META];
-          const busy = outlast.runtime.capacityRefusal(msg.params.name, declaresTasks(caps));
+          const canWait = declaresTasks(caps) || msg.params.task !== undefined || outlast.handles !== undefined;
+          const busy = outlast.runtime.capacityRefusal(msg.params.name, canWait);
           if (busy) {
             const waitMs = (busy.data as { retryAfterMs: number }).retryAfterMs;
             jsonRpcError(res, 503, msg.id, busy.code, busy.message, busy.data, { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) });

@@ -5,3 +5,5 @@ export type { TaskContext, ToolHandler, ElicitResult, InputOptions, ElicitOption
 export { InputTimeoutError, TaskCancelledError } from '../runtime/context.js';
 export { TaskProtocolError } from '../protocol/index.js';
 export { defineServer, moduleFactory, type OutlastServerModule } from './module.js';
+export type { HandleOptions } from './handles.js';
+export type { LegacyOptions } from './legacy.js';

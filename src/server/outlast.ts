@@ -16,8 +16,10 @@ import {
   type InputRequests,
   type JsonObject,
 } from '../protocol/index.js';
-import { TaskRuntime, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
+import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
 import type { ToolHandler } from '../runtime/context.js';
+import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
+import { LegacyTasks, requestedTask, type LegacyOptions } from './legacy.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -37,11 +39,19 @@ export interface OutlastToolConfig<Shape extends z.ZodRawShape = z.ZodRawShape>
   _meta?: Record<string, unknown>;
   /** Runs synchronously before any task exists; can ask MRTR rounds (SEP-2322) first. */
   preflight?: (args: z.infer<z.ZodObject<Shape>>, input: PreflightInput) => PreflightResult | Promise<PreflightResult>;
+  /** A string argument whose value is the call's idempotency key (for clients that cannot send
+   *  `_meta["outlast/idempotencyKey"]`, e.g. a model filling in a request id). */
+  idempotencyKeyArgument?: keyof Shape & string;
 }
 
 export interface OutlastOptions extends RuntimeOptions {
   /** Maps the SDK's auth info to the principal tasks are bound to. Default: extra.principal, then clientId, else "anonymous". */
   principalOf?: (authInfo: AuthInfo | undefined) => string;
+  /** Durable work for clients with no task support, through plain tools (a handle, a status tool, a cancel tool).
+   *  Off by default; `true` for the defaults (see HandleOptions). */
+  handles?: boolean | HandleOptions;
+  /** The 2025-11-25 Tasks wire (served on the SDK's legacy era). */
+  legacy?: LegacyOptions;
 }
 
 type RequestEnvelope = Record<string, unknown> & { [CLIENT_CAPABILITIES_META]?: JsonObject };
@@ -89,22 +99,34 @@ const TASK_PARAMS = { params: passThrough };
 
 export class Outlast {
   readonly runtime: TaskRuntime;
+  /** The plain tools that follow a task for clients without task support (when `handles` is on). */
+  readonly handles: HandleTools | undefined;
+  readonly legacy: LegacyTasks;
   private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
 
   constructor(options: OutlastOptions) {
-    const { principalOf, ...runtimeOptions } = options;
+    const { principalOf, handles, legacy, ...runtimeOptions } = options;
     this.runtime = new TaskRuntime(runtimeOptions);
     this.principalOf = principalOf ?? defaultPrincipalOf;
+    const handleOptions = resolveHandleOptions(handles);
+    this.handles = handleOptions ? new HandleTools(this, handleOptions) : undefined;
+    this.legacy = new LegacyTasks(this, legacy);
   }
 
   /** Defines a tool that may outlast its request. Register it once; `attach` adds it to every McpServer. */
   tool<Shape extends z.ZodRawShape>(name: string, config: OutlastToolConfig<Shape>, handler: ToolHandler<z.infer<z.ZodObject<Shape>>>): this {
+    if (this.handles?.owns(name)) throw new Error(`Tool "${name}" has the name of a handle tool; choose another name, or rename the handle tools (handles.statusTool / handles.cancelTool)`);
     this.runtime.defineTool(name, { ...config, handler } as ToolSpec<z.infer<z.ZodObject<Shape>>>);
     const c = config as unknown as OutlastToolConfig;
+    // A model that calls this tool from a client without task support should know a handle may come back.
+    const backgroundNote = this.handles && (c.policy ?? 'auto') === 'auto'
+      ? ` If it runs longer than ${Math.round(this.handles.options.afterMs / 1000)} s it continues in the background and returns a taskId to follow with ${this.handles.options.statusTool}.`
+      : '';
+    const description = c.description !== undefined ? c.description + backgroundNote : backgroundNote ? backgroundNote.trim() : undefined;
     const registration = {
       ...(c.title !== undefined ? { title: c.title } : {}),
-      ...(c.description !== undefined ? { description: c.description } : {}),
+      ...(description !== undefined ? { description } : {}),
       ...(c.inputSchema !== undefined ? { inputSchema: z.object(c.inputSchema) } : {}),
       ...(c.annotations !== undefined ? { annotations: c.annotations } : {}),
       ...(c._meta !== undefined ? { _meta: c._meta } : {}),
@@ -138,14 +160,19 @@ export class Outlast {
   }
 
   /**
-   * Adds the Tasks extension to one McpServer instance (call it in your per-request factory, after or before
-   * your own registrations). Modern-era only: a legacy (2025) session gets plain tools.
+   * Adds Outlast to one McpServer instance (call it in your per-request factory, after your own registrations):
+   * its tools, the Tasks extension on the 2026-07-28 era, the 2025-11-25 Tasks wire on the legacy era, and the
+   * handle tools when they are on.
    */
   attach(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): McpServer {
+    const registered: Array<{ name: string; policy: ToolSpec['policy']; registered: { execution?: unknown } }> = [];
     for (const t of this.tools.values()) {
       // The callback is never reached: tools/call for Outlast tools is routed below, outside McpServer's catch.
-      mcp.registerTool(t.name, t.registration as never, unreachable);
+      const r = mcp.registerTool(t.name, t.registration as never, unreachable);
+      registered.push({ name: t.name, policy: t.config.policy, registered: r as unknown as { execution?: unknown } });
     }
+    this.handles?.register(mcp);
+    if (era === 'legacy') this.legacy.attach(mcp, registered);
     if (this.tools.size === 0) return this.attachTaskMethods(mcp, era);
     const server = mcp.server as unknown as ServerInternals;
     const inner = server._requestHandlers.get('tools/call');
@@ -153,6 +180,8 @@ export class Outlast {
     server._requestHandlers.set('tools/call', async (req, ctx) => {
       const name = req.params?.name;
       if (typeof name !== 'string' || !this.runtime.hasTool(name) || !inner) return inner ? inner(req, ctx) : ours(req, ctx);
+      // A 2025-11-25 task answer is not a CallToolResult: it must not pass the SDK's tools/call result check.
+      if (era === 'legacy' && req.params?.task !== undefined) return this.toolsCall(mcp, req, ctx, era);
       const r = (await ours(req, ctx)) as JsonObject;
       if (r?.resultType === 'task') {
         // The SDK normalises every tools/call result into a CallToolResult and adds `content: []`.
@@ -207,9 +236,34 @@ export class Outlast {
     if (!registered || !registered.enabled) throw new ProtocolError(ErrorCode.InvalidParams, `Tool ${name} not found`);
     const envelope = (ctx.mcpReq.envelope ?? {}) as RequestEnvelope;
     const clientCapabilities = (envelope[CLIENT_CAPABILITIES_META] ?? {}) as JsonObject;
-    const tasksDeclared = era === 'modern' && declaresTasks(clientCapabilities);
     const def = this.tools.get(name)!.config;
-    if ((def.policy ?? 'auto') === 'always' && !tasksDeclared) throw toProtocolError(missingTasksCapability());
+    const policy = def.policy ?? 'auto';
+    const legacyTask = era === 'legacy' ? req.params!.task : undefined;
+    let wire: Pick<CallContext, 'tasksDeclared' | 'taskRequested' | 'origin' | 'capabilitiesKnown'>;
+    if (era === 'legacy') {
+      // 2025-11-25: the caller asks for a task per call (params.task); taskSupport says which tools allow it.
+      if (legacyTask !== undefined && policy === 'never') {
+        throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" cannot run as a task (its execution.taskSupport is "forbidden"); call it without params.task`);
+      }
+      if (legacyTask === undefined && policy === 'always') {
+        throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task (its execution.taskSupport is "required"); call it with params.task`);
+      }
+      const taskRequested = legacyTask === undefined ? undefined : (() => {
+        try {
+          return requestedTask(legacyTask);
+        } catch (e) {
+          throw toProtocolError(e);
+        }
+      })();
+      // Stateless HTTP never sees the capabilities declared at initialize; a session (stdio) knows them.
+      const sessionCaps = ctx.http ? undefined : (mcp.server.getClientCapabilities() as JsonObject | undefined);
+      wire = { tasksDeclared: taskRequested !== undefined, taskRequested, origin: 'legacy', capabilitiesKnown: sessionCaps !== undefined };
+      if (sessionCaps) Object.assign(clientCapabilities, sessionCaps);
+    } else {
+      const tasksDeclared = declaresTasks(clientCapabilities);
+      if (policy === 'always' && !tasksDeclared) throw toProtocolError(missingTasksCapability());
+      wire = { tasksDeclared, origin: 'extension' };
+    }
 
     let args: JsonObject;
     try {
@@ -223,28 +277,43 @@ export class Outlast {
     if (def.preflight) {
       const r = await def.preflight(args as never, { inputResponses: ctx.mcpReq.inputResponses, clientCapabilities });
       if (r && 'ask' in r) {
+        if (era === 'legacy') {
+          throw new ProtocolError(ErrorCode.InvalidRequest, `Tool "${name}" needs answers before it starts (multi-round-trip input), which the 2025-11-25 wire cannot carry; call it from a 2026-07-28 client`);
+        }
         return { resultType: 'input_required', inputRequests: r.ask, ...(r.requestState ? { requestState: r.requestState } : {}) };
       }
       preflight = r?.data;
     }
 
     const meta = (req.params!._meta ?? {}) as Record<string, unknown>;
-    const key = meta[IDEMPOTENCY_KEY_META] ?? (ctx.mcpReq._meta as Record<string, unknown> | undefined)?.[IDEMPOTENCY_KEY_META];
+    const ctxMeta = (ctx.mcpReq._meta ?? {}) as Record<string, unknown>;
+    const key = meta[IDEMPOTENCY_KEY_META] ?? ctxMeta[IDEMPOTENCY_KEY_META] ?? (def.idempotencyKeyArgument ? args[def.idempotencyKeyArgument] : undefined);
     if (key !== undefined && typeof key !== 'string') {
-      throw new ProtocolError(ErrorCode.InvalidParams, `_meta["${IDEMPOTENCY_KEY_META}"] must be a string`);
+      throw new ProtocolError(ErrorCode.InvalidParams, `The idempotency key (_meta["${IDEMPOTENCY_KEY_META}"]${def.idempotencyKeyArgument ? ` or argument "${def.idempotencyKeyArgument}"` : ''}) must be a string`);
     }
+    const progressToken = (meta.progressToken ?? ctxMeta.progressToken) as string | number | undefined;
+    let outcome: CallOutcome;
     try {
-      const outcome = await this.runtime.call(name, args, {
+      outcome = await this.runtime.call(name, args, {
+        ...wire,
         principal: this.principal(ctx),
         clientCapabilities,
-        tasksDeclared,
+        handleAfterMs: wire.tasksDeclared ? undefined : this.handles?.options.afterMs,
+        progressToken: typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
         idempotencyKey: key,
         signal: ctx.mcpReq.signal,
         preflight,
       });
-      return outcome.kind === 'task' ? outcome.task : outcome.result;
     } catch (e) {
       throw toProtocolError(e);
+    }
+    switch (outcome.kind) {
+      case 'result':
+        return outcome.result;
+      case 'handle':
+        return this.handles!.handleResult(outcome.record);
+      case 'task':
+        return era === 'legacy' ? this.legacy.createResult(outcome.record) : outcome.task;
     }
   }
 }

@@ -3,7 +3,7 @@
  * shared test kit (src/store/testkit). A store never imports the runtime or the SDK.
  */
 import type { SignalBus } from './local-bus.js';
-import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskStatus } from '../protocol/index.js';
+import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskOrigin, TaskStatus } from '../protocol/index.js';
 
 /** An input request the task is waiting for, with its deadline (epoch ms). */
 export interface PendingInput {
@@ -50,6 +50,10 @@ export interface TaskRecord {
   requestHash: string | null;
   /** Client capabilities declared by the creating request (which input kinds may be asked). */
   clientCapabilities: JsonObject;
+  /** Which wire created the task: the 2026-07-28 extension, the 2025-11-25 Tasks wire, or a tool handle. */
+  origin: TaskOrigin;
+  /** The creating request's progressToken (2025-11-25: valid for the task's whole life), or null. */
+  progressToken: string | number | null;
   version: number;
   /** When a caller first read the terminal outcome (null: nobody has). */
   retrievedAt: number | null;
@@ -73,12 +77,27 @@ export interface NewTask {
   idempotencyKey?: string | null;
   requestHash?: string | null;
   clientCapabilities: JsonObject;
+  /** Default `extension`. */
+  origin?: TaskOrigin;
+  progressToken?: string | number | null;
+}
+
+/** Where a page of a listing starts: after this task (newest first). */
+export interface ListCursor {
+  createdAt: number;
+  taskId: string;
 }
 
 /** What tasks/get and notifications/tasks need: a narrow read of the hot path. */
 export type TaskView = Pick<
   TaskRecord,
   'taskId' | 'principal' | 'status' | 'statusMessage' | 'createdAt' | 'updatedAt' | 'ttlMs' | 'pollIntervalMs' | 'result' | 'error' | 'inputRequests' | 'retrievedAt' | 'version' | 'queuedAt'
+>;
+
+/** A task in a listing: what a list row shows, without arguments, results or inputs. */
+export type TaskSummary = Pick<
+  TaskRecord,
+  'taskId' | 'principal' | 'tool' | 'status' | 'statusMessage' | 'createdAt' | 'updatedAt' | 'ttlMs' | 'pollIntervalMs' | 'origin'
 >;
 
 export type TaskLookup<R = TaskRecord> =
@@ -206,4 +225,7 @@ export interface TaskStore {
   sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult>;
   /** Number of stored tasks (for operators and tests). */
   count(): Promise<{ tasks: number; tombstones: number }>;
+
+  /** One page of `principal`'s tasks, newest first, starting after `after` (keyset: one indexed range read). */
+  listByPrincipal(principal: string, after: ListCursor | undefined, limit: number): Promise<TaskSummary[]>;
 }

@@ -4,7 +4,7 @@
  * Signals travel through PgSignalBus (LISTEN/NOTIFY outside the write transactions, coalesced).
  */
 import pg from 'pg';
-import { isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
+import { isTerminal, type JsonObject, type TaskOrigin, type TaskStatus } from '../../protocol/index.js';
 import { answerInput, askInput, refusalOf, type InputChange } from '../rules.js';
 import {
   IdempotencyConflictError,
@@ -12,14 +12,18 @@ import {
   type NewTask,
   type Outcome,
   type PendingInput,
+  type ListCursor,
   type QueueClaim,
   type ReplicaInfo,
   type SweepResult,
   type TaskLookup,
   type TaskRecord,
   type TaskStore,
+  type TaskSummary,
   type TaskView,
 } from '../types.js';
+import { LISTING_QUERIES } from './listing.js';
+import { toSummary, type SummaryRow } from '../summary.js';
 import { PgSignalBus, quoteIdent } from './bus.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
@@ -67,6 +71,8 @@ interface Row {
   idem_key: string | null;
   request_hash: string | null;
   client_capabilities: JsonObject;
+  origin: TaskOrigin;
+  progress_token: string | number | null;
   version: number;
   retrieved_at: number | null;
 }
@@ -108,6 +114,8 @@ function newRecord(t: NewTask): TaskRecord {
     idempotencyKey: t.idempotencyKey ?? null,
     requestHash: t.requestHash ?? null,
     clientCapabilities: t.clientCapabilities ?? {},
+    origin: t.origin ?? 'extension',
+    progressToken: t.progressToken ?? null,
     version: 1,
     retrievedAt: null,
   };
@@ -150,6 +158,8 @@ function toRecord(r: Row): TaskRecord {
     idempotencyKey: r.idem_key,
     requestHash: r.request_hash,
     clientCapabilities: r.client_capabilities,
+    origin: r.origin,
+    progressToken: r.progress_token,
   };
 }
 
@@ -159,13 +169,13 @@ const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const Q = {
   // One statement for any number of rows (one array per column), so it is prepared once per connection.
   insertMany: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
-      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, queued_at)
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at)
     SELECT task_id, principal, tool, args, status, status_message, created_at, created_at, ttl_ms, expires_at,
-      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, queued_at
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at
     FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[],
-      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[], $17::bigint[])
+      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[], $17::text[], $18::jsonb[], $19::bigint[])
       AS r(task_id, principal, tool, args, status, status_message, created_at, ttl_ms, expires_at, input_since, poll_interval_ms,
-        owner, retry_safe, idem_key, request_hash, client_capabilities, queued_at)
+        owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at)
     ON CONFLICT DO NOTHING RETURNING task_id`,
   byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
   get: 'SELECT * FROM tasks WHERE task_id = $1',
@@ -214,6 +224,7 @@ const Q = {
   purge: `DELETE FROM tombstones WHERE task_id IN (
       SELECT task_id FROM tombstones WHERE purge_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
   count: 'SELECT (SELECT count(*) FROM tasks)::int AS tasks, (SELECT count(*) FROM tombstones)::int AS tombstones',
+  ...LISTING_QUERIES,
   ...QUEUE_QUERIES,
   ...SETTINGS_QUERIES,
 };
@@ -339,13 +350,14 @@ export class PostgresTaskStore implements TaskStore {
   private async insertBatch(batch: PendingCreate[]): Promise<void> {
     // The rows as they will be written; each is also the record its caller gets once the INSERT commits.
     const records = batch.map((p) => newRecord(p.t));
-    const cols: unknown[][] = Array.from({ length: 17 }, () => new Array(batch.length));
+    const cols: unknown[][] = Array.from({ length: 19 }, () => new Array(batch.length));
     records.forEach((r, i) => {
       const row = [
         r.taskId, r.principal, r.tool, JSON.stringify(r.args), r.status, r.statusMessage, r.createdAt, r.ttlMs, r.expiresAt,
-        r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities), r.queuedAt,
+        r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities),
+        r.origin, r.progressToken === null ? null : JSON.stringify(r.progressToken), r.queuedAt,
       ];
-      for (let c = 0; c < 17; c++) cols[c]![i] = row[c];
+      for (let c = 0; c < 19; c++) cols[c]![i] = row[c];
     });
     let inserted: Set<string>;
     try {
@@ -519,6 +531,13 @@ export class PostgresTaskStore implements TaskStore {
 
   async count(): Promise<{ tasks: number; tombstones: number }> {
     return (await this.q<{ tasks: number; tombstones: number }>('count', [])).rows[0]!;
+  }
+
+  async listByPrincipal(principal: string, after: ListCursor | undefined, limit: number): Promise<TaskSummary[]> {
+    const rows = after
+      ? (await this.q<SummaryRow>('listByPrincipalAfter', [principal, after.createdAt, after.taskId, limit])).rows
+      : (await this.q<SummaryRow>('listByPrincipal', [principal, limit])).rows;
+    return rows.map(toSummary);
   }
 }
 

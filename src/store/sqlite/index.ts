@@ -3,7 +3,7 @@
  * (one transaction per event-loop turn; nobody is answered before the commit that holds their row).
  */
 import type Database from 'better-sqlite3';
-import { isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
+import { isTerminal, type JsonObject, type TaskOrigin, type TaskStatus } from '../../protocol/index.js';
 import { answerInput, askInput, refusalOf, ttlAfterWait, type InputChange } from '../rules.js';
 import {
   IdempotencyConflictError,
@@ -11,18 +11,21 @@ import {
   type NewTask,
   type Outcome,
   type PendingInput,
+  type ListCursor,
   type QueueClaim,
   type ReplicaInfo,
   type SweepResult,
   type TaskLookup,
   type TaskRecord,
   type TaskStore,
+  type TaskSummary,
   type TaskView,
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
 import { openSqlite } from './open.js';
 import { claimRows, prepareQueue } from './queue.js';
 import { prepareSettings } from './settings.js';
+import { prepareListing, type Listing } from './listing.js';
 
 export interface SqliteStoreOptions {
   /** `full` (default): a commit survives power loss. `process`: synchronous=NORMAL, survives a process crash only. */
@@ -59,6 +62,8 @@ interface Row {
   idem_key: string | null;
   request_hash: string | null;
   client_capabilities: string;
+  origin: TaskOrigin;
+  progress_token: string | null;
   version: number;
   retrieved_at: number | null;
 }
@@ -111,6 +116,8 @@ function toRecord(r: Row): TaskRecord {
     idempotencyKey: r.idem_key,
     requestHash: r.request_hash,
     clientCapabilities: JSON.parse(r.client_capabilities),
+    origin: r.origin,
+    progressToken: r.progress_token === null ? null : JSON.parse(r.progress_token),
     version: r.version,
     retrievedAt: r.retrieved_at,
   };
@@ -134,6 +141,7 @@ export class SqliteTaskStore implements TaskStore {
   private s!: ReturnType<SqliteTaskStore['prepare']>;
   private queueQ!: ReturnType<typeof prepareQueue>;
   private secret!: ReturnType<typeof prepareSettings>;
+  private listing!: Listing;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path;
@@ -153,14 +161,15 @@ export class SqliteTaskStore implements TaskStore {
     this.s = this.prepare(db);
     this.queueQ = prepareQueue(db);
     this.secret = prepareSettings(db);
+    this.listing = prepareListing(db);
   }
 
   private prepare(db: Database.Database) {
     return {
       insert: db.prepare(`INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at,
-          ttl_ms, expires_at, input_since, poll_interval_ms, owner, queued_at, retry_safe, idem_key, request_hash, client_capabilities)
+          ttl_ms, expires_at, input_since, poll_interval_ms, owner, queued_at, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token)
         VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @createdAt, @ttlMs, @expiresAt,
-          @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities)
+          @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities, @origin, @progressToken)
         ON CONFLICT DO NOTHING RETURNING *`),
       byIdem: db.prepare('SELECT * FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?'),
       get: db.prepare('SELECT * FROM tasks WHERE task_id = ?'),
@@ -291,6 +300,8 @@ export class SqliteTaskStore implements TaskStore {
         idempotencyKey: key,
         requestHash: t.requestHash ?? null,
         clientCapabilities: JSON.stringify(t.clientCapabilities ?? {}),
+        origin: t.origin ?? 'extension',
+        progressToken: t.progressToken === undefined || t.progressToken === null ? null : JSON.stringify(t.progressToken),
       }) as Row | undefined;
       if (!row) throw new Error(`Task id ${t.taskId} already exists`);
       return { record: toRecord(row), created: true };
@@ -483,6 +494,11 @@ export class SqliteTaskStore implements TaskStore {
       tasks: (this.s.countTasks.get() as { n: number }).n,
       tombstones: (this.s.countTombs.get() as { n: number }).n,
     };
+  }
+
+  async listByPrincipal(principal: string, after: ListCursor | undefined, limit: number): Promise<TaskSummary[]> {
+    this.ensureOpen();
+    return this.listing.byPrincipal(principal, after, limit);
   }
 }
 

@@ -56,6 +56,16 @@ CREATE TABLE replicas (
 `,
   },
   {
+    version: 2,
+    sql: `
+-- Which wire created a task, and the progressToken of its creating request (2025-11-25 keeps it for the task's life).
+ALTER TABLE tasks ADD COLUMN origin TEXT NOT NULL DEFAULT 'extension' CHECK (origin IN ('extension','legacy','handle'));
+ALTER TABLE tasks ADD COLUMN progress_token TEXT;
+-- A principal's tasks, newest first (tasks/list): one range read per page.
+CREATE INDEX tasks_by_principal ON tasks (principal, created_at DESC, task_id DESC);
+`,
+  },
+  {
     // Capacity: the run queue (queued_at: waiting for capacity, owner NULL) and deployment-wide settings.
     version: 3,
     sql: `

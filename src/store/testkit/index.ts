@@ -222,6 +222,44 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.deepEqual(await store.get(old.record.taskId), { state: 'missing' });
     });
 
+    it("origin and progress token round-trip; a principal's tasks are listed newest first, keyset-paged, never another's", async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const legacy = await store.create(newTask({ origin: 'legacy', progressToken: 7, principal: 'dora', createdAt: t0 }));
+      assert.equal(legacy.record.origin, 'legacy');
+      const back = await store.get(legacy.record.taskId);
+      assert.ok(back.state === 'found' && back.record.origin === 'legacy' && back.record.progressToken === 7);
+      const plain = await store.create(newTask({ principal: 'erin' }));
+      const read = await store.get(plain.record.taskId);
+      assert.ok(read.state === 'found' && read.record.origin === 'extension' && read.record.progressToken === null);
+      const tokenString = await store.create(newTask({ principal: 'erin', progressToken: 'tok-1', origin: 'handle' }));
+      const read2 = await store.get(tokenString.record.taskId);
+      assert.ok(read2.state === 'found' && read2.record.progressToken === 'tok-1' && read2.record.origin === 'handle');
+      // Seven of dora's tasks, two sharing a creation time (the id breaks the tie), plus other principals' tasks.
+      const ids = [legacy.record.taskId];
+      for (let i = 1; i <= 6; i++) ids.push((await store.create(newTask({ principal: 'dora', createdAt: t0 + (i === 6 ? 5 : i) }))).record.taskId);
+      const expected = (await Promise.all(ids.map(async (id) => (await store.get(id)) as { record: { taskId: string; createdAt: number } })))
+        .map((l) => l.record)
+        .sort((a, b) => b.createdAt - a.createdAt || (a.taskId < b.taskId ? 1 : -1))
+        .map((r) => r.taskId);
+      const pages: string[][] = [];
+      let after: { createdAt: number; taskId: string } | undefined;
+      for (;;) {
+        const page = await store.listByPrincipal('dora', after, 3);
+        if (page.length === 0) break;
+        assert.ok(page.every((t) => t.principal === 'dora'));
+        pages.push(page.map((t) => t.taskId));
+        const last = page[page.length - 1]!;
+        after = { createdAt: last.createdAt, taskId: last.taskId };
+      }
+      assert.deepEqual(pages.map((p) => p.length), [3, 3, 1]);
+      assert.deepEqual(pages.flat(), expected);
+      const first = (await store.listByPrincipal('dora', undefined, 1))[0]!;
+      assert.deepEqual([first.tool, first.status, first.origin], ['build', 'working', 'extension']);
+      assert.deepEqual((await store.listByPrincipal('nobody', undefined, 10)), []);
+      assert.deepEqual((await store.listByPrincipal('erin', undefined, 10)).map((t) => t.taskId).sort(), [plain.record.taskId, tokenString.record.taskId].sort());
+    });
+
     it('replicas and orphans: unfinished tasks of owners that are not live are listed for takeover', async () => {
       const { store } = await open();
       const now = Date.now();

@@ -1,0 +1,241 @@
+/**
+ * Handles: durable work for clients with no task support at all (most deployed hosts). A call that outruns the
+ * handle budget is answered with a plain tool result naming a task; two plain tools follow it: a status tool (a
+ * bounded long-poll that reports progress, then the tool's own result) and a cancel tool. Same tasks, same store,
+ * same principal binding as every other wire.
+ */
+import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
+import * as z from 'zod';
+import { TaskProtocolError, isTerminal, type JsonObject } from '../protocol/index.js';
+import type { TaskRuntime } from '../runtime/runtime.js';
+import { isoOf } from '../runtime/wire.js';
+import type { TaskRecord } from '../store/types.js';
+
+export interface HandleOptions {
+  /** Name of the status tool. Default `outlast_task_status` (letters, digits and `_`, so every host accepts it). */
+  statusTool?: string;
+  /** Name of the cancel tool. Default `outlast_task_cancel`. */
+  cancelTool?: string;
+  /** An `auto` call from a client without task support that runs longer than this is answered with a handle, ms.
+   *  Default 20 000: well below the ~60 s after which many hosts give up on a tool call. */
+  afterMs?: number;
+  /** Longest a status call waits for the task to finish before it answers with progress, s. Default 25. */
+  maxWaitSeconds?: number;
+}
+
+export type ResolvedHandleOptions = Required<HandleOptions>;
+
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+export function resolveHandleOptions(h: boolean | HandleOptions | undefined): ResolvedHandleOptions | undefined {
+  if (!h) return undefined;
+  const o = h === true ? {} : h;
+  const r: ResolvedHandleOptions = {
+    statusTool: o.statusTool ?? 'outlast_task_status',
+    cancelTool: o.cancelTool ?? 'outlast_task_cancel',
+    afterMs: o.afterMs ?? 20_000,
+    maxWaitSeconds: o.maxWaitSeconds ?? 25,
+  };
+  for (const name of [r.statusTool, r.cancelTool]) {
+    if (!TOOL_NAME.test(name)) throw new RangeError(`handles: tool name "${name}" must be 1-64 letters, digits, "_" or "-"`);
+  }
+  if (r.statusTool === r.cancelTool) throw new RangeError('handles: the status and cancel tools need different names');
+  if (!Number.isInteger(r.afterMs) || r.afterMs < 0) throw new RangeError(`handles.afterMs must be a non-negative integer, got ${r.afterMs}`);
+  if (!(r.maxWaitSeconds > 0 && r.maxWaitSeconds <= 55)) throw new RangeError(`handles.maxWaitSeconds must be above 0 and at most 55, got ${r.maxWaitSeconds}`);
+  return r;
+}
+
+/** What the handle tools need from the server glue. */
+export interface HandleHost {
+  readonly runtime: TaskRuntime;
+  principal(ctx: ServerContext): string;
+}
+
+// Built once: schemas are compiled when first used, and a fresh schema per request would be compiled again.
+const statusSchema = {
+  taskId: z.string().min(1).max(200).describe('The taskId from the handle'),
+  waitSeconds: z.number().min(0).max(55).optional().describe('Longest to wait for the task to finish before answering with progress'),
+};
+const cancelSchema = { taskId: z.string().min(1).max(200).describe('The taskId from the handle') };
+
+function text(t: string, isError = false): CallToolResult {
+  return isError ? { content: [{ type: 'text', text: t }], isError: true } : { content: [{ type: 'text', text: t }] };
+}
+
+function duration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 90) return `${s} s`;
+  const m = Math.round(s / 60);
+  return m < 90 ? `${m} min` : `${(m / 60).toFixed(1)} h`;
+}
+
+export class HandleTools {
+  constructor(private readonly host: HandleHost, readonly options: ResolvedHandleOptions) {}
+
+  /** Whether `name` is one of the handle tools. */
+  owns(name: string): boolean {
+    return name === this.options.statusTool || name === this.options.cancelTool;
+  }
+
+  /** Adds the status and cancel tools to one McpServer (after the application's own tools, so a clash is seen). */
+  register(mcp: McpServer): void {
+    const { statusTool, cancelTool, maxWaitSeconds } = this.options;
+    const existing = (mcp as unknown as { _registeredTools: Record<string, unknown> })._registeredTools;
+    for (const name of [statusTool, cancelTool]) {
+      if (existing[name]) throw new Error(`The handle tool name "${name}" is taken by a tool of this server; choose another with handles.statusTool / handles.cancelTool`);
+    }
+    mcp.registerTool(
+      statusTool,
+      {
+        title: 'Follow a background task',
+        description:
+          `Reports on a task that a tool started in the background (its result said so and gave a taskId). Waits up to ${maxWaitSeconds} s ` +
+          'for it to finish; while it is still working, call this again with the same taskId. Do not call the original tool again: ' +
+          'that would start the work a second time. Once finished, returns the tool\'s own result.',
+        inputSchema: statusSchema,
+        annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+      },
+      (args, ctx) => this.status(args.taskId, args.waitSeconds, ctx),
+    );
+    mcp.registerTool(
+      cancelTool,
+      {
+        title: 'Cancel a background task',
+        description: 'Asks a task that a tool started in the background to stop. Work that already finished keeps its result.',
+        inputSchema: cancelSchema,
+        annotations: { destructiveHint: true, idempotentHint: true, openWorldHint: false },
+      },
+      (args, ctx) => this.cancel(args.taskId, ctx),
+    );
+  }
+
+  /** The answer to a call that became a task for a caller who cannot receive one. */
+  handleResult(record: TaskRecord): CallToolResult {
+    if (isTerminal(record.status)) return this.outcome(record);
+    const { statusTool, maxWaitSeconds } = this.options;
+    const id = record.taskId;
+    return {
+      content: [
+        {
+          type: 'text',
+          text:
+            `"${record.tool}" ${record.queuedAt !== null ? 'is waiting for a free slot on the server' : 'is still running'}; it continues in the background as task ${id}. ` +
+            `Call ${statusTool} with {"taskId": "${id}"} to follow it: each call waits up to ${maxWaitSeconds} s and returns the result once it is done. ` +
+            `Do not call ${record.tool} again for this request: that would start the work a second time.`,
+        },
+      ],
+      structuredContent: this.summary(record),
+    };
+  }
+
+  private summary(r: TaskRecord): JsonObject {
+    return {
+      taskId: r.taskId,
+      tool: r.tool,
+      status: r.status,
+      ...(r.statusMessage !== null ? { statusMessage: r.statusMessage } : {}),
+      createdAt: isoOf(r.createdAt),
+      lastUpdatedAt: isoOf(r.updatedAt),
+      ttlMs: r.ttlMs,
+      statusTool: this.options.statusTool,
+      cancelTool: this.options.cancelTool,
+    };
+  }
+
+  /** A finished task as the caller sees it: the tool's own result, or what stopped it. */
+  private outcome(r: TaskRecord): CallToolResult {
+    if (r.status === 'completed' && r.result) {
+      const { resultType: _resultType, ...result } = r.result;
+      return result as CallToolResult;
+    }
+    if (r.status === 'failed') return text(`Task ${r.taskId} (${r.tool}) failed: ${r.error?.message ?? r.statusMessage ?? 'unknown error'}`, true);
+    return text(`Task ${r.taskId} (${r.tool}) was cancelled before it finished; it has no result.`, true);
+  }
+
+  /** Reads the caller's task, or answers as for an unknown id (another principal's task reads exactly the same). */
+  private async read(taskId: string, principal: string): Promise<{ record: TaskRecord } | { answer: CallToolResult }> {
+    try {
+      return { record: await this.host.runtime.lookup(taskId, principal) };
+    } catch (e) {
+      if (!(e instanceof TaskProtocolError)) throw e;
+      return {
+        answer: /expired/.test(e.message)
+          ? text(`Task ${taskId} has expired: its result was kept for its retention time and is gone. Start the work again if it is still needed.`, true)
+          : text(`Unknown task: ${taskId}. It may have expired, or the id may be wrong.`, true),
+      };
+    }
+  }
+
+  private async status(taskId: string, waitSeconds: number | undefined, ctx: ServerContext): Promise<CallToolResult> {
+    const principal = this.host.principal(ctx);
+    const read = await this.read(taskId, principal);
+    if ('answer' in read) return read.answer;
+    const first = read.record;
+    if (isTerminal(first.status)) {
+      this.host.runtime.noteRetrieved(first);
+      return this.outcome(first);
+    }
+    const waitMs = Math.min(waitSeconds ?? this.options.maxWaitSeconds, this.options.maxWaitSeconds) * 1000;
+    const stopProgress = this.progress(taskId, principal, ctx);
+    try {
+      await this.host.runtime.untilTerminal(first.taskId, principal, waitMs, ctx.mcpReq.signal);
+    } finally {
+      stopProgress();
+    }
+    const reread = await this.read(taskId, principal);
+    if ('answer' in reread) return reread.answer;
+    const now = reread.record;
+    if (isTerminal(now.status)) {
+      this.host.runtime.noteRetrieved(now);
+      return this.outcome(now);
+    }
+    const waiting = now.status === 'input_required'
+      ? ` It is waiting for input that only a client with task support can give (${Object.values(now.inputRequests).map((p) => String(p.request.params?.message ?? p.request.method)).join('; ')}).`
+      : '';
+    return {
+      content: [
+        {
+          type: 'text',
+          text:
+            `Task ${now.taskId} (${now.tool}) is still ${now.status === 'working' ? 'working' : 'waiting'}${now.statusMessage ? `: ${now.statusMessage}` : ''}. ` +
+            `It has run for ${duration(Date.now() - now.createdAt)}.${waiting} Call ${this.options.statusTool} again with {"taskId": "${now.taskId}"} to keep following it. ` +
+            `Do not call ${now.tool} again: the work is already running.`,
+        },
+      ],
+      structuredContent: this.summary(now),
+    };
+  }
+
+  /** While a status call waits: progress notifications on its own stream, when the call asked for them. */
+  private progress(taskId: string, principal: string, ctx: ServerContext): () => void {
+    const token = (ctx.mcpReq._meta as { progressToken?: string | number } | undefined)?.progressToken;
+    if (token === undefined) return () => {};
+    let n = 0;
+    let stop = false;
+    let unwatch = () => {};
+    void this.host.runtime
+      .watchViews(taskId, principal, (v) => {
+        if (stop) return;
+        void ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: ++n, ...(v.statusMessage ? { message: v.statusMessage } : {}) } }).catch(() => undefined);
+      })
+      .then((u) => (stop ? u() : (unwatch = u)), () => undefined);
+    return () => {
+      stop = true;
+      unwatch();
+    };
+  }
+
+  private async cancel(taskId: string, ctx: ServerContext): Promise<CallToolResult> {
+    const principal = this.host.principal(ctx);
+    const read = await this.read(taskId, principal);
+    if ('answer' in read) return read.answer;
+    const first = read.record;
+    if (isTerminal(first.status)) return text(`Task ${first.taskId} (${first.tool}) had already ended ${first.status}; nothing to cancel.`);
+    await this.host.runtime.cancelTask(first.taskId, principal);
+    const ended = await this.host.runtime.untilTerminal(first.taskId, principal, 5000, ctx.mcpReq.signal);
+    if (!ended) return text(`Cancel of task ${first.taskId} (${first.tool}) requested; it is stopping. ${this.options.statusTool} tells when it has.`);
+    return ended.status === 'cancelled'
+      ? text(`Task ${first.taskId} (${first.tool}) is cancelled.`)
+      : text(`Task ${first.taskId} (${first.tool}) finished (${ended.status}) before the cancel took effect; ${this.options.statusTool} returns its result.`);
+  }
+}

@@ -1,0 +1,254 @@
+/**
+ * The 2025-11-25 Tasks wire on the SDK's legacy era, served from the same runtime and store as the 2026-07-28
+ * extension (one task, whichever wire created it): the `tasks` capability at initialize, `execution.taskSupport` in
+ * tools/list, task-augmented tools/call, and tasks/get | result | list | cancel. Input reaches a 2025 client as a
+ * server→client request on its tasks/result stream; over stateless HTTP the client's answer is posted to whichever
+ * replica it reaches (see `answerPostedResponse`), so nothing is tied to one process.
+ */
+import { ProtocolError, type McpServer, type ServerContext, type StandardSchemaV1 } from '@modelcontextprotocol/server';
+import { ErrorCode, TaskProtocolError, isTerminal, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
+import {
+  LEGACY_TASKS_CAPABILITY,
+  MODEL_IMMEDIATE_RESPONSE_META,
+  RELATED_TASK_META,
+  inputRequestId,
+  parseInputRequestId,
+  type LegacyTask,
+  type TaskSupport,
+} from '../protocol/legacy.js';
+import { advertisedPollInterval, type PollPolicy } from '../runtime/poll.js';
+import type { PromotionPolicy } from '../runtime/types.js';
+import type { TaskRuntime } from '../runtime/runtime.js';
+import { isoOf } from '../runtime/wire.js';
+import type { TaskRecord, TaskSummary, TaskView } from '../store/types.js';
+
+export interface LegacyOptions {
+  /** tasks/cancel must answer with the task already cancelled: how long to wait for the handler to stop before
+   *  the task is ended `cancelled` regardless (its later writes are refused). Default 2000 ms. */
+  cancelGraceMs?: number;
+  /** Tasks per tasks/list page. Default 50. */
+  listPageSize?: number;
+  /** While tasks/result waits, a progress notification this often keeps a client's timeout from expiring (when
+   *  it sent a progressToken). Default 15 000 ms. */
+  keepAliveMs?: number;
+}
+
+/** What the legacy wire needs from the server glue. */
+export interface LegacyHost {
+  readonly runtime: TaskRuntime;
+  principal(ctx: ServerContext): string;
+}
+
+/** tasks/* params are checked by the runtime (taskId) and here (cursor): the SDK only needs a Standard Schema. */
+const passThrough: StandardSchemaV1<Record<string, unknown>> = {
+  '~standard': { version: 1, vendor: 'outlast', validate: (value: unknown) => ({ value: (value ?? {}) as Record<string, unknown> }) },
+};
+const PARAMS = { params: passThrough };
+
+export function taskSupportOf(policy: PromotionPolicy | undefined): TaskSupport {
+  return policy === 'always' ? 'required' : policy === 'never' ? 'forbidden' : 'optional';
+}
+
+/** A stored task as the 2025-11-25 wire shows it. */
+export function legacyTask(v: TaskSummary | TaskView, now: number, policy: PollPolicy): LegacyTask {
+  const t: LegacyTask = {
+    taskId: v.taskId,
+    status: v.status,
+    createdAt: isoOf(v.createdAt),
+    lastUpdatedAt: isoOf(v.updatedAt),
+    ttl: v.ttlMs,
+    pollInterval: advertisedPollInterval(v, now, policy),
+  };
+  if (v.statusMessage !== null) t.statusMessage = v.statusMessage;
+  return t;
+}
+
+/** `params.task` of a task-augmented tools/call: `{ttl?}`; anything else is refused before anything starts. */
+export function requestedTask(task: unknown): { ttlMs?: number } {
+  if (typeof task !== 'object' || task === null || Array.isArray(task)) {
+    throw new TaskProtocolError(ErrorCode.InvalidParams, 'params.task must be an object: {} or {"ttl": milliseconds}');
+  }
+  const ttl = (task as { ttl?: unknown }).ttl;
+  if (ttl === undefined || ttl === null) return {};
+  if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl <= 0 || ttl > 10 * 365 * 86_400_000) {
+    throw new TaskProtocolError(ErrorCode.InvalidParams, 'params.task.ttl must be a positive integer number of milliseconds (or omitted)');
+  }
+  return { ttlMs: ttl };
+}
+
+function protocolError(e: unknown): unknown {
+  return e instanceof TaskProtocolError ? new ProtocolError(e.code, e.message, e.data) : e;
+}
+
+export class LegacyTasks {
+  private readonly cancelGraceMs: number;
+  private readonly listPageSize: number;
+  private readonly keepAliveMs: number;
+
+  constructor(private readonly host: LegacyHost, options: LegacyOptions = {}) {
+    this.cancelGraceMs = options.cancelGraceMs ?? 2000;
+    this.listPageSize = options.listPageSize ?? 50;
+    this.keepAliveMs = options.keepAliveMs ?? 15_000;
+  }
+
+  private get policy(): PollPolicy {
+    return this.host.runtime.pollPolicy;
+  }
+
+  /** What a task-augmented tools/call answers once the task row is committed. */
+  createResult(record: TaskRecord): JsonObject {
+    return {
+      task: legacyTask(record, Date.now(), this.policy),
+      _meta: { [MODEL_IMMEDIATE_RESPONSE_META]: `Started task ${record.taskId} (${record.tool}); it runs in the background.` },
+    };
+  }
+
+  /** The capability, each Outlast tool's taskSupport, and the four tasks/* methods, on one legacy-era McpServer. */
+  attach(mcp: McpServer, tools: Iterable<{ name: string; policy: PromotionPolicy | undefined; registered: { execution?: unknown } }>): void {
+    mcp.server.registerCapabilities({ tasks: LEGACY_TASKS_CAPABILITY } as never);
+    // registerTool drops config.execution (legacy.md §3): set it on the registered tool, which tools/list reads.
+    for (const t of tools) t.registered.execution = { taskSupport: taskSupportOf(t.policy) };
+    const method = (name: string, run: (p: Record<string, unknown>, ctx: ServerContext) => Promise<JsonObject>) =>
+      mcp.server.setRequestHandler(name, PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
+        try {
+          return (await run(p, ctx)) as never;
+        } catch (e) {
+          throw protocolError(e);
+        }
+      });
+    method('tasks/get', async (p, ctx) => legacyTask(await this.host.runtime.pollView(p.taskId, this.host.principal(ctx)), Date.now(), this.policy) as unknown as JsonObject);
+    method('tasks/list', async (p, ctx) => {
+      const page = await this.host.runtime.listTasks(this.host.principal(ctx), p.cursor, this.listPageSize);
+      const now = Date.now();
+      return { tasks: page.tasks.map((t) => legacyTask(t, now, this.policy)), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
+    });
+    method('tasks/cancel', async (p, ctx) => {
+      const v = await this.host.runtime.cancelNow(p.taskId, this.host.principal(ctx), this.cancelGraceMs);
+      return legacyTask(v, Date.now(), this.policy) as unknown as JsonObject;
+    });
+    method('tasks/result', (p, ctx) => this.result(mcp, p.taskId, ctx));
+  }
+
+  /**
+   * tasks/result: blocks until the task is terminal, then answers exactly what the call would have (with the
+   * related-task `_meta`). Meanwhile the stream carries the task's status, progress when a token was given, and
+   * the task's input requests. Released when the client goes away.
+   */
+  private async result(mcp: McpServer, rawTaskId: unknown, ctx: ServerContext): Promise<JsonObject> {
+    const runtime = this.host.runtime;
+    const principal = this.host.principal(ctx);
+    const record = await runtime.lookup(rawTaskId, principal);
+    const taskId = record.taskId;
+    const related = { [RELATED_TASK_META]: { taskId } };
+    // The token of this request resets the client's timeout for it; the creating call's token stays valid too.
+    const token = (ctx.mcpReq._meta as { progressToken?: string | number } | undefined)?.progressToken ?? record.progressToken ?? undefined;
+    const notify = (method: string, params: JsonObject) => void ctx.mcpReq.notify({ method, params } as never).catch(() => undefined);
+    let progress = 0;
+    let last: TaskView | undefined;
+    const sendProgress = () => {
+      if (token === undefined) return;
+      notify('notifications/progress', { progressToken: token, progress: ++progress, ...(last?.statusMessage ? { message: last.statusMessage } : {}), _meta: related });
+    };
+    const asked = new Set<string>();
+    let resolveEnd!: (v: TaskView | undefined) => void;
+    const ended = new Promise<TaskView | undefined>((r) => (resolveEnd = r));
+    const unwatch = await runtime.watchViews(taskId, principal, (v) => {
+      last = v;
+      notify('notifications/tasks/status', legacyTask(v, Date.now(), this.policy) as unknown as JsonObject);
+      sendProgress();
+      if (v.status === 'input_required') {
+        for (const [key, pending] of Object.entries(v.inputRequests)) {
+          if (asked.has(key)) continue;
+          asked.add(key);
+          this.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline);
+        }
+      }
+      if (isTerminal(v.status)) resolveEnd(v);
+    });
+    const keepAlive = setInterval(sendProgress, this.keepAliveMs);
+    const onAbort = () => resolveEnd(undefined);
+    ctx.mcpReq.signal.addEventListener('abort', onAbort, { once: true });
+    if (ctx.mcpReq.signal.aborted) resolveEnd(undefined);
+    let end: TaskView | undefined;
+    try {
+      end = await ended;
+    } finally {
+      clearInterval(keepAlive);
+      ctx.mcpReq.signal.removeEventListener('abort', onAbort);
+      unwatch();
+    }
+    if (!end) throw new ProtocolError(ErrorCode.InternalError, 'The request was cancelled before the task finished');
+    runtime.noteRetrieved(end);
+    if (end.status === 'completed') {
+      const { resultType: _resultType, ...result } = end.result ?? { content: [] };
+      return { ...result, _meta: { ...((result._meta as JsonObject | undefined) ?? {}), ...related } };
+    }
+    if (end.status === 'failed') {
+      const e = end.error ?? { code: ErrorCode.InternalError, message: 'Failed' };
+      throw new ProtocolError(e.code, e.message, e.data);
+    }
+    throw new ProtocolError(ErrorCode.InternalError, `Task ${taskId} was cancelled; it has no result`);
+  }
+
+  /**
+   * Sends one input request to the client. Over HTTP each request is its own stateless instance: the request goes
+   * on this tasks/result stream with an id that names the task and key, and the answer comes back as a POST that
+   * any replica takes (answerPostedResponse). On a session (stdio) the SDK carries the request and its answer.
+   */
+  private ask(mcp: McpServer, ctx: ServerContext, taskId: string, principal: string, key: string, request: InputRequest, deadline: number): void {
+    const params = { ...(request.params ?? {}), _meta: { ...((request.params?._meta as JsonObject | undefined) ?? {}), [RELATED_TASK_META]: { taskId } } };
+    const runtime = this.host.runtime;
+    const record = (answer: { result: unknown } | { error: JsonRpcErrorObject }) =>
+      runtime.answerFromClient(taskId, principal, key, answer).catch((e) => runtime.log.warn('could not record an input answer', { taskId, key, error: String(e) }));
+    if (ctx.http) {
+      const transport = (mcp.server as unknown as { transport?: { send(m: JsonObject, o?: { relatedRequestId?: unknown }): Promise<void> } }).transport;
+      void transport
+        ?.send({ jsonrpc: '2.0', id: inputRequestId(taskId, key), method: request.method, params }, { relatedRequestId: ctx.mcpReq.id })
+        .catch((e) => runtime.log.debug('could not send an input request on a tasks/result stream', { taskId, key, error: String(e) }));
+      return;
+    }
+    void ctx.mcpReq
+      .send({ method: request.method, params } as never, { timeout: Math.max(1000, deadline - Date.now()) } as never)
+      .then(
+        (result) => record({ result }),
+        (e: { code?: unknown; message?: unknown }) =>
+          // A client that lacks the capability, or answers with an error, cannot give this input; one that went away
+          // leaves the request outstanding for the next tasks/result.
+          typeof e?.code === 'number' && e.code !== ErrorCode.InternalError ? record({ error: { code: e.code, message: String(e.message ?? '') } }) : undefined,
+      );
+  }
+}
+
+/** Whether a parsed POST body is a client's JSON-RPC response to one of our input requests. */
+export function isInputResponse(msg: unknown): msg is { id: string; result?: unknown; error?: JsonRpcErrorObject } {
+  const m = msg as { id?: unknown; method?: unknown; result?: unknown; error?: unknown } | null;
+  return !!m && typeof m === 'object' && m.method === undefined && ('result' in m || 'error' in m) && parseInputRequestId(m.id) !== undefined;
+}
+
+/**
+ * A client's answer to an input request, posted to this replica (maybe not the one that sent the request). Checked
+ * against the task's principal (another principal's task is unknown), validated against the request, recorded.
+ * Returns the HTTP status and, for a refusal, the JSON-RPC error to answer with.
+ */
+export async function answerPostedResponse(
+  runtime: TaskRuntime,
+  msg: { id: string; result?: unknown; error?: JsonRpcErrorObject },
+  principal: string,
+): Promise<{ status: 202 } | { status: 400; error: JsonRpcErrorObject }> {
+  const target = parseInputRequestId(msg.id)!;
+  try {
+    let answer: { result: unknown } | { error: JsonRpcErrorObject };
+    if (msg.error !== undefined) {
+      const e = msg.error as Partial<JsonRpcErrorObject> | null;
+      if (!e || typeof e !== 'object' || typeof e.code !== 'number') throw new TaskProtocolError(ErrorCode.InvalidRequest, 'A JSON-RPC error response needs an error object with a numeric code');
+      answer = { error: { code: e.code, message: String(e.message ?? '') } };
+    } else answer = { result: msg.result };
+    await runtime.answerFromClient(target.taskId, principal, target.key, answer);
+    return { status: 202 };
+  } catch (e) {
+    if (e instanceof TaskProtocolError) {
+      return { status: 400, error: { code: e.code, message: `Response to ${msg.id} refused: ${e.message}` } };
+    }
+    throw e;
+  }
+}
