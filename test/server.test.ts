@@ -554,8 +554,10 @@ describe('the CLI', () => {
 
   it('runs as npx outlast from the repository root', async () => {
     const { spawnSync } = await import('node:child_process');
-    const { ROOT } = await import('./helpers.js');
-    const r = spawnSync('npx', ['--no-install', 'outlast', 'help'], { cwd: ROOT, encoding: 'utf8' });
+    const { ROOT, tempDir } = await import('./helpers.js');
+    // A cache of its own: a shared npx cache half-written by a concurrent run would answer for another user's setup.
+    const env = { ...process.env, npm_config_cache: tempDir('npm-cache-') };
+    const r = spawnSync('npx', ['--no-install', 'outlast', 'help'], { cwd: ROOT, encoding: 'utf8', env });
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /outlast serve MODULE/);
   });
