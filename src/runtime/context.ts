@@ -61,7 +61,8 @@ export interface StepInfo {
   signal: AbortSignal;
   /** The step's identity, `name#n`, the same on every run: an idempotency key for the systems the step calls. */
   key: string;
-  /** 1 on the first try; more on in-process retries and when an idempotent step runs again after a crash. */
+  /** 1 on the first try; more on in-process retries. (An idempotent step is recorded only when it ends, so its run
+   *  after a crash counts from 1 again; use `key` to make its effect idempotent.) */
   tries: number;
 }
 
