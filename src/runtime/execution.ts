@@ -5,6 +5,7 @@
  */
 import { ErrorCode, TaskProtocolError, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
+import { sameRequest } from '../store/rules.js';
 import { IdempotencyConflictError, TaskValueRefused, TaskWriteRefused, type NewTask, type TaskRecord, type TaskStore, type WriteFence } from '../store/types.js';
 import { TaskCancelledError, type ElicitOptions, type ElicitResult, type InputOptions, type StepInfo, type StepOptions, type TaskContext } from './context.js';
 import { sleepUntil, sleepWakeAt } from './durable-time.js';
@@ -367,7 +368,7 @@ export class Execution implements TaskContext {
     const taskId = await this.ensureTask('Asking for input');
     // A replay: every key was answered (or timed out) in an earlier run, for the same request. Nothing to write.
     const known = this.record;
-    const replayed = known && keys.every((k) => known.inputResponses[k] && JSON.stringify(known.inputResponses[k]!.request) === JSON.stringify(requests[k]));
+    const replayed = known && keys.every((k) => known.inputResponses[k] && sameRequest(known.inputResponses[k]!.request, requests[k]));
     const stored = replayed ? answersOf(keys, known, timeoutMs) : undefined;
     if (stored) {
       if ('error' in stored) throw stored.error;

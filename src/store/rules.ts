@@ -27,6 +27,21 @@ export function readsExpired(rec: { status: TaskStatus; expiresAt: number | null
   return rec.expiresAt !== null && rec.expiresAt <= now && rec.status !== 'input_required';
 }
 
+/** JSON with object keys sorted: equal for equal values whatever order their keys were written or stored in (PostgreSQL's
+ *  jsonb reorders them). */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    return `{${Object.keys(v).sort().filter((k) => (v as Record<string, unknown>)[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+/** Whether a key is asked again with the request it was answered for (a replay), whatever the stored key order. */
+export function sameRequest(a: unknown, b: unknown): boolean {
+  return canonical(a) === canonical(b);
+}
+
 /** Outstanding keys and answers after recording every outstanding key whose deadline passed as timed out. */
 function withTimeouts(rec: InputFields, now: number): { outstanding: Record<string, PendingInput>; answered: Record<string, AnsweredInput>; timedOut: string[] } {
   const outstanding = { ...rec.inputRequests };
@@ -78,7 +93,7 @@ export function askInput(rec: InputFields, requests: Record<string, PendingInput
   for (const [key, pending] of Object.entries(requests)) {
     const done = answered[key];
     if (done) {
-      if (JSON.stringify(done.request) !== JSON.stringify(pending.request)) {
+      if (!sameRequest(done.request, pending.request)) {
         throw new Error(`Input key "${key}" was already answered for a different request; keys are unique for the task's life`);
       }
       continue;

@@ -577,6 +577,13 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       const again = await store.requestInput(other.record.taskId, 'a', { k: { request: ELICIT, deadline: t0 + 60_000 } }, t0 + 200);
       assert.deepEqual([again.status, again.inputResponses.k?.timedOut], ['working', true]);
       assert.equal(await store.expireInput('no-such-task', t0), undefined);
+      // A replay is recognised whatever order the store keeps a request's keys in (jsonb sorts them).
+      const form = { method: 'elicitation/create' as const, params: { mode: 'form', message: 'Who?', requestedSchema: { type: 'object', properties: { a: { type: 'string' } }, required: ['a'] } } };
+      const keyed = await store.create(newTask({ owner: 'a', createdAt: t0 }));
+      await store.requestInput(keyed.record.taskId, 'a', { who: { request: form, deadline: t0 + 60_000 } }, t0);
+      await store.answerInput(keyed.record.taskId, { who: { action: 'accept', content: { a: 'x' } } }, t0 + 1);
+      const asked = await store.requestInput(keyed.record.taskId, 'a', { who: { request: structuredClone(form), deadline: t0 + 60_000 } }, t0 + 2);
+      assert.deepEqual(Object.keys(asked.inputRequests), [], 'a replay, not a new question');
     });
 
     it('expiry is read at once: a task past its TTL reads expired before any sweep, except while it waits for input', async () => {
