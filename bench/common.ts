@@ -18,8 +18,8 @@ export interface WireRequest {
   body: string;
 }
 
-export function wire(method: string, params: Record<string, unknown>, opts: { tasks?: boolean; name?: string; id?: number } = {}): WireRequest {
-  const caps = opts.tasks === false ? {} : { extensions: { [TASKS]: {} } };
+export function wire(method: string, params: Record<string, unknown>, opts: { tasks?: boolean; name?: string; id?: number; caps?: Record<string, unknown> } = {}): WireRequest {
+  const caps = { ...(opts.tasks === false ? {} : { extensions: { [TASKS]: {} } }), ...opts.caps };
   const body = JSON.stringify({
     jsonrpc: '2.0',
     id: opts.id ?? 1,

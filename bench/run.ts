@@ -35,6 +35,10 @@
  *       McpServer. Target ratio >= 0.95.
  *   (p), (q) the run queue (bench/queue-rows.ts): tasks started/s from a full queue vs a bare SKIP LOCKED claim loop
  *       (target ratio >= 0.7); start latency of a queued task once capacity frees on another replica (p99 < 50 ms).
+ *   (n) durable steps (bench/steps-rows.ts): steps committed per second by one handler vs raw single-row commits on
+ *       the same store, SQLite and PostgreSQL (target ratio >= 0.5).
+ *   (o) parked waits (bench/parking-rows.ts): resume of a parked task after tasks/update on another replica (p99 < 50
+ *       ms); o.mem: heap growth for 1,000 parked tasks (< 5 MB).
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -44,7 +48,7 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,p,q)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,n,o,p,q)
  *   BENCH_PG_URL        PostgreSQL for (f)-(i) (default postgres://postgres@127.0.0.1:5432/test); schemas
  *                       bench_* are created and dropped
  *   BENCH_PG_POOL       pool size for (f), both sides (default 16)
@@ -52,6 +56,7 @@
  *   BENCH_LEASE_MS, BENCH_HEARTBEAT_MS, BENCH_TAKEOVER_TASKS, BENCH_TAKEOVER_ROUNDS   (h) (default 3000, 500, 20, 3)
  *   BENCH_BIG_TASKS     tasks in the big schema of (i) (default 1,000,000)
  *   BENCH_QUEUE_TASKS, BENCH_QUEUE_SAMPLES   queued tasks drained per round of (p), samples of (q) (default 2000, 200)
+ *   BENCH_PARK_SAMPLES, BENCH_PARKED_TASKS   samples of (o), parked tasks of (o.mem) (default 200, 1000)
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
  *   BENCH_PROFILE       "1": after the counted rounds, one extra pass per HTTP side and per in-process
@@ -82,6 +87,8 @@ import {
 } from './common.js';
 import { clientBench } from './client-bench.js';
 import { queueLatency, queueStarts, type QueueBenchConfig } from './queue-rows.js';
+import { stepCommits } from './steps-rows.js';
+import { parkedMemory, parkedResume } from './parking-rows.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -92,7 +99,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,p,q').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,n,o,p,q').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -719,6 +726,11 @@ async function main(): Promise<void> {
       dropSchemas: dropPgSchemas,
       log,
     };
+    if (ONLY.has('n')) rows.push(...(await stepCommits({ pgUrl: PG_URL, rounds: ROUNDS, seconds: SECONDS, schema: pgSchema, dropSchemas: dropPgSchemas, log })));
+    if (ONLY.has('o')) {
+      rows.push(...(await parkedResume({ pgUrl: PG_URL, samples: Math.round(envNumber('BENCH_PARK_SAMPLES', 200)), schema: pgSchema, dropSchemas: dropPgSchemas, log })));
+      rows.push(...(await parkedMemory({ tasks: Math.round(envNumber('BENCH_PARKED_TASKS', 1000)), log })));
+    }
     if (ONLY.has('p')) rows.push(...(await queueStarts(queue)));
     if (ONLY.has('q')) rows.push(...(await queueLatency(queue)));
   } finally {

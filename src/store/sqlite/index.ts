@@ -157,6 +157,9 @@ export class SqliteTaskStore implements TaskStore {
   private listing!: Listing;
   private steps!: SqliteSteps;
   private parking!: SqliteParking;
+  /** The write transactions, made once (better-sqlite3 prepares a transaction's statements when it is made). */
+  private runOne!: Database.Transaction<(op: () => unknown) => unknown>;
+  private runBatch!: Database.Transaction<(batch: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>) => void>;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path;
@@ -179,6 +182,20 @@ export class SqliteTaskStore implements TaskStore {
     this.listing = prepareListing(db);
     this.steps = prepareSteps(db);
     this.parking = prepareParking(db);
+    this.runOne = db.transaction((op: () => unknown) => op());
+    this.runBatch = db.transaction((batch: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>) => {
+      batch.forEach((p, i) => {
+        this.s.savepoint.run();
+        try {
+          outcomes[i] = { ok: true, value: p.op() };
+          this.s.release.run();
+        } catch (error) {
+          this.s.rollbackTo.run();
+          this.s.release.run();
+          outcomes[i] = { ok: false, value: error };
+        }
+      });
+    });
   }
 
   private prepare(db: Database.Database) {
@@ -261,21 +278,20 @@ export class SqliteTaskStore implements TaskStore {
     const batch = this.queue;
     if (batch.length === 0 || !this.db) return;
     this.queue = [];
+    if (batch.length === 1) {
+      // Alone in its transaction: a refused write rolls back the whole of it, no savepoint needed.
+      const p = batch[0]!;
+      let value: unknown;
+      try {
+        value = this.runOne.immediate(p.op);
+      } catch (error) {
+        return p.reject(error);
+      }
+      return p.resolve(value as never);
+    }
     const outcomes: Array<{ ok: boolean; value: unknown }> = new Array(batch.length);
     try {
-      this.db.transaction(() => {
-        batch.forEach((p, i) => {
-          this.s.savepoint.run();
-          try {
-            outcomes[i] = { ok: true, value: p.op() };
-            this.s.release.run();
-          } catch (error) {
-            this.s.rollbackTo.run();
-            this.s.release.run();
-            outcomes[i] = { ok: false, value: error };
-          }
-        });
-      }).immediate();
+      this.runBatch.immediate(batch, outcomes);
     } catch (error) {
       for (const p of batch) p.reject(error);
       return;
