@@ -42,7 +42,7 @@ export interface ExecutionHost {
   /** The execution is now a task running here (cancel signals for it must reach it), or no longer. */
   track(exec: Execution): void;
   untrack(exec: Execution): void;
-  /** The task's outcome is committed (a slot of a deployment-wide limit may be free now). */
+  /** The task's outcome is committed, or it was parked (a slot of a deployment-wide limit may be free now). */
   taskFinished(exec: Execution): void;
 }
 
@@ -195,6 +195,8 @@ export class Execution implements TaskContext {
     this.record = rec;
     this.rt.untrack(this);
     this.noteHandlerEnd();
+    // It no longer counts against a deployment-wide limit of its tool: another replica may start one.
+    this.rt.taskFinished(this);
     this.rt.publish(rec.taskId);
     if (rec.queuedAt !== null) this.rt.wakeDueAt(rec.queuedAt);
     this.rt.log.debug('task parked: its handler waits with no process holding it', { taskId: rec.taskId, wakeAt: rec.queuedAt });
