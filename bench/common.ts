@@ -101,6 +101,12 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
   return sorted[i]!;
 }
 
+/** Count, p50, p99 and max of latency samples. */
+export function latencyStats(xs: number[]): { n: number; p50: number; p99: number; max: number } {
+  const s = Float64Array.from(xs).sort();
+  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
+}
+
 export const round = (x: number, d = 0): number => (Number.isFinite(x) ? Math.round(x * 10 ** d) / 10 ** d : x);
 
 // ---- environment knobs ------------------------------------------------------------------------------------

@@ -14,24 +14,15 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { Child, percentile, removeTempDir, round, send, serve, tasksGet, tempDir, wire, type BenchRow } from './common.js';
+import { Child, latencyStats as stats, removeTempDir, round, send, serve, tasksGet, tempDir, wire, type BenchRow } from './common.js';
+import type { QueueBenchConfig } from './queue-rows.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export interface ParkingBenchConfig {
-  pgUrl: string;
-  samples: number;
-  schema(label: string): string;
-  dropSchemas(): Promise<void>;
-  log(m: string): void;
-}
-
-function stats(xs: number[]): { n: number; p50: number; p99: number; max: number } {
-  const s = Float64Array.from(xs).sort();
-  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
-}
+/** What (o) needs: the queue rows' settings, less the drain sizes. */
+export type ParkingBenchConfig = Pick<QueueBenchConfig, 'pgUrl' | 'samples' | 'schema' | 'dropSchemas' | 'log'>;
 
 async function resultOf(url: string, taskId: string, timeoutMs = 10_000): Promise<Record<string, number>> {
   const end = Date.now() + timeoutMs;

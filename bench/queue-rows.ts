@@ -12,7 +12,7 @@
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { Child, median, percentile, round, send, serve, tasksGet, toolCall, wire, type BenchRow } from './common.js';
+import { Child, latencyStats as stats, median, round, send, serve, tasksGet, toolCall, wire, type BenchRow } from './common.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const now = () => performance.timeOrigin + performance.now();
@@ -95,11 +95,6 @@ async function resultOf(url: string, taskId: string, timeoutMs = 10_000): Promis
     if (Date.now() > end) throw new Error(`task ${taskId} did not complete in ${timeoutMs} ms`);
     await sleep(2);
   }
-}
-
-function stats(xs: number[]): { n: number; p50: number; p99: number; max: number } {
-  const s = Float64Array.from(xs).sort();
-  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
 }
 
 /** (q): start latency of a queued task once capacity frees on another replica (and q.wake). */

@@ -6,15 +6,10 @@
  * one (one commit).
  */
 import { Child, median, removeTempDir, round, tempDir, type BenchRow } from './common.js';
+import type { QueueBenchConfig } from './queue-rows.js';
 
-export interface StepsBenchConfig {
-  pgUrl: string;
-  rounds: number;
-  seconds: number;
-  schema(label: string): string;
-  dropSchemas(): Promise<void>;
-  log(m: string): void;
-}
+/** What (n) needs: the queue rows' settings, and how long each side commits. */
+export type StepsBenchConfig = Pick<QueueBenchConfig, 'pgUrl' | 'rounds' | 'schema' | 'dropSchemas' | 'log'> & { seconds: number };
 
 type Mode = 'raw' | 'steps' | 'idempotent';
 

@@ -19,6 +19,9 @@ const DECLARED = { principal: 'p', clientCapabilities: { extensions: { 'io.model
 const FORM = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] };
 const text = (t: string) => ({ content: [{ type: 'text', text: t }] });
 
+/** A durable tool that always runs as a task. */
+const durable = (handler: ToolSpec['handler'], more: Partial<ToolSpec> = {}): ToolSpec => ({ policy: 'always', durable: true, handler, ...more });
+
 /** Warnings a runtime logged (step-divergence among them). */
 function capture() {
   const warnings: string[] = [];
@@ -58,6 +61,8 @@ async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => bool
 /** The text of a completed task's result. */
 const resultText = (t: unknown) => (t as { result: { content: Array<{ text: string }> } }).result.content[0]!.text;
 
+const parkedIn = (rt: TaskRuntime, id: string) => until(`task ${id} parked`, () => rt.store.get(id), (l) => l.state === 'found' && l.record.parkedAt !== null);
+
 const terminal = (rt: TaskRuntime, id: string) => until(`task ${id}`, () => rt.getTask(id, 'p'), (t) => ['completed', 'failed', 'cancelled'].includes(t.status));
 
 describe('durable steps in-process', () => {
@@ -65,33 +70,29 @@ describe('durable steps in-process', () => {
     const f = onFile();
     const ran: string[] = [];
     let crashAfter = true;
-    const spec: ToolSpec = {
-      policy: 'always',
-      durable: true,
-      handler: async (_a, ctx) => {
-        const fetched: number[] = [];
-        for (let i = 1; i <= 3; i++) fetched.push(await ctx.step('fetch', ({ key }) => (ran.push(key), i * 10)));
-        // Parallel, random latencies: completion order differs between runs; identity does not.
-        const [a, b] = await Promise.all([
-          ctx.step('a', async ({ key }) => (ran.push(key), await sleep(Math.random() * 30), 'A')),
-          ctx.step('b', async ({ key }) => (ran.push(key), await sleep(Math.random() * 30), 'B')),
-        ]);
-        if (crashAfter) await new Promise(() => undefined); // the process "dies" here
-        const last = await ctx.step('last', ({ key }) => (ran.push(key), `${a}${b}`));
-        return text(JSON.stringify({ fetched, a, b, last, attempt: ctx.attempt }));
-      },
-    };
+    const spec: ToolSpec = durable(async (_a, ctx) => {
+      const fetched: number[] = [];
+      for (let i = 1; i <= 3; i++) fetched.push(await ctx.step('fetch', ({ key }) => (ran.push(key), i * 10)));
+      // Parallel, random latencies: completion order differs between runs; identity does not.
+      const [a, b] = await Promise.all([
+        ctx.step('a', async ({ key }) => (ran.push(key), await sleep(Math.random() * 30), 'A')),
+        ctx.step('b', async ({ key }) => (ran.push(key), await sleep(Math.random() * 30), 'B')),
+      ]);
+      if (crashAfter) await new Promise(() => undefined); // the process "dies" here
+      const last = await ctx.step('last', ({ key }) => (ran.push(key), `${a}${b}`));
+      return text(JSON.stringify({ fetched, a, b, last, attempt: ctx.attempt }));
+    });
     const first = f.runtime({ job: spec });
     await first.start();
     const id = await taskOf(first, 'job');
-    await until('the first run', async () => ran.length, (n) => n === 5);
+    await until('the first run\'s five steps', () => first.store.listSteps(id), (rows) => rows.filter((r) => r.state === 'completed').length === 5);
     await first.stop(0);
     crashAfter = false;
     const second = f.runtime({ job: spec });
     await second.start();
     try {
       const done = await terminal(second, id);
-      assert.equal(done.status, 'completed');
+      assert.equal(done.status, 'completed', JSON.stringify(done));
       assert.deepEqual(JSON.parse(resultText(done)), { fetched: [10, 20, 30], a: 'A', b: 'B', last: 'AB', attempt: 2 });
       assert.deepEqual(ran.sort(), ['a#1', 'b#1', 'fetch#1', 'fetch#2', 'fetch#3', 'last#1'], 'every step ran once');
       const rows = await second.store.listSteps(id);
@@ -106,24 +107,20 @@ describe('durable steps in-process', () => {
     const firstSeen: unknown[] = [];
     let hold = true;
     const errors: string[] = [];
-    const spec: ToolSpec = {
-      policy: 'always',
-      durable: true,
-      handler: async (_a, ctx) => {
-        const when = await ctx.step('when', () => ({ at: new Date(Date.UTC(2026, 0, 2, 3, 4, 5)), skip: undefined }));
-        firstSeen.push(when);
-        for (const [name, value] of [['big', 10n], ['map', new Map([['a', 1]])], ['nan', { ratio: NaN }], ['fn', () => 1]] as const) {
-          try {
-            await ctx.step(name, () => value as never);
-          } catch (e) {
-            assert.ok(e instanceof StepFailedError);
-            errors.push(`${e.step}|${(e.data as { reason: string }).reason}|${e.message}`);
-          }
+    const spec: ToolSpec = durable(async (_a, ctx) => {
+      const when = await ctx.step('when', () => ({ at: new Date(Date.UTC(2026, 0, 2, 3, 4, 5)), skip: undefined }));
+      firstSeen.push(when);
+      for (const [name, value] of [['big', 10n], ['map', new Map([['a', 1]])], ['nan', { ratio: NaN }], ['fn', () => 1]] as const) {
+        try {
+          await ctx.step(name, () => value as never);
+        } catch (e) {
+          assert.ok(e instanceof StepFailedError);
+          errors.push(`${e.step}|${(e.data as { reason: string }).reason}|${e.message}`);
         }
-        if (hold) await new Promise(() => undefined);
-        return text('ok');
-      },
-    };
+      }
+      if (hold) await new Promise(() => undefined);
+      return text('ok');
+    });
     const a = f.runtime({ job: spec });
     await a.start();
     const id = await taskOf(a, 'job');
@@ -151,36 +148,32 @@ describe('durable steps in-process', () => {
   it('a value over the limit fails the step (step_result_too_large, recorded failed); a thrown error is replayed with its class, code and data; retries', async () => {
     const f = onFile();
     const rt = f.runtime({
-      job: {
-        policy: 'always',
-        durable: true,
-        handler: async (_a, ctx) => {
-          const out: string[] = [];
-          try {
-            await ctx.step('huge', () => 'x'.repeat(2000), { maxResultBytes: 1000 });
-          } catch (e) {
-            out.push(`${(e as StepFailedError).code}:${JSON.stringify((e as StepFailedError).data)}`);
-          }
-          let tries = 0;
-          const flaky = await ctx.step('flaky', ({ tries: t }) => {
-            tries = t;
-            if (t < 3) throw new Error(`try ${t} failed`);
-            return 'third time';
-          }, { retries: { max: 2, backoffMs: 5 } });
-          out.push(`${flaky} after ${tries}`);
-          try {
-            await ctx.step('coded', () => {
-              throw Object.assign(new Error('card declined'), { code: -32099, data: { card: 'visa' } });
-            });
-          } catch (e) {
-            out.push(`${(e as Error).name}:${(e as StepFailedError).code}:${e instanceof Error && e.message}:${JSON.stringify((e as StepFailedError).data)}`);
-          }
-          await ctx.step('plain', () => {
-            throw new Error('disk full');
+      job: durable(async (_a, ctx) => {
+        const out: string[] = [];
+        try {
+          await ctx.step('huge', () => 'x'.repeat(2000), { maxResultBytes: 1000 });
+        } catch (e) {
+          out.push(`${(e as StepFailedError).code}:${JSON.stringify((e as StepFailedError).data)}`);
+        }
+        let tries = 0;
+        const flaky = await ctx.step('flaky', ({ tries: t }) => {
+          tries = t;
+          if (t < 3) throw new Error(`try ${t} failed`);
+          return 'third time';
+        }, { retries: { max: 2, backoffMs: 5 } });
+        out.push(`${flaky} after ${tries}`);
+        try {
+          await ctx.step('coded', () => {
+            throw Object.assign(new Error('card declined'), { code: -32099, data: { card: 'visa' } });
           });
-          return text(out.join('\n'));
-        },
-      },
+        } catch (e) {
+          out.push(`${(e as Error).name}:${(e as StepFailedError).code}:${e instanceof Error && e.message}:${JSON.stringify((e as StepFailedError).data)}`);
+        }
+        await ctx.step('plain', () => {
+          throw new Error('disk full');
+        });
+        return text(out.join('\n'));
+      }),
     }, { maxStepResultBytes: 256 * 1024 });
     await rt.start();
     try {
@@ -205,19 +198,15 @@ describe('durable steps in-process', () => {
     for (const idempotent of [false, true]) {
       const f = onFile();
       const ran: string[] = [];
-      const spec: ToolSpec = {
-        policy: 'always',
-        durable: true,
-        handler: async (_a, ctx) => {
-          await ctx.step('A', () => void ran.push('A'));
-          await ctx.step('B', async () => {
-            ran.push(`B${ctx.attempt}`);
-            if (ctx.attempt === 1) await new Promise(() => undefined); // "killed" in here
-          }, { idempotent });
-          await ctx.step('C', () => void ran.push('C'));
-          return text(`done on attempt ${ctx.attempt}`);
-        },
-      };
+      const spec: ToolSpec = durable(async (_a, ctx) => {
+        await ctx.step('A', () => void ran.push('A'));
+        await ctx.step('B', async () => {
+          ran.push(`B${ctx.attempt}`);
+          if (ctx.attempt === 1) await new Promise(() => undefined); // "killed" in here
+        }, { idempotent });
+        await ctx.step('C', () => void ran.push('C'));
+        return text(`done on attempt ${ctx.attempt}`);
+      });
       const a = f.runtime({ job: spec });
       await a.start();
       const id = await taskOf(a, 'job');
@@ -260,20 +249,16 @@ describe('durable steps in-process', () => {
           return text('x');
         },
       },
-      job: {
-        policy: 'always',
-        durable: true,
-        handler: async (_a, ctx) => {
-          await ctx.step('A', () => void ran.push('A'));
-          await ctx.step('B', async ({ signal }) => {
-            ran.push('B');
-            await sleep(300);
-            return signal.aborted ? 'saw the cancel' : 'ok';
-          });
-          await ctx.step('C', () => void ran.push('C'));
-          return text('finished');
-        },
-      },
+      job: durable(async (_a, ctx) => {
+        await ctx.step('A', () => void ran.push('A'));
+        await ctx.step('B', async ({ signal }) => {
+          ran.push('B');
+          await sleep(300);
+          return signal.aborted ? 'saw the cancel' : 'ok';
+        });
+        await ctx.step('C', () => void ran.push('C'));
+        return text('finished');
+      }),
     });
     await rt.start();
     try {
@@ -293,20 +278,16 @@ describe('durable steps in-process', () => {
     const f = onFile();
     let order = ['x', 'y', 'z'];
     let hold = true;
-    const spec: ToolSpec = {
-      policy: 'always',
-      durable: true,
-      handler: async (_a, ctx) => {
-        const got: string[] = [];
-        for (const n of order) got.push(await ctx.step(n, () => n.toUpperCase()));
-        if (hold) await new Promise(() => undefined);
-        return text(got.join(''));
-      },
-    };
+    const spec: ToolSpec = durable(async (_a, ctx) => {
+      const got: string[] = [];
+      for (const n of order) got.push(await ctx.step(n, () => n.toUpperCase()));
+      if (hold) await new Promise(() => undefined);
+      return text(got.join(''));
+    });
     const a = f.runtime({ job: spec });
     await a.start();
     const id = await taskOf(a, 'job');
-    await until('the first run', () => a.store.listSteps(id), (r) => r.length === 3);
+    await until('the first run', () => a.store.listSteps(id), (rows) => rows.filter((r) => r.state === 'completed').length === 3);
     await a.stop(0);
     hold = false;
     order = ['z', 'x']; // a deploy that reordered and removed steps
@@ -349,28 +330,24 @@ describe('parked waits in-process', () => {
   it('a durable wait for input holds nothing: no run, no slot; an answer resumes it from its steps; cancel of a parked task ends it at once', async () => {
     const f = onFile();
     const ran: string[] = [];
-    const spec: ToolSpec = {
-      policy: 'always',
-      durable: true,
-      handler: async (_a, ctx) => {
-        const before = await ctx.step('before', () => (ran.push('before'), 'b'));
-        const r = await ctx.elicit('Go?', FORM, { key: 'go' });
-        const after = await ctx.step('after', () => (ran.push('after'), 'a'));
-        return text(`${before}${after}:${String(r.content?.answer)}:${ctx.attempt}`);
-      },
-    };
+    const spec: ToolSpec = durable(async (_a, ctx) => {
+      const before = await ctx.step('before', () => (ran.push('before'), 'b'));
+      const r = await ctx.elicit('Go?', FORM, { key: 'go' });
+      const after = await ctx.step('after', () => (ran.push('after'), 'a'));
+      return text(`${before}${after}:${String(r.content?.answer)}:${ctx.attempt}`);
+    });
     const rt = f.runtime({ job: spec }, { parkAfterMs: 0, maxRunning: 1 });
     await rt.start();
     try {
       const id = await taskOf(rt, 'job');
-      const parked = await until('parked', () => rt.store.get(id), (l) => l.state === 'found' && l.record.parkedAt !== null);
+      const parked = await parkedIn(rt, id);
       assert.ok(parked.state === 'found');
       assert.deepEqual([parked.record.owner, parked.record.status, parked.record.wakeAt! - parked.record.inputRequests.go!.deadline], [null, 'input_required', 0]);
       assert.equal(rt.executions.size, 0, 'no handler in memory');
       assert.equal(rt.running.size, 0);
       // The only slot is free: another task runs meanwhile.
       const other = await taskOf(rt, 'job');
-      await until('the other parked too', () => rt.store.get(other), (l) => l.state === 'found' && l.record.parkedAt !== null);
+      await parkedIn(rt, other);
       assert.deepEqual((await rt.getTask(id, 'p')).status, 'input_required');
       await rt.updateTask(id, 'p', { go: { action: 'accept', content: { answer: 'yes' } } });
       const done = await terminal(rt, id);
@@ -391,15 +368,11 @@ describe('parked waits in-process', () => {
     const gc = runInNewContext('gc') as () => void;
     const f = onFile();
     const rt = f.runtime({
-      job: {
-        policy: 'always',
-        durable: true,
-        handler: async (_a, ctx) => {
-          await ctx.step('prepare', () => ({ at: Date.now() }));
-          const r = await ctx.elicit('Go?', FORM, { key: 'go', timeoutMs: 3_600_000 });
-          return text(String(r.action));
-        },
-      },
+      job: durable(async (_a, ctx) => {
+        await ctx.step('prepare', () => ({ at: Date.now() }));
+        const r = await ctx.elicit('Go?', FORM, { key: 'go', timeoutMs: 3_600_000 });
+        return text(String(r.action));
+      }),
     }, { parkAfterMs: 0, pollLimit: false });
     await rt.start();
     try {
@@ -428,21 +401,17 @@ describe('parked waits in-process', () => {
   it('a durable sleep parks and wakes at its recorded time; a sleep past the TTL is refused at once', async () => {
     const f = onFile();
     const rt = f.runtime({
-      nap: {
-        policy: 'always',
-        durable: true,
-        handler: async ({ ms }, ctx) => {
-          const from = await ctx.step('from', () => Date.now());
-          await ctx.sleep('nap', Number(ms));
-          return text(JSON.stringify({ from, woke: Date.now() }));
-        },
-      },
-      long: { policy: 'always', durable: true, ttlMs: 60_000, handler: async (_a, ctx) => (await ctx.sleep('forever', 120_000), text('no')) },
+      nap: durable(async ({ ms }, ctx) => {
+        const from = await ctx.step('from', () => Date.now());
+        await ctx.sleep('nap', Number(ms));
+        return text(JSON.stringify({ from, woke: Date.now() }));
+      }),
+      long: durable(async (_a, ctx) => (await ctx.sleep('forever', 120_000), text('no')), { ttlMs: 60_000 }),
     }, { parkAfterMs: 0, queuePollMs: 100 });
     await rt.start();
     try {
       const id = await taskOf(rt, 'nap', { ms: 1200 });
-      await until('parked', () => rt.store.get(id), (l) => l.state === 'found' && l.record.parkedAt !== null);
+      await parkedIn(rt, id);
       assert.equal(rt.executions.size, 0);
       const done = await terminal(rt, id);
       const { from, woke } = JSON.parse(resultText(done));
@@ -483,14 +452,10 @@ describe('durable steps on PostgreSQL', () => {
     const store: TaskStore = new PostgresTaskStore({ connection: { connectionString: PG_URL }, schema: freshSchema('steps') });
     const rt = new TaskRuntime({ store });
     let seen: unknown;
-    rt.defineTool('nul', {
-      policy: 'always',
-      durable: true,
-      handler: async (_a, ctx) => {
-        seen = await ctx.step('s', () => ({ z: 'a\u0000b', a: 1 }));
-        return text('has a \u0000 byte');
-      },
-    });
+    rt.defineTool('nul', durable(async (_a, ctx) => {
+      seen = await ctx.step('s', () => ({ z: 'a\u0000b', a: 1 }));
+      return text('has a \u0000 byte');
+    }));
     await rt.start();
     try {
       const id = await taskOf(rt, 'nul');
