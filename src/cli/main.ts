@@ -41,6 +41,8 @@ Options for serve:
   --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
   --max-body-bytes N       largest request body (default 1048576)
   --no-poll-limit          do not refuse over-polling
+  --no-direct-task-methods serve tasks/get|update|cancel through the SDK's per-request McpServer
+                           (default: answered by the HTTP front from the store, same checks and answers)
   --log-level L            debug | info | warn | error (default info)
 
 ${CLIENT_HELP}`;
@@ -102,6 +104,7 @@ async function serve(argv: string[]): Promise<void> {
       'drain-ms': { type: 'string' },
       'max-body-bytes': { type: 'string' },
       'no-poll-limit': { type: 'boolean' },
+      'no-direct-task-methods': { type: 'boolean' },
       'log-level': { type: 'string' },
     },
   });
@@ -170,6 +173,8 @@ async function serve(argv: string[]): Promise<void> {
         port,
         host: values.host ?? '127.0.0.1',
         bearer,
+        serverInfo: mod.info,
+        directTaskMethods: !values['no-direct-task-methods'],
         ...opt('maxBodyBytes', intFlag(values, 'max-body-bytes', 1)),
         onerror: (e) => log.error(e.message),
       });

@@ -1,0 +1,234 @@
+/**
+ * The direct path: task methods answered by the HTTP front from the store, without building the application's
+ * McpServer. A poll needs none of the application's tools, prompts or resources, yet the SDK's stateless handler
+ * builds and registers all of them for every request.
+ *
+ * What the SDK checks between the wire and its handler is checked here in the same order, with the same answers:
+ *   1. recognised: a JSON body (Content-Type JSON) that is one request with a string or integer id, for a method
+ *      of the task-method table (anything else goes to the SDK, untouched);
+ *   2. classification, by the SDK's own `classifyInboundRequest`: JSON-RPC shape, the `_meta` envelope against the
+ *      era's schema, `MCP-Protocol-Version` and `Mcp-Method` against the body (-32600, -32602, -32020);
+ *   3. the era's own checks (2026-07-28: a supported version, -32022; the required standard headers and `Mcp-Name`
+ *      against `params.taskId`, -32020);
+ *   4. the task method from `task-methods.ts` (the -32021 gate first, then one indexed read or write), its result
+ *      or error encoded as the SDK encodes it for that era.
+ * Body limit, bearer principal, the poll governor (429) and the `tasks/update` shape check stay in the front
+ * (`http.ts`), before this, for both paths alike.
+ *
+ * An era is a row of ERAS; a 2025-11-25 row (legacy classification, its header rules and result shapes) plugs in
+ * beside `modern` and serves `TASK_METHODS.legacy`.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  UnsupportedProtocolVersionError,
+  classifyInboundRequest,
+  isJsonContentType,
+  type Implementation,
+  type InboundLegacyRoute,
+  type InboundModernRoute,
+} from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, SERVER_INFO_META, type JsonObject } from '../protocol/index.js';
+import type { TaskRuntime } from '../runtime/runtime.js';
+import { TASK_METHODS, type TaskMethod, type TaskMethodCall } from './task-methods.js';
+
+/** A JSON-RPC answer and its HTTP status (and, for a refusal, the line the SDK would report to `onerror`). */
+interface Answer {
+  status: number;
+  body: JsonObject;
+  report?: string;
+}
+
+type RequestId = string | number;
+
+/** The request as the front parsed it, with the standard headers the SDK reads. */
+interface Inbound {
+  id: RequestId;
+  method: string;
+  params: Record<string, unknown>;
+  headers: { protocolVersion?: string; method?: string; name?: string };
+  principal: string;
+}
+
+/** One protocol generation on the direct path. */
+interface Era {
+  methods: Readonly<Record<string, TaskMethod>>;
+  /** The era's checks after classification: the call for the task method, or the SDK's refusal, or undefined to leave it to the SDK. */
+  admit(route: InboundModernRoute | InboundLegacyRoute, req: Inbound): TaskMethodCall | Answer | undefined;
+  /** A task method's result, stamped as the SDK stamps results of this era. */
+  result(id: RequestId, value: JsonObject): Answer;
+  /** A task method's error, with the code, message and HTTP status the SDK gives it on this era. */
+  error(id: RequestId, e: unknown): Answer;
+}
+
+export interface DirectTaskPathOptions {
+  /** The identity the application's McpServer is built with (results carry it in `_meta`, as the SDK's do). */
+  serverInfo: Implementation;
+  /** Told about refused requests, as the SDK's handler tells its `onerror`. */
+  onerror?: (e: Error) => void;
+}
+
+export interface DirectTaskPath {
+  /** Answers `body` if it is a task-method request it recognises; false leaves the request to the SDK. */
+  serve(req: IncomingMessage, res: ServerResponse, body: unknown, principal: string): Promise<boolean>;
+}
+
+// ---- answers as the SDK writes them ---------------------------------------------------------------------------
+
+/** An entry refusal (before dispatch): the SDK's `jsonRpcErrorResponse` field order. */
+function refusal(status: number, id: RequestId, code: number, message: string, data?: unknown): Answer {
+  return { status, body: { jsonrpc: '2.0', error: data === undefined ? { code, message } : { code, message, data }, id } };
+}
+
+/** Text that equals a header's value once RFC 9110 optional whitespace is stripped (the SDK compares it so). */
+function stripOws(v: string): string {
+  return v.replace(/^[ \t]+|[ \t]+$/g, '');
+}
+
+/** `=?base64?…?=` header values, decoded as the SDK decodes them (undefined: not canonical Base64 or not UTF-8). */
+const SENTINEL = /^=\?base64\?(.*)\?=$/s;
+const CANONICAL_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+function decodeHeaderValue(v: string): string | undefined {
+  const m = SENTINEL.exec(v);
+  if (!m) return v;
+  if (!CANONICAL_BASE64.test(m[1]!)) return undefined;
+  try {
+    return utf8.decode(Buffer.from(m[1]!, 'base64'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** -32020 with the SDK's wording: the headers and the body disagree (`cell` names the rule, as in the SDK's log). */
+function headerMismatch(id: RequestId, cell: string, header: string, body: string): Answer {
+  const message = `Bad Request: the request headers and body disagree: ${body}`;
+  return { ...refusal(400, id, ErrorCode.HeaderMismatch, message, { mismatch: { header, body } }), report: `Rejected inbound request (${cell}): ${message}` };
+}
+
+/** The SDK's `_meta` server-info stamp: added unless the result already names one. */
+function stampServerInfo(value: JsonObject, serverInfo: Implementation): JsonObject {
+  const meta = value._meta;
+  if (meta === undefined) return { ...value, _meta: { [SERVER_INFO_META]: serverInfo } };
+  if (meta === null || typeof meta !== 'object' || Array.isArray(meta) || (meta as JsonObject)[SERVER_INFO_META] !== undefined) return value;
+  return { ...value, _meta: { ...(meta as JsonObject), [SERVER_INFO_META]: serverInfo } };
+}
+
+/** The SDK's split of `params.inputResponses`: plain objects are answers; anything else (or a `{method, result}` wrapper) is dropped by key. */
+function splitInputResponses(raw: unknown): { accepted: Record<string, unknown>; dropped: string[] } {
+  const accepted: Record<string, unknown> = {};
+  const dropped: string[] = [];
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return { accepted, dropped };
+  for (const [key, entry] of Object.entries(raw)) {
+    if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || 'method' in entry || 'result' in entry) dropped.push(key);
+    else accepted[key] = entry;
+  }
+  return { accepted, dropped };
+}
+
+// ---- 2026-07-28 ---------------------------------------------------------------------------------------------
+
+function modernEra(serverInfo: Implementation): Era {
+  return {
+    methods: TASK_METHODS.modern,
+    admit(route, req) {
+      if (route.kind !== 'modern' || route.messageKind !== 'request') return undefined;
+      const revision = route.classification.revision;
+      if (revision !== PROTOCOL_VERSION) {
+        const e = new UnsupportedProtocolVersionError({ supported: [PROTOCOL_VERSION], requested: revision ?? 'unknown' });
+        return { ...refusal(400, req.id, e.code, e.message, e.data), report: e.message };
+      }
+      // The standard headers are required on every modern request, and Mcp-Name mirrors params.taskId.
+      if (req.headers.protocolVersion === undefined) {
+        return headerMismatch(req.id, 'version-header-missing', '(missing)', `the body envelope names protocol version ${revision} but the required MCP-Protocol-Version header is absent`);
+      }
+      if (req.headers.method === undefined) return headerMismatch(req.id, 'method-header-missing', '(missing)', `the body names method ${req.method} but the required Mcp-Method header is absent`);
+      const taskId = typeof req.params.taskId === 'string' ? req.params.taskId : undefined;
+      if (req.headers.name === undefined) {
+        if (taskId !== undefined) return headerMismatch(req.id, 'name-header-missing', '(missing)', `the body carries params.taskId="${taskId}" but the required Mcp-Name header is absent`);
+      } else {
+        const name = stripOws(req.headers.name);
+        const decoded = decodeHeaderValue(name);
+        if (decoded === undefined) return headerMismatch(req.id, 'name-header-invalid-encoding', name, 'the Mcp-Name header carries an invalid Base64 sentinel value');
+        if (taskId !== undefined && decoded !== taskId) return headerMismatch(req.id, 'name-header-mismatch', name, `the body carries params.taskId="${taskId}" but the Mcp-Name header names "${decoded}"`);
+      }
+      const meta = req.params._meta as JsonObject;
+      const lifted = 'inputResponses' in req.params ? splitInputResponses(req.params.inputResponses) : undefined;
+      return {
+        params: req.params,
+        clientCapabilities: meta[CLIENT_CAPABILITIES_META],
+        principal: req.principal,
+        inputResponses: lifted?.accepted,
+        droppedInputResponseKeys: lifted?.dropped ?? [],
+      };
+    },
+    result(id, value) {
+      return { status: 200, body: { result: stampServerInfo(value, serverInfo), jsonrpc: '2.0', id } };
+    },
+    error(id, e) {
+      // As the SDK answers a handler's error: its integer code (the retired -32002 as -32602), HTTP 200 except -32021.
+      const err = e as { code?: unknown; message?: unknown; data?: unknown } | null;
+      const thrown = Number.isSafeInteger(err?.code) ? (err!.code as number) : ErrorCode.InternalError;
+      const code = thrown === -32002 ? ErrorCode.InvalidParams : thrown;
+      const message = typeof err?.message === 'string' ? err.message : 'Internal error';
+      const error = err?.data !== undefined ? { code, message, data: err.data } : { code, message };
+      return { status: code === ErrorCode.MissingRequiredClientCapability ? 400 : 200, body: { jsonrpc: '2.0', id, error } };
+    },
+  };
+}
+
+// ---- the path ---------------------------------------------------------------------------------------------------
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
+function write(res: ServerResponse, a: Answer): void {
+  res.writeHead(a.status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(a.body));
+}
+
+export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPathOptions): DirectTaskPath {
+  const eras: { modern: Era; legacy?: Era } = { modern: modernEra(options.serverInfo) };
+  const methods = new Set(Object.values(eras).flatMap((e) => (e ? Object.keys(e.methods) : [])));
+  const report = (message: string) => options.onerror?.(new Error(message));
+
+  return {
+    async serve(req, res, body, principal) {
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) return false;
+      const msg = body as JsonObject;
+      const id = msg.id;
+      if (typeof msg.method !== 'string' || !methods.has(msg.method)) return false;
+      // Only answers the schema allows: a request id that is a string or an integer (else the SDK answers, with id null).
+      if (typeof id !== 'string' && !(typeof id === 'number' && Number.isSafeInteger(id))) return false;
+      if (!isJsonContentType(header(req, 'content-type'))) return false;
+
+      const headers = { protocolVersion: header(req, 'mcp-protocol-version'), method: header(req, 'mcp-method'), name: header(req, 'mcp-name') };
+      const route = classifyInboundRequest({ httpMethod: 'POST', protocolVersionHeader: headers.protocolVersion, mcpMethodHeader: headers.method, mcpNameHeader: headers.name, body });
+      if (route.kind === 'reject') {
+        report(`Rejected inbound request (${route.cell}): ${route.message}`);
+        write(res, refusal(route.httpStatus, id, route.code, route.message, route.data));
+        return true;
+      }
+      const era = eras[route.kind];
+      const run = era?.methods[msg.method];
+      if (!era || !run) return false;
+      const params = (msg.params ?? {}) as Record<string, unknown>;
+      const admitted = era.admit(route, { id, method: msg.method, params, headers, principal });
+      if (admitted === undefined) return false;
+      if ('status' in admitted) {
+        if (admitted.report) report(admitted.report);
+        write(res, admitted);
+        return true;
+      }
+      let answer: Answer;
+      try {
+        answer = era.result(id, await run(runtime, admitted));
+      } catch (e) {
+        answer = era.error(id, e);
+      }
+      write(res, answer);
+      return true;
+    },
+  };
+}
