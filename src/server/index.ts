@@ -5,3 +5,4 @@ export type { TaskContext, ToolHandler, ElicitResult, InputOptions, ElicitOption
 export { InputTimeoutError, TaskCancelledError } from '../runtime/context.js';
 export { TaskProtocolError } from '../protocol/index.js';
 export { defineServer, moduleFactory, type OutlastServerModule } from './module.js';
+export { recordDefinitions, type DefinitionSurface, type Definitions } from './definitions.js';
