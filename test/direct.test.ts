@@ -123,6 +123,7 @@ const SCENARIOS: Array<[string, Build]> = [
   ['no MCP-Protocol-Version', (t) => request('tasks/get', { taskId: t.working }, { headers: { 'mcp-protocol-version': undefined } })],
   ['MCP-Protocol-Version differs from _meta', (t) => request('tasks/get', { taskId: t.working }, { headers: { 'mcp-protocol-version': '2025-11-25' } })],
   ['no Mcp-Method', (t) => request('tasks/get', { taskId: t.working }, { headers: { 'mcp-method': undefined } })],
+  ['Mcp-Method: the word "undefined" (after one without it)', (t) => request('tasks/get', { taskId: t.working }, { headers: { 'mcp-method': 'undefined' } })],
   ['Mcp-Method names another method', (t) => request('tasks/get', { taskId: t.working }, { headers: { 'mcp-method': 'tasks/cancel' } })],
   ['no Mcp-Name', (t) => request('tasks/get', { taskId: t.working }, { headers: { 'mcp-name': undefined } })],
   ['Mcp-Name names another task', (t) => request('tasks/cancel', { taskId: t.working }, { headers: { 'mcp-name': t.asking } })],

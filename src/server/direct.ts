@@ -24,6 +24,7 @@ import {
   classifyInboundRequest,
   isJsonContentType,
   type Implementation,
+  type InboundClassificationOutcome,
   type InboundLegacyRoute,
   type InboundModernRoute,
 } from '@modelcontextprotocol/server';
@@ -105,10 +106,13 @@ function headerMismatch(id: RequestId, cell: string, header: string, body: strin
   return { ...refusal(400, id, ErrorCode.HeaderMismatch, message, { mismatch: { header, body } }), report: `Rejected inbound request (${cell}): ${message}` };
 }
 
-/** The SDK's `_meta` server-info stamp: added unless the result already names one. */
+/** The SDK's `_meta` server-info stamp: added unless the result already names one (`value` is the method's own, fresh object). */
 function stampServerInfo(value: JsonObject, serverInfo: Implementation): JsonObject {
   const meta = value._meta;
-  if (meta === undefined) return { ...value, _meta: { [SERVER_INFO_META]: serverInfo } };
+  if (meta === undefined) {
+    value._meta = { [SERVER_INFO_META]: serverInfo };
+    return value;
+  }
   if (meta === null || typeof meta !== 'object' || Array.isArray(meta) || (meta as JsonObject)[SERVER_INFO_META] !== undefined) return value;
   return { ...value, _meta: { ...(meta as JsonObject), [SERVER_INFO_META]: serverInfo } };
 }
@@ -178,6 +182,32 @@ function modernEra(serverInfo: Implementation): Era {
 
 // ---- the path ---------------------------------------------------------------------------------------------------
 
+/**
+ * classifyInboundRequest, remembered for polls. Its verdict on a request depends on the two headers it reads and on
+ * the body, where the request id and `params.taskId` matter only by type (a client polling many tasks sends the
+ * same envelope each time), so a modern verdict is kept under a key with those two blanked. Bounded; a miss costs
+ * one classification, as without it.
+ */
+class PollClassifications {
+  private readonly verdicts = new Map<string, InboundModernRoute>();
+  constructor(private readonly max = 512) {}
+
+  classify(request: Parameters<typeof classifyInboundRequest>[0], msg: JsonObject): InboundClassificationOutcome {
+    const params = msg.params as JsonObject | undefined;
+    if (msg.method !== 'tasks/get' || typeof params?.taskId !== 'string') return classifyInboundRequest(request);
+    const blanked = { ...msg, id: typeof msg.id === 'number' ? 0 : '', params: { ...params, taskId: '' } };
+    const key = JSON.stringify([request.protocolVersionHeader ?? null, request.mcpMethodHeader ?? null, blanked]);
+    const known = this.verdicts.get(key);
+    if (known) return { ...known, message: msg as InboundModernRoute['message'] } as InboundModernRoute;
+    const route = classifyInboundRequest(request);
+    if (route.kind === 'modern' && route.messageKind === 'request') {
+      if (this.verdicts.size >= this.max) this.verdicts.clear();
+      this.verdicts.set(key, route);
+    }
+    return route;
+  }
+}
+
 function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? v.join(', ') : v;
@@ -192,6 +222,7 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
   const eras: { modern: Era; legacy?: Era } = { modern: modernEra(options.serverInfo) };
   const methods = new Set(Object.values(eras).flatMap((e) => (e ? Object.keys(e.methods) : [])));
   const report = (message: string) => options.onerror?.(new Error(message));
+  const polls = new PollClassifications();
 
   return {
     async serve(req, res, body, principal) {
@@ -204,7 +235,7 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
       if (!isJsonContentType(header(req, 'content-type'))) return false;
 
       const headers = { protocolVersion: header(req, 'mcp-protocol-version'), method: header(req, 'mcp-method'), name: header(req, 'mcp-name') };
-      const route = classifyInboundRequest({ httpMethod: 'POST', protocolVersionHeader: headers.protocolVersion, mcpMethodHeader: headers.method, mcpNameHeader: headers.name, body });
+      const route = polls.classify({ httpMethod: 'POST', protocolVersionHeader: headers.protocolVersion, mcpMethodHeader: headers.method, mcpNameHeader: headers.name, body }, msg);
       if (route.kind === 'reject') {
         report(`Rejected inbound request (${route.cell}): ${route.message}`);
         write(res, refusal(route.httpStatus, id, route.code, route.message, route.data));
