@@ -305,12 +305,15 @@ export interface Served {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Starts `outlast serve MODULE --port 0 ARGS…`, registered for clean-up; resolves with its URL once it listens. */
-export async function serve(module: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Served> {
-  const proc = spawn(process.execPath, [join(ROOT, 'bin', 'outlast.js'), 'serve', module, '--port', '0', ...args], {
+/**
+ * Starts `node NODE_ARGS… outlast serve MODULE --port 0 ARGS…`, registered for clean-up; resolves with its URL once
+ * it listens. `ipc`: with an IPC channel (for a preloaded probe such as heap-probe.js).
+ */
+export async function serve(module: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Promise<Served> {
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), join(ROOT, 'bin', 'outlast.js'), 'serve', module, '--port', '0', ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: opts.ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
   });
   trackProcess(proc);
   let err = '';

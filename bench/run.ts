@@ -29,6 +29,13 @@
  *       compared with the configured lease.
  *   (i) tasks/get p50/p99 over HTTP against a replica whose schema holds 1,000,000 tasks vs one holding 1,000
  *       (random ids, alternating rounds). Target p99 ratio <= 2.
+ *   (r)-(u) (bench/polling.ts) with an application of 40 tools: (r) tasks/get with 40 tools vs with 1, target >= 0.9;
+ *       (s) tasks/get on SQLite vs one better-sqlite3 primary-key read per request on bare node:http, >= 0.5;
+ *       (t) the same on PostgreSQL vs one pg read, >= 0.5; (u) inline no-op tools/call through Outlast vs the bare
+ *       SDK server with the same 40 tools, >= 0.95. All sides in one rotation; p50/p99 for each.
+ *   (v) (bench/soak.ts) 50,000 mixed requests against the fixture server and the demo, each started with
+ *       --max-old-space-size=128: both survive, and heap used after a full GC grows by less than 5 MB from the
+ *       first 10,000 to the last; a control that builds fromJsonSchema tools per request shows what a leak looks like.
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -38,7 +45,9 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,r,s,t,u,v)
+ *   BENCH_SOAK_REQUESTS, BENCH_SOAK_SEGMENT, BENCH_SOAK_CONCURRENCY, BENCH_SOAK_HEAP_MB   (v) (default 50,000,
+ *                       10,000, 4, 128)
  *   BENCH_PG_URL        PostgreSQL for (f)-(i) (default postgres://postgres@127.0.0.1:5432/test); schemas
  *                       bench_* are created and dropped
  *   BENCH_PG_POOL       pool size for (f), both sides (default 16)
@@ -73,6 +82,8 @@ import {
   type WireRequest,
 } from './common.js';
 import { clientBench } from './client-bench.js';
+import { pollingAtStoreSpeed } from './polling.js';
+import { soak } from './soak.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -83,7 +94,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,r,s,t,u,v').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -93,6 +104,10 @@ const HEARTBEAT_MS = Math.round(envNumber('BENCH_HEARTBEAT_MS', 500));
 const TAKEOVER_TASKS = Math.round(envNumber('BENCH_TAKEOVER_TASKS', 20));
 const TAKEOVER_ROUNDS = Math.round(envNumber('BENCH_TAKEOVER_ROUNDS', 3));
 const BIG_TASKS = Math.round(envNumber('BENCH_BIG_TASKS', 1_000_000));
+const SOAK_REQUESTS = Math.round(envNumber('BENCH_SOAK_REQUESTS', 50_000));
+const SOAK_SEGMENT = Math.round(envNumber('BENCH_SOAK_SEGMENT', 10_000));
+const SOAK_CONCURRENCY = Math.round(envNumber('BENCH_SOAK_CONCURRENCY', 4));
+const SOAK_HEAP_MB = Math.round(envNumber('BENCH_SOAK_HEAP_MB', 128));
 const PIN = process.env.BENCH_PIN === '1';
 const PROFILE = process.env.BENCH_PROFILE === '1';
 /** Rounds of (b) that also measure full life cycles (no target; kept short). */
@@ -615,6 +630,41 @@ async function getAtScaleRow(gen: Child): Promise<void> {
   }
 }
 
+// ---- (r)-(u): polling at the speed of the store; (v): sustained load ----------------------------------------
+
+async function polling(gen: Child): Promise<void> {
+  const dir = tempDir('polling');
+  try {
+    const r = await pollingAtStoreSpeed({
+      only: ONLY,
+      concurrency: CONCURRENCY,
+      dir,
+      pgUrl: PG_URL,
+      pgSchema,
+      startServer: startServerChild,
+      alternate: (sides) => alternate(gen, sides as Side[]),
+      log,
+    });
+    rows.push(...r.rows);
+    details.latencyMs = { ...(details.latencyMs as object | undefined), ...r.latencyMs };
+  } finally {
+    await dropPgSchemas();
+    removeTempDir(dir);
+  }
+}
+
+async function sustained(gen: Child): Promise<void> {
+  const dir = tempDir('soak');
+  try {
+    log(`(v) ${SOAK_REQUESTS.toLocaleString('en-US')} mixed requests per server in segments of ${SOAK_SEGMENT.toLocaleString('en-US')}, concurrency ${SOAK_CONCURRENCY}, --max-old-space-size=${SOAK_HEAP_MB}`);
+    const r = await soak(gen, { requests: SOAK_REQUESTS, segment: SOAK_SEGMENT, concurrency: SOAK_CONCURRENCY, heapMb: SOAK_HEAP_MB, dir, log });
+    rows.push(...r.rows);
+    details.soak = r.details;
+  } finally {
+    removeTempDir(dir);
+  }
+}
+
 // ---- report ----------------------------------------------------------------------------------------------
 
 function pad(s: string, n: number, right = false): string {
@@ -683,6 +733,8 @@ async function main(): Promise<void> {
     if (ONLY.has('g')) await crossReplica();
     if (ONLY.has('h')) await takeovers();
     if (ONLY.has('i')) await getAtScaleRow(gen);
+    if (['r', 's', 't', 'u'].some((x) => ONLY.has(x))) await polling(gen);
+    if (ONLY.has('v')) await sustained(gen);
   } finally {
     await gen.kill();
     await dropPgSchemas().catch((e) => log(`could not drop the bench schemas: ${(e as Error).message}`));
