@@ -3,6 +3,8 @@
  * is registered and killed by PID on exit), statistics.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { tmpdir } from 'node:os';
@@ -261,6 +263,18 @@ export function childFail(e: unknown): never {
     /* parent gone */
   }
   process.exit(1);
+}
+
+/** In a server child: listens on 127.0.0.1 (free port), stops on SIGTERM, and tells the parent {type:'ready', url, pid}. */
+export async function listenAsChild(server: Server): Promise<void> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  process.on('SIGTERM', () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+    setTimeout(() => process.exit(0), 1000).unref();
+  });
+  process.send!({ type: 'ready', url: `http://127.0.0.1:${port}/mcp`, pid: process.pid });
 }
 
 /** In a child: exit when the parent goes away (never outlive the orchestrator). */

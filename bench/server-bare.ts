@@ -9,11 +9,10 @@
  * Sends {type:'ready', url, pid}; exits on SIGTERM or disconnect.
  */
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
 import { registerAppTools } from './app-tools.js';
-import { childFail, exitWithParent, installProfiler } from './common.js';
+import { childFail, exitWithParent, listenAsChild, installProfiler } from './common.js';
 
 async function main(): Promise<void> {
   exitWithParent();
@@ -46,14 +45,7 @@ async function main(): Promise<void> {
       void node(req, res, body);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  process.on('SIGTERM', () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-    setTimeout(() => process.exit(0), 1000).unref();
-  });
-  process.send!({ type: 'ready', url: `http://127.0.0.1:${port}/mcp`, pid: process.pid });
+  await listenAsChild(server);
 }
 
 main().catch(childFail);

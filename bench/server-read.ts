@@ -6,10 +6,9 @@
  * Answers {jsonrpc, id, result: row} for `params.taskId`. Sends {type:'ready', url, pid}; exits on SIGTERM or disconnect.
  */
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { childFail, exitWithParent } from './common.js';
+import { childFail, exitWithParent, listenAsChild } from './common.js';
 
 const cfg = JSON.parse(process.argv[2]!) as { sqlite?: string; pg?: { url: string; schema: string }; pool?: number };
 
@@ -39,14 +38,7 @@ async function main(): Promise<void> {
       })();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  process.on('SIGTERM', () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-    setTimeout(() => process.exit(0), 1000).unref();
-  });
-  process.send!({ type: 'ready', url: `http://127.0.0.1:${port}/mcp`, pid: process.pid });
+  await listenAsChild(server);
 }
 
 main().catch(childFail);
