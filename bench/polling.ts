@@ -5,6 +5,7 @@
  *   (s) tasks/get on SQLite vs a bare node:http server doing one better-sqlite3 primary-key read per request.
  *   (t) tasks/get on PostgreSQL vs a bare node:http server doing one pg primary-key read per request (pool 10 both).
  *   (u) inline no-op tools/call through Outlast vs the bare SDK server, both with the same 40 tools.
+ *       u.strict: against a bare server handed the pre-parsed body, as Outlast's front does (isolates Outlast's cost).
  * Each server is a process of its own; every side runs in the same rotation of rounds (run.ts `alternate`).
  */
 import { join } from 'node:path';
@@ -75,13 +76,14 @@ export async function pollingAtStoreSpeed(env: PollingEnv): Promise<{ rows: Benc
   const pg = { url: env.pgUrl, schema: env.pgSchema('poll') };
 
   // The servers, only those the selected rows need.
-  const [g40, g1, g40sdk, gPg, uOutlast, uBare] = await Promise.all([
+  const [g40, g1, g40sdk, gPg, uOutlast, uBare, uBareParsed] = await Promise.all([
     has('r') || has('s') ? outlast('get, 40 tools (SQLite)', { db: join(env.dir, 'g40.db'), tools: ['park'], appTools: TOOLS - 1 }) : undefined,
     has('r') ? outlast('get, 1 tool (SQLite)', { db: join(env.dir, 'g1.db'), tools: ['park'] }) : undefined,
     has('r') ? outlast('get, 40 tools, SDK path', { db: join(env.dir, 'g40sdk.db'), tools: ['park'], appTools: TOOLS - 1, direct: false }) : undefined,
     has('t') ? outlast('get, 40 tools (PostgreSQL)', { pg, tools: ['park'], appTools: TOOLS - 1 }) : undefined,
     has('u') ? outlast('tools/call, 40 tools, Outlast', { db: join(env.dir, 'u.db'), tools: ['noop:never'], appTools: TOOLS - 1 }) : undefined,
     has('u') ? env.startServer('server-bare.js', ['sdk-body', String(TOOLS)]).then((s) => ({ name: 'tools/call, 40 tools, bare SDK', ...s })) : undefined,
+    has('u') ? env.startServer('server-bare.js', ['parsed', String(TOOLS)]).then((s) => ({ name: 'tools/call, 40 tools, bare SDK (parsed body)', ...s })) : undefined,
   ]);
   const gets = new Map<string, WireRequest[]>();
   for (const s of [g40, g1, g40sdk, gPg]) if (s) gets.set(s.name, await parkTasks(s.url));
@@ -91,7 +93,7 @@ export async function pollingAtStoreSpeed(env: PollingEnv): Promise<{ rows: Benc
     has('t') ? env.startServer('server-read.js', [JSON.stringify({ pg, pool: 10 })]).then((s) => ({ name: 'one pg read per request', ...s })) : undefined,
   ]);
   const call = toolCall('noop');
-  for (const s of [uOutlast, uBare]) {
+  for (const s of [uOutlast, uBare, uBareParsed]) {
     if (!s) continue;
     const r = await send(s.url, call);
     if (r.json?.result?.content?.[0]?.text !== 'ok') throw new Error(`noop on ${s.name}: ${r.text.slice(0, 300)}`);
@@ -112,11 +114,12 @@ export async function pollingAtStoreSpeed(env: PollingEnv): Promise<{ rows: Benc
   const sReadPg = side(readPg, gPg && gets.get(gPg.name));
   const sU = side(uOutlast, [call]);
   const sBare = side(uBare, [call]);
+  const sBareParsed = side(uBareParsed, [call]);
   env.log(`(r)-(u) ${sides.length} sides, ${TASKS} tasks per polled server, concurrency ${env.concurrency}`);
   try {
     await env.alternate(sides);
   } finally {
-    await Promise.all([g40, g1, g40sdk, gPg, uOutlast, uBare, readSqlite, readPg].map((s) => s?.child.kill()));
+    await Promise.all([g40, g1, g40sdk, gPg, uOutlast, uBare, uBareParsed, readSqlite, readPg].map((s) => s?.child.kill()));
   }
 
   const rows: BenchRow[] = [];
@@ -125,6 +128,7 @@ export async function pollingAtStoreSpeed(env: PollingEnv): Promise<{ rows: Benc
   if (s40 && sReadSqlite) rows.push(row('s', `tasks/get on SQLite, ${TOOLS} tools (req/s)`, s40, 'bare node:http, one better-sqlite3 primary-key read per JSON-RPC request', sReadSqlite, 0.5));
   if (sPg && sReadPg) rows.push(row('t', `tasks/get on PostgreSQL, ${TOOLS} tools, pool 10 (req/s)`, sPg, 'bare node:http, one pg primary-key read per JSON-RPC request, pool 10', sReadPg, 0.5));
   if (sU && sBare) rows.push(row('u', `inline no-op tools/call through Outlast, ${TOOLS} tools (req/s)`, sU, `bare SDK McpServer with the same ${TOOLS} tools, toNodeHandler on node:http`, sBare, 0.95));
+  if (sU && sBareParsed) rows.push(row('u.strict', `inline no-op tools/call through Outlast, ${TOOLS} tools (req/s)`, sU, 'the same bare SDK server handed the pre-parsed body, as serveHttp does', sBareParsed, undefined));
   const latencyMs = Object.fromEntries(sides.map((s) => [s.name, { p50: p(s, 'p50Ms'), p99: p(s, 'p99Ms'), rps: round(median(s.results.map((r) => r.rps))) }]));
   return { rows, latencyMs };
 }
