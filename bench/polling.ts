@@ -6,7 +6,8 @@
  *   (t) tasks/get on PostgreSQL vs a bare node:http server doing one pg primary-key read per request (pool 10 both).
  *   (u) inline no-op tools/call through Outlast vs the bare SDK server, both with the same 40 tools.
  *       u.strict: against a bare server handed the pre-parsed body, as Outlast's front does (isolates Outlast's cost).
- * Each server is a process of its own; every side runs in the same rotation of rounds (run.ts `alternate`).
+ * Each server is a process of its own; the sides of (r)-(t) run in one rotation of rounds (run.ts `alternate`), the
+ * sides of (u), at a few hundred requests a second, in a rotation of their own with longer rounds.
  */
 import { join } from 'node:path';
 import { median, round, send, tasksGet, toolCall, type BenchRow, type Child, type WireRequest } from './common.js';
@@ -28,7 +29,9 @@ export interface PollingEnv {
   pgUrl: string;
   pgSchema(label: string): string;
   startServer(file: string, args: string[]): Promise<{ child: Child; url: string }>;
-  alternate(sides: PollingSide[]): Promise<void>;
+  alternate(sides: PollingSide[], seconds?: number): Promise<void>;
+  /** Seconds per round for the slow sides (u). */
+  slowSeconds: number;
   log(m: string): void;
 }
 
@@ -100,10 +103,11 @@ export async function pollingAtStoreSpeed(env: PollingEnv): Promise<{ rows: Benc
   }
 
   const sides: PollingSide[] = [];
-  const side = (server: { name: string; child: Child; url: string } | undefined, requests: WireRequest[] | undefined) => {
+  const slow: PollingSide[] = [];
+  const side = (server: { name: string; child: Child; url: string } | undefined, requests: WireRequest[] | undefined, into = sides) => {
     if (!server || !requests) return undefined;
     const s: PollingSide = { name: server.name, child: server.child, url: server.url, requests, concurrency: env.concurrency, results: [] };
-    sides.push(s);
+    into.push(s);
     return s;
   };
   const s40 = side(g40, g40 && gets.get(g40.name));
@@ -112,12 +116,18 @@ export async function pollingAtStoreSpeed(env: PollingEnv): Promise<{ rows: Benc
   const sPg = side(gPg, gPg && gets.get(gPg.name));
   const sReadSqlite = side(readSqlite, g40 && gets.get(g40.name));
   const sReadPg = side(readPg, gPg && gets.get(gPg.name));
-  const sU = side(uOutlast, [call]);
-  const sBare = side(uBare, [call]);
-  const sBareParsed = side(uBareParsed, [call]);
-  env.log(`(r)-(u) ${sides.length} sides, ${TASKS} tasks per polled server, concurrency ${env.concurrency}`);
+  const sU = side(uOutlast, [call], slow);
+  const sBare = side(uBare, [call], slow);
+  const sBareParsed = side(uBareParsed, [call], slow);
   try {
-    await env.alternate(sides);
+    if (sides.length) {
+      env.log(`(r)-(t) ${sides.length} sides, ${TASKS} tasks per polled server, concurrency ${env.concurrency}`);
+      await env.alternate(sides);
+    }
+    if (slow.length) {
+      env.log(`(u) ${slow.length} sides, ${env.slowSeconds} s per side per round, concurrency ${env.concurrency}`);
+      await env.alternate(slow, env.slowSeconds);
+    }
   } finally {
     await Promise.all([g40, g1, g40sdk, gPg, uOutlast, uBare, uBareParsed, readSqlite, readPg].map((s) => s?.child.kill()));
   }
@@ -129,6 +139,6 @@ export async function pollingAtStoreSpeed(env: PollingEnv): Promise<{ rows: Benc
   if (sPg && sReadPg) rows.push(row('t', `tasks/get on PostgreSQL, ${TOOLS} tools, pool 10 (req/s)`, sPg, 'bare node:http, one pg primary-key read per JSON-RPC request, pool 10', sReadPg, 0.5));
   if (sU && sBare) rows.push(row('u', `inline no-op tools/call through Outlast, ${TOOLS} tools (req/s)`, sU, `bare SDK McpServer with the same ${TOOLS} tools, toNodeHandler on node:http`, sBare, 0.95));
   if (sU && sBareParsed) rows.push(row('u.strict', `inline no-op tools/call through Outlast, ${TOOLS} tools (req/s)`, sU, 'the same bare SDK server handed the pre-parsed body, as serveHttp does', sBareParsed, undefined));
-  const latencyMs = Object.fromEntries(sides.map((s) => [s.name, { p50: p(s, 'p50Ms'), p99: p(s, 'p99Ms'), rps: round(median(s.results.map((r) => r.rps))) }]));
+  const latencyMs = Object.fromEntries([...sides, ...slow].map((s) => [s.name, { p50: p(s, 'p50Ms'), p99: p(s, 'p99Ms'), rps: round(median(s.results.map((r) => r.rps))) }]));
   return { rows, latencyMs };
 }

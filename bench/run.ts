@@ -46,6 +46,7 @@
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
  *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,r,s,t,u,v)
+ *   BENCH_SLOW_SECONDS  seconds per side per round for (u), whose sides answer a few hundred req/s (default 3 x BENCH_SECONDS)
  *   BENCH_SOAK_REQUESTS, BENCH_SOAK_SEGMENT, BENCH_SOAK_CONCURRENCY, BENCH_SOAK_HEAP_MB   (v) (default 50,000,
  *                       10,000, 4, 128)
  *   BENCH_PG_URL        PostgreSQL for (f)-(i) (default postgres://postgres@127.0.0.1:5432/test); schemas
@@ -104,6 +105,8 @@ const HEARTBEAT_MS = Math.round(envNumber('BENCH_HEARTBEAT_MS', 500));
 const TAKEOVER_TASKS = Math.round(envNumber('BENCH_TAKEOVER_TASKS', 20));
 const TAKEOVER_ROUNDS = Math.round(envNumber('BENCH_TAKEOVER_ROUNDS', 3));
 const BIG_TASKS = Math.round(envNumber('BENCH_BIG_TASKS', 1_000_000));
+/** Seconds per round for sides that answer a few hundred requests a second (u): 2 s of them is too few to be steady. */
+const SLOW_SECONDS = envNumber('BENCH_SLOW_SECONDS', SECONDS * 3);
 const SOAK_REQUESTS = Math.round(envNumber('BENCH_SOAK_REQUESTS', 50_000));
 const SOAK_SEGMENT = Math.round(envNumber('BENCH_SOAK_SEGMENT', 10_000));
 const SOAK_CONCURRENCY = Math.round(envNumber('BENCH_SOAK_CONCURRENCY', 4));
@@ -172,14 +175,14 @@ async function load(gen: Child, side: Pick<Side, 'url' | 'requests' | 'concurren
 }
 
 /** Runs every side once per round, rotating the order each round (and reversing it every other round). */
-async function alternate(gen: Child, sides: Side[]): Promise<void> {
+async function alternate(gen: Child, sides: Side[], seconds = SECONDS): Promise<void> {
   for (const s of sides) await load(gen, s, WARMUP_SECONDS);
   for (let r = 0; r < ROUNDS; r++) {
     const rot = sides.map((_, i) => sides[(i + r) % sides.length]!);
     const order = r % 2 ? rot.reverse() : rot;
     const line: string[] = [];
     for (const s of order) {
-      const res = await load(gen, s, SECONDS);
+      const res = await load(gen, s, seconds);
       s.results.push(res);
       line.push(`${s.name} ${Math.round(res.rps)}/s`);
     }
@@ -642,7 +645,8 @@ async function polling(gen: Child): Promise<void> {
       pgUrl: PG_URL,
       pgSchema,
       startServer: startServerChild,
-      alternate: (sides) => alternate(gen, sides as Side[]),
+      alternate: (sides, seconds) => alternate(gen, sides as Side[], seconds),
+      slowSeconds: SLOW_SECONDS,
       log,
     });
     rows.push(...r.rows);
