@@ -277,6 +277,15 @@ export async function listenAsChild(server: Server): Promise<void> {
   process.send!({ type: 'ready', url: `http://127.0.0.1:${port}/mcp`, pid: process.pid });
 }
 
+/** In a server child: answers {type:'cpu'} with the CPU time this process has used, in µs (user + system). */
+export function answerCpuUsage(): void {
+  process.on('message', (m: { type?: string } | null) => {
+    if (m?.type !== 'cpu') return;
+    const c = process.cpuUsage();
+    process.send!({ type: 'cpu', us: c.user + c.system });
+  });
+}
+
 /** In a child: exit when the parent goes away (never outlive the orchestrator). */
 export function exitWithParent(): void {
   process.on('disconnect', () => process.exit(0));

@@ -145,6 +145,8 @@ interface LoadResult {
   rps: number;
   p50Ms: number;
   p99Ms: number;
+  /** CPU time the server process spent per answered request in this window, µs (sides with a child process). */
+  cpuUsPerReq?: number;
 }
 
 interface Side {
@@ -182,7 +184,11 @@ async function alternate(gen: Child, sides: Side[], seconds = SECONDS): Promise<
     const order = r % 2 ? rot.reverse() : rot;
     const line: string[] = [];
     for (const s of order) {
+      // The server's own CPU per request: what a request costs, whatever else the shared machine is doing.
+      const cpu = () => s.child!.request<{ us: number }>({ type: 'cpu' }, 'cpu', 10_000).then((m) => m.us);
+      const before = s.child ? await cpu() : undefined;
       const res = await load(gen, s, seconds);
+      if (before !== undefined && res.ok > 0) res.cpuUsPerReq = ((await cpu()) - before) / res.ok;
       s.results.push(res);
       line.push(`${s.name} ${Math.round(res.rps)}/s`);
     }

@@ -12,10 +12,11 @@ import { createServer } from 'node:http';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
 import { registerAppTools } from './app-tools.js';
-import { childFail, exitWithParent, listenAsChild, installProfiler } from './common.js';
+import { answerCpuUsage, childFail, exitWithParent, listenAsChild, installProfiler } from './common.js';
 
 async function main(): Promise<void> {
   exitWithParent();
+  answerCpuUsage();
   installProfiler();
   const tools = Number(process.argv[3] ?? 1);
   const handler = createMcpHandler(() => {

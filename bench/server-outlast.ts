@@ -17,7 +17,7 @@ import { serveHttp } from '../src/server/http.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { PostgresTaskStore } from '../src/store/postgres/index.js';
 import { registerAppTools } from './app-tools.js';
-import { childFail, exitWithParent, installProfiler } from './common.js';
+import { answerCpuUsage, childFail, exitWithParent, installProfiler } from './common.js';
 
 /** tools: which to register, e.g. ['noop:never'] or ['noop:auto'] or ['park', 'noop:never']. */
 const cfg = JSON.parse(process.argv[2] ?? '{}') as {
@@ -38,6 +38,7 @@ function parked(signal: AbortSignal): Promise<never> {
 
 async function main(): Promise<void> {
   exitWithParent();
+  answerCpuUsage();
   const outlast = new Outlast({
     store: cfg.pg
       ? new PostgresTaskStore({ connection: { connectionString: cfg.pg.url }, schema: cfg.pg.schema })

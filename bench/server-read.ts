@@ -8,12 +8,13 @@
 import { createServer } from 'node:http';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { childFail, exitWithParent, listenAsChild } from './common.js';
+import { answerCpuUsage, childFail, exitWithParent, listenAsChild } from './common.js';
 
 const cfg = JSON.parse(process.argv[2]!) as { sqlite?: string; pg?: { url: string; schema: string }; pool?: number };
 
 async function main(): Promise<void> {
   exitWithParent();
+  answerCpuUsage();
   let read: (taskId: string) => Promise<unknown>;
   if (cfg.sqlite) {
     const db = new Database(cfg.sqlite, { readonly: true });

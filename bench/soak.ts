@@ -3,7 +3,8 @@
  * (`node --max-old-space-size=128`), each sent N mixed requests (discovery, listings, inline tools/call, tasks/get,
  * bad input) in segments; after each segment the server runs full GCs and reports its heap (bench/heap-probe.js,
  * preloaded). A server passes when it survives and its heap after GC grows by less than 5 MB between the first
- * segment and the last. The control (bench/leaky-module.ts) builds fromJsonSchema tools per request.
+ * segment and the last. v.zod (bench/app-module.ts) registers Zod tools, a completable prompt and a resource
+ * template per request; the control (bench/leaky-module.ts) builds fromJsonSchema tools per request.
  */
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -98,6 +99,17 @@ export async function soak(gen: Child, o: SoakOptions): Promise<{ rows: BenchRow
       module: join(root, 'demo', 'server.js'),
       seed: (url) => createTasks(url, 50, toolCall('migrate', { database: 'orders', migration: '042_region' })),
       calls: [toolCall('reindex', { collection: 'soak', documents: 0 })],
+    },
+    {
+      id: 'v.zod',
+      what: 'a module registering per request (in register) 40 Zod tools, a prompt with a completable argument and a resource template',
+      module: benchFile('app-module.js'),
+      seed: async () => [],
+      calls: [
+        toolCall('search_0', { query: 'soak' }),
+        wire('prompts/get', { name: 'summarise', arguments: { collection: 'orders' } }, { name: 'summarise' }),
+        wire('resources/read', { uri: 'records://7' }, { name: 'records://7' }),
+      ],
     },
     {
       id: 'v.control',
