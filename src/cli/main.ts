@@ -54,6 +54,8 @@ Options for serve:
   --handles / --no-handles follow long calls of clients without task support through a handle and plain
                            status/cancel tools (default: what the module says)
   --handle-after-ms N      how long such a call runs before it is answered with a handle (default 20000)
+  --no-direct-task-methods serve tasks/get|update|cancel through the SDK's per-request McpServer
+                           (default: answered by the HTTP front from the store, same checks and answers)
   --log-level L            debug | info | warn | error (default info)
 
 ${CLIENT_HELP}`;
@@ -123,6 +125,7 @@ async function serve(argv: string[]): Promise<void> {
       handles: { type: 'boolean' },
       'no-handles': { type: 'boolean' },
       'handle-after-ms': { type: 'string' },
+      'no-direct-task-methods': { type: 'boolean' },
       'log-level': { type: 'string' },
     },
   });
@@ -213,6 +216,8 @@ async function serve(argv: string[]): Promise<void> {
         port,
         host: values.host ?? '127.0.0.1',
         bearer,
+        serverInfo: mod.info,
+        directTaskMethods: !values['no-direct-task-methods'],
         ...opt('maxBodyBytes', intFlag(values, 'max-body-bytes', 1)),
         onerror: (e) => log.error(e.message),
       });

@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { toNodeHandler, localhostHostValidation, localhostOriginValidation } from '@modelcontextprotocol/node';
-import { createMcpHandler, type McpHttpHandler, type AuthInfo, type McpRequestContext, type McpServer } from '@modelcontextprotocol/server';
+import { createMcpHandler, type McpHttpHandler, type AuthInfo, type Implementation, type McpRequestContext, type McpServer } from '@modelcontextprotocol/server';
 import {
   CLIENT_CAPABILITIES_META,
   ErrorCode,
@@ -22,6 +22,7 @@ import {
 } from '../protocol/index.js';
 import type { Outlast } from './outlast.js';
 import { answerPostedResponse, isInputResponse } from './legacy.js';
+import { createDirectTaskPath } from './direct.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -41,6 +42,11 @@ export interface HttpServeOptions {
   keepAliveMs?: number;
   /** Called for errors nobody else reports. */
   onerror?: (e: Error) => void;
+  /** The identity your factory's McpServer is built with. Given, task methods take the direct path (`direct.ts`):
+   *  answered from the store with the SDK's checks and answers, no McpServer built. */
+  serverInfo?: Implementation;
+  /** false: task methods go through the SDK's per-request McpServer even with `serverInfo`. Default true. */
+  directTaskMethods?: boolean;
 }
 
 export type ServerFactory = (ctx: McpRequestContext) => McpServer | Promise<McpServer>;
@@ -115,6 +121,8 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
   const hostCheck = isLoopback(host) ? localhostHostValidation() : undefined;
   const originCheck = isLoopback(host) ? localhostOriginValidation() : undefined;
   const streams = new Set<ListenStream>();
+  const direct =
+    options.serverInfo && options.directTaskMethods !== false ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods }) : undefined;
 
   const server = createServer(async (req, res) => {
     try {
@@ -201,6 +209,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
           return;
         }
       }
+      if (direct && (await direct.serve(req, res, parsed, who))) return;
       await nodeHandler(req, res, parsed);
     } catch (e) {
       onerror(e as Error);

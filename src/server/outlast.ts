@@ -17,6 +17,7 @@ import {
   type JsonObject,
 } from '../protocol/index.js';
 import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
+import { TASK_METHODS } from './task-methods.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
 import { LegacyTasks, requestedTask, type LegacyOptions } from './legacy.js';
@@ -193,39 +194,26 @@ export class Outlast {
     return this.attachTaskMethods(mcp, era);
   }
 
-  /** The capability and tasks/get|update|cancel (modern era only). */
+  /** The capability and tasks/get|update|cancel (modern era only), from the table the direct path also serves. */
   private attachTaskMethods(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
     if (era !== 'modern') return mcp;
     mcp.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
-    // Each tasks/* method: the -32021 gate first, then the runtime, its errors translated for the SDK.
-    const method = (name: 'tasks/get' | 'tasks/update' | 'tasks/cancel', run: (p: Record<string, unknown>, ctx: ServerContext) => Promise<JsonObject>) =>
-      mcp.server.setRequestHandler(name, TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
-        const caps = (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META];
-        if (!declaresTasks(caps)) throw toProtocolError(missingTasksCapability());
+    for (const [name, run] of Object.entries(TASK_METHODS.modern)) {
+      mcp.server.setRequestHandler(name as 'tasks/get', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
         try {
-          return { resultType: 'complete', ...(await run(p, ctx)) } as never;
+          return (await run(this.runtime, {
+            params: p,
+            clientCapabilities: (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META],
+            principal: this.principal(ctx),
+            // The SDK lifts params.inputResponses off every request (MRTR) and splits it; read it from the context.
+            inputResponses: ctx.mcpReq.inputResponses,
+            droppedInputResponseKeys: ctx.mcpReq.droppedInputResponseKeys ?? [],
+          })) as never;
         } catch (e) {
           throw toProtocolError(e);
         }
       });
-    method('tasks/get', async (p, ctx) => (await this.runtime.getTask(p.taskId, this.principal(ctx))) as unknown as JsonObject);
-    method('tasks/update', async (p, ctx) => {
-      // The SDK lifts params.inputResponses off every request (MRTR); read it from the context.
-      const responses = ctx.mcpReq.inputResponses;
-      const dropped = ctx.mcpReq.droppedInputResponseKeys ?? [];
-      if (dropped.length > 0) {
-        throw new TaskProtocolError(ErrorCode.InvalidParams, `Invalid inputResponses: the response for ${dropped.map((k) => `"${k}"`).join(', ')} must be a plain response object (not a string, array or {method, result} wrapper)`);
-      }
-      if (responses === undefined) {
-        throw new TaskProtocolError(ErrorCode.InvalidParams, 'tasks/update needs params.inputResponses: an object mapping input request keys to responses');
-      }
-      await this.runtime.updateTask(p.taskId, this.principal(ctx), responses);
-      return {};
-    });
-    method('tasks/cancel', async (p, ctx) => {
-      await this.runtime.cancelTask(p.taskId, this.principal(ctx));
-      return {};
-    });
+    }
     return mcp;
   }
 
