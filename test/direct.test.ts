@@ -101,7 +101,7 @@ function normalise(reply: RawReply, tasks: Tasks): Record<string, unknown> {
   for (const [role, id] of Object.entries(tasks)) text = text.split(Buffer.from(id).toString('base64')).join(`<${role}:base64>`);
   text = text
     .replace(/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/g, '<time>')
-    .replace(/"(pollIntervalMs|ttlMs|retryAfterMs)":\d+/g, '"$1":0')
+    .replace(/"(pollIntervalMs|pollInterval|ttlMs|retryAfterMs)":\d+/g, '"$1":0')
     .replace(/retry in \d+ ms/g, 'retry in N ms')
     .replace(/: \d+%/g, ': N%');
   return { status: reply.status, contentType: reply.contentType, headers: reply.headers, body: text };
