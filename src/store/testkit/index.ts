@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
+import { opsKit } from './ops.js';
 import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type TaskStore } from '../types.js';
 
 export interface StoreKitOptions {
@@ -276,5 +277,7 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.equal(await store.heartbeat('dead', Date.now()), false, 'a removed replica learns it from its next heartbeat');
       assert.ok(mine.created);
     });
+
+    opsKit(() => open(), (location) => open(location));
   });
 }
