@@ -32,7 +32,7 @@ export function layout(ctx: PageContext | undefined, base: string, title: string
 <title>${title} · Outlast</title>
 <link rel="stylesheet" href="${base}/assets/style.css">
 ${opts.refresh ? html`<noscript><meta http-equiv="refresh" content="10"></noscript>` : ''}
-<script src="${base}/assets/live.js" defer></script>
+${ctx ? html`<script src="${base}/assets/live.js" defer></script>` : ''}
 </head><body data-base="${base}">
 <header><a class="brand" href="${base}">Outlast operations</a>
 ${ctx ? html`<span class="env">${ctx.title}</span>
