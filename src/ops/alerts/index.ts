@@ -28,7 +28,7 @@ export interface AlertOptions {
   unreadAfterMs?: number;
   /** Input waiting past this fraction of its deadline alerts. Default 0.8. */
   inputStaleFraction?: number;
-  /** Period of the scan and of the delivery loop, ms. Default: a quarter of the grace, between 250 ms and 10 s. */
+  /** Period of the scan and of the delivery loop, ms. Default: a quarter of the grace, between 250 ms and 1 s. */
   everyMs?: number;
   /** First retry after this long; each next one waits four times longer (capped at a day). Default 5000. */
   retryBaseMs?: number;
@@ -76,7 +76,7 @@ export class AlertService {
   }
 
   get everyMs(): number {
-    return this.o.everyMs ?? Math.min(10_000, Math.max(250, Math.round(this.o.unreadAfterMs / 4)));
+    return this.o.everyMs ?? Math.min(1000, Math.max(250, Math.round(this.o.unreadAfterMs / 4)));
   }
 
   start(): void {
