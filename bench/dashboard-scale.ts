@@ -32,7 +32,7 @@ const SQLITE_FILL = `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FRO
     'gone', CASE WHEN i % 200 = 0 THEN ? END, '{}'
   FROM s`;
 
-async function fillSqlite(path: string, n: number): Promise<void> {
+export async function fillSqlite(path: string, n: number): Promise<void> {
   const store = new SqliteTaskStore(path);
   await store.init();
   await store.close();
@@ -43,7 +43,7 @@ async function fillSqlite(path: string, n: number): Promise<void> {
   db.close();
 }
 
-async function fillPostgres(url: string, schema: string, n: number): Promise<void> {
+export async function fillPostgres(url: string, schema: string, n: number): Promise<void> {
   const store = new PostgresTaskStore({ connection: { connectionString: url }, schema, poolSize: 1 });
   await store.init();
   await store.close();
@@ -56,7 +56,7 @@ async function fillPostgres(url: string, schema: string, n: number): Promise<voi
         `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, error,
            owner, retrieved_at, client_capabilities)
          SELECT 'bench-' || i, 'p' || (i % 7), 't' || (i % 20), '{}'::jsonb, CASE WHEN i % 100 = 0 THEN 'failed' WHEN i % 50 = 1 THEN 'working' ELSE 'completed' END,
-           'step ' || i, $3 + i * 10, $3 + i * 10, NULL, NULL, 500, CASE WHEN i % 100 = 0 THEN '{"code":-32603,"message":"disk full"}'::jsonb END,
+           'step ' || i, $3::bigint + i * 10, $3::bigint + i * 10, NULL, NULL, 500, CASE WHEN i % 100 = 0 THEN '{"code":-32603,"message":"disk full"}'::jsonb END,
            'gone', CASE WHEN i % 200 = 0 THEN $4::bigint END, '{}'::jsonb
          FROM generate_series($1::int, $2::int) AS i`,
         [from, Math.min(n, from + 249_999), t0, Date.now()],

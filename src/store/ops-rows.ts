@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import type { TaskStatus } from '../protocol/index.js';
 import { SUMMARY_COLUMNS, toSummary, type SummaryRow } from './summary.js';
-import type { AlertRecord, NewAlert, OpsCounts, OpsTaskFilter, OpsTaskRow, TaskEvent } from './types.js';
+import type { AlertRecord, ListCursor, NewAlert, OpsCounts, OpsTaskFilter, OpsTaskPage, OpsTaskRow, TaskEvent } from './types.js';
 
 export const OPS_ROW_COLUMNS = `${SUMMARY_COLUMNS}, owner, attempts, retrieved_at, acknowledged_at, cancel_requested_at, input_since, error`;
 
@@ -34,27 +34,60 @@ export function toOpsRow(r: OpsRow): OpsTaskRow {
 /** The unread-failure condition; the partial indexes `tasks_ops_unread*` are built on exactly this. */
 export const UNREAD_FAILURE = `status = 'failed' AND retrieved_at IS NULL AND acknowledged_at IS NULL`;
 
+/** Rows one page may examine when filters combine (the first filter's index is read; the others are tested). */
+export const SCAN_BOUND = 1000;
+
+type ListingKey = keyof OpsTaskFilter | 'afterCreatedAt' | 'afterTaskId';
+
 /**
- * The WHERE clause of an operator listing and the order of its parameters. `param(i)` renders the i-th placeholder
- * of the dialect. The keyset condition comes last, so every filter is an equality or a range on an index prefix.
+ * An operator listing in a dialect: the filter with the most selective index (unread, principal, tool, then state)
+ * is the index range read, newest first from the keyset position; the other filters are tested on the rows read,
+ * at most SCAN_BOUND of them a page (`hit` says which match). With one filter or none, `hit` is always true and the
+ * read stops at the page size. `param(i)` renders the i-th placeholder.
  */
-export function listingWhere(f: OpsTaskFilter, keyset: boolean, param: (i: number) => string): { where: string; keys: Array<keyof OpsTaskFilter | 'afterCreatedAt' | 'afterTaskId'> } {
-  const parts: string[] = [];
-  const keys: Array<keyof OpsTaskFilter | 'afterCreatedAt' | 'afterTaskId'> = [];
-  const add = (sql: (p: string) => string, key: keyof OpsTaskFilter) => {
+export function listingQuery(f: OpsTaskFilter, keyset: boolean, param: (i: number) => string): { sql: string; keys: ListingKey[]; bounded: boolean } {
+  const range: string[] = [];
+  const tests: string[] = [];
+  const keys: ListingKey[] = [];
+  const bind = (key: ListingKey) => {
     keys.push(key);
-    parts.push(sql(param(keys.length)));
+    return param(keys.length);
   };
-  if (f.unread) parts.push(UNREAD_FAILURE);
-  if (f.status !== undefined && !f.unread) add((p) => `status = ${p}`, 'status');
-  if (f.tool !== undefined) add((p) => `tool = ${p}`, 'tool');
-  if (f.principal !== undefined) add((p) => `principal = ${p}`, 'principal');
-  if (f.createdBefore !== undefined) add((p) => `created_at <= ${p}`, 'createdBefore');
-  if (keyset) {
-    keys.push('afterCreatedAt', 'afterTaskId');
-    parts.push(`(created_at, task_id) < (${param(keys.length - 1)}, ${param(keys.length)})`);
+  const index = f.unread ? 'unread' : f.principal !== undefined ? 'principal' : f.tool !== undefined ? 'tool' : f.status !== undefined ? 'status' : 'none';
+  if (f.unread) range.push(UNREAD_FAILURE);
+  for (const k of ['principal', 'tool', 'status'] as const) {
+    if (f[k] === undefined || (k === 'status' && f.unread)) continue;
+    (k === index ? range : tests).push(`${k} = ${bind(k)}`);
   }
-  return { where: parts.length ? `WHERE ${parts.join(' AND ')}` : '', keys };
+  if (f.createdBefore !== undefined) range.push(`created_at <= ${bind('createdBefore')}`);
+  if (keyset) {
+    const a = bind('afterCreatedAt');
+    const b = bind('afterTaskId');
+    range.push(`(created_at, task_id) < (${a}, ${b})`);
+  }
+  const where = range.length ? `WHERE ${range.join(' AND ')}` : '';
+  const hit = tests.length ? `CASE WHEN ${tests.join(' AND ')} THEN 1 ELSE 0 END` : '1';
+  return { sql: `SELECT ${OPS_ROW_COLUMNS}, ${hit} AS hit FROM tasks ${where} ORDER BY created_at DESC, task_id DESC LIMIT `, keys, bounded: tests.length > 0 };
+}
+
+/** The parameter values of a listing query, in order. */
+export function listingValues(keys: ListingKey[], f: OpsTaskFilter, after: ListCursor | undefined): unknown[] {
+  return keys.map((k) => (k === 'afterCreatedAt' ? after!.createdAt : k === 'afterTaskId' ? after!.taskId : f[k]));
+}
+
+/** The page from the rows read: the matches (at most `limit`) and where the next page starts, if more may match. */
+export function listingPage(rows: Array<OpsRow & { hit: number | string }>, limit: number, read: number): OpsTaskPage {
+  const matches: OpsTaskRow[] = [];
+  let last: OpsRow | undefined;
+  for (const r of rows) {
+    last = r;
+    if (Number(r.hit) !== 1) continue;
+    matches.push(toOpsRow(r));
+    if (matches.length === limit) return { rows: matches, next: { createdAt: r.created_at, taskId: r.task_id } };
+  }
+  // The read stopped at its bound without filling the page: older rows may still match.
+  const next = rows.length === read && last ? { createdAt: last.created_at, taskId: last.task_id } : undefined;
+  return next ? { rows: matches, next, scanned: rows.length } : { rows: matches };
 }
 
 /** A filter asking for unread failures of another status matches nothing (unread means failed). */

@@ -220,6 +220,14 @@ export interface OpsTaskRow extends TaskSummary {
   errorMessage: string | null;
 }
 
+/** A page of an operator's listing. `next`: where the next page starts (absent: nothing older matches). */
+export interface OpsTaskPage {
+  rows: OpsTaskRow[];
+  next?: ListCursor;
+  /** Set when the page stopped at the bound of rows one page may read (combined filters), not at `limit` matches. */
+  scanned?: number;
+}
+
 /** Everything an operator's task page shows (arguments and results are only rendered when the operator turns them on). */
 export interface OpsTaskDetail extends TaskRecord {
   acknowledgedAt: number | null;
@@ -297,8 +305,10 @@ export interface NewAlert {
 export type WaitingTask = Pick<TaskRecord, 'taskId' | 'principal' | 'tool' | 'statusMessage' | 'inputSince' | 'inputRequests' | 'createdAt'>;
 
 export interface OperatorStore {
-  /** A page of tasks matching `filter`, newest first, after `after` (keyset on an index; never OFFSET). */
-  listTasks(filter: OpsTaskFilter, after: ListCursor | undefined, limit: number): Promise<OpsTaskRow[]>;
+  /** A page of tasks matching `filter`, newest first, after `after` (keyset on an index; never OFFSET). With
+   *  several filters, one page reads at most a bounded number of rows, so it may hold fewer than `limit` matches
+   *  while `next` says where to go on. */
+  listTasks(filter: OpsTaskFilter, after: ListCursor | undefined, limit: number): Promise<OpsTaskPage>;
   counts(unreadCap: number): Promise<OpsCounts>;
   /** Tasks waiting for input, longest waiting first (a partial index of input_required tasks). */
   waiting(limit: number): Promise<WaitingTask[]>;

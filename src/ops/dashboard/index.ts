@@ -141,7 +141,7 @@ export function createDashboard(o: DashboardOptions): Dashboard {
   async function overview(res: ServerResponse, op: Operator) {
     const [counts, unread, waiting, replicas, alerts] = await Promise.all([
       o.store.ops.counts(10_000),
-      o.store.ops.listTasks({ unread: true }, undefined, 20),
+      o.store.ops.listTasks({ unread: true }, undefined, 20).then((p) => p.rows),
       o.store.ops.waiting(20),
       o.store.listReplicas(),
       o.store.ops.listAlerts(undefined, 10),
@@ -158,12 +158,10 @@ export function createDashboard(o: DashboardOptions): Dashboard {
     if (typeof parsed === 'string') return send(res, 400, errorPage(base, ctxOf(op), 'Bad filter', parsed));
     const c = decodeCursor(q.get('after'));
     const after: ListCursor | undefined = c ? { createdAt: c.a, taskId: c.b } : undefined;
-    const rows = await o.store.ops.listTasks(parsed.filter, after, PAGE_SIZE + 1);
-    const page = rows.slice(0, PAGE_SIZE);
-    const last = page[page.length - 1];
-    const next = rows.length > PAGE_SIZE && last ? encodeCursor({ a: last.createdAt, b: last.taskId }) : undefined;
+    const page = await o.store.ops.listTasks(parsed.filter, after, PAGE_SIZE);
+    const next = page.next ? encodeCursor({ a: page.next.createdAt, b: page.next.taskId }) : undefined;
     const notice = q.get('notice') ?? undefined;
-    send(res, 200, layoutOf(op, 'Tasks', listPage(ctxOf(op), parsed.filter, parsed.olderThanMin, page, next, notice?.slice(0, 200)), true));
+    send(res, 200, layoutOf(op, 'Tasks', listPage(ctxOf(op), parsed.filter, parsed.olderThanMin, page.rows, next, notice?.slice(0, 200), page.scanned), true));
   }
 
   async function task(res: ServerResponse, op: Operator, taskId: string) {
@@ -213,15 +211,17 @@ export function createDashboard(o: DashboardOptions): Dashboard {
     let done = 0;
     let seen = 0;
     let after: ListCursor | undefined;
+    // Pages of the filter until it is exhausted or BULK_MAX tasks were looked at (combined filters read in bounds).
     while (seen < BULK_MAX) {
       const page = await o.store.ops.listTasks(filter, after, 200);
-      for (const t of page) {
+      for (const t of page.rows) {
         seen++;
         if (action === 'cancel' && !isTerminal(t.status) && !t.cancelRequestedAt) done += (await cancel(op, t.taskId, reason)) === 'cancelled' ? 1 : 0;
         if (action === 'acknowledge') done += (await acknowledge(op, t.taskId)) ? 1 : 0;
       }
-      if (page.length < 200) break;
-      after = { createdAt: page[page.length - 1]!.createdAt, taskId: page[page.length - 1]!.taskId };
+      seen += page.scanned ?? 0;
+      if (!page.next) break;
+      after = page.next;
     }
     const what = action === 'cancel' ? 'cancel requested for' : 'acknowledged';
     const notice = `${what} ${done} task${done === 1 ? '' : 's'}${seen >= BULK_MAX ? ` (stopped after ${BULK_MAX} matches; run it again for more)` : ''}`;

@@ -147,7 +147,7 @@ function filterFields(f: OpsTaskFilter, olderThanMin: string | undefined): Html 
 <input type="hidden" name="olderThanMin" value="${olderThanMin ?? ''}">`;
 }
 
-export function listPage(ctx: PageContext, f: OpsTaskFilter, olderThanMin: string | undefined, rows: OpsTaskRow[], next: string | undefined, notice: string | undefined): Html {
+export function listPage(ctx: PageContext, f: OpsTaskFilter, olderThanMin: string | undefined, rows: OpsTaskRow[], next: string | undefined, notice: string | undefined, scanned?: number): Html {
   const here = `${ctx.base}/tasks?${filterQuery(f, olderThanMin)}`;
   return html`<h1>Tasks</h1>
 ${notice ? html`<p class="notice" role="status">${notice}</p>` : ''}
@@ -167,6 +167,7 @@ ${rows.length === 0 ? html`<p class="empty">No task matches.</p>` : html`<table 
 ${rows.map((t) => html`<tr data-task="${t.taskId}"><td>${taskLink(ctx, t.taskId)}</td><td>${statusBadge(t.status)}${t.cancelRequestedAt && t.status !== 'cancelled' ? html` <span class="note">cancel asked</span>` : ''}${t.status === 'failed' && t.retrievedAt === null && t.acknowledgedAt === null ? html` <span class="note">unread</span>` : ''}</td>
 <td>${t.tool}</td><td>${t.principal}</td><td title="${iso(t.createdAt)}">${ago(ctx.now - t.createdAt)} ago</td><td>${t.owner ?? ''}</td><td>${t.attempts}</td><td class="msg">${t.status === 'failed' ? t.errorMessage : t.statusMessage}</td></tr>`)}
 </tbody></table>`}
+${scanned ? html`<p class="hint">These filters combine, so a page looks through ${scanned} tasks at most; older tasks may still match.</p>` : ''}
 ${next ? html`<p><a rel="next" href="${here}&after=${next}">Older tasks</a></p>` : ''}`;
 }
 

@@ -4,7 +4,7 @@
  * so replicas delivering together never take the same alert while a claim holds).
  */
 import type pg from 'pg';
-import { newAlertId, OPS_ROW_COLUMNS, UNREAD_FAILURE, contradicts, countsFrom, listingWhere, toAlert, toEvent, toOpsRow, type AlertRow, type EventRow, type OpsRow } from '../ops-rows.js';
+import { newAlertId, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, type AlertRow, type EventRow, type OpsRow } from '../ops-rows.js';
 import { HISTORY_TRIGGERS } from './schema.js';
 import type { NewAlert, OperatorStore, OpsTaskDetail, TaskLookup, WaitingTask } from '../types.js';
 
@@ -75,12 +75,12 @@ export function postgresOps(query: Query, get: (taskId: string) => Promise<TaskL
   const q = <R extends pg.QueryResultRow>(name: keyof typeof Q, values: unknown[]) => query<R>(`outlast_ops_${name}`, Q[name], values);
   return {
     async listTasks(filter, after, limit) {
-      if (contradicts(filter)) return [];
-      const { where, keys } = listingWhere(filter, after !== undefined, (i) => `$${i}`);
-      const values = keys.map((k) => (k === 'afterCreatedAt' ? after!.createdAt : k === 'afterTaskId' ? after!.taskId : filter[k]));
-      const shape = keys.join('_') || 'all';
-      const text = `SELECT ${OPS_ROW_COLUMNS} FROM tasks ${where} ORDER BY created_at DESC, task_id DESC LIMIT $${keys.length + 1}`;
-      return (await query<OpsRow>(`outlast_ops_list_${filter.unread ? 'unread_' : ''}${shape}`, text, [...values, limit])).rows.map(toOpsRow);
+      if (contradicts(filter)) return { rows: [] };
+      const { sql, keys, bounded } = listingQuery(filter, after !== undefined, (i) => `$${i}`);
+      const read = bounded ? Math.max(SCAN_BOUND, limit) : limit;
+      const name = `outlast_ops_list_${filter.unread ? 'unread_' : ''}${keys.join('_') || 'all'}`;
+      const rows = (await query<OpsRow & { hit: number }>(name, `${sql} $${keys.length + 1}`, [...listingValues(keys, filter, after), read])).rows;
+      return listingPage(rows, limit, read);
     },
 
     async counts(unreadCap) {

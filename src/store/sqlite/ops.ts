@@ -4,7 +4,7 @@
  * group-commit queue, so each is in the same transaction machinery as every other write.
  */
 import type Database from 'better-sqlite3';
-import { newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, UNREAD_FAILURE, contradicts, countsFrom, listingWhere, toAlert, toEvent, toOpsRow, type AlertRow, type EventRow, type OpsRow } from '../ops-rows.js';
+import { newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toOpsRow, type AlertRow, type EventRow, type OpsRow } from '../ops-rows.js';
 import { HISTORY_TRIGGERS } from './schema.js';
 import type {
   AlertRecord,
@@ -14,7 +14,7 @@ import type {
   OpsCounts,
   OpsTaskDetail,
   OpsTaskFilter,
-  OpsTaskRow,
+  OpsTaskPage,
   TaskEvent,
   TaskLookup,
   TaskRecord,
@@ -33,20 +33,24 @@ export function applyHistorySetting(db: Database.Database, on: boolean): void {
 }
 
 export function sqliteOps(db: Database.Database, write: Write, get: (taskId: string) => Promise<TaskLookup>): OperatorStore {
-  const listings = new Map<string, Database.Statement>();
+  const listings = new Map<string, { st: Database.Statement; keys: ReturnType<typeof listingQuery>['keys']; bounded: boolean }>();
   const listing = (f: OpsTaskFilter, keyset: boolean) => {
     const shape = JSON.stringify([!!f.unread, f.status !== undefined, f.tool !== undefined, f.principal !== undefined, f.createdBefore !== undefined, keyset]);
-    let st = listings.get(shape);
-    const { where, keys } = listingWhere(f, keyset, () => '?');
-    if (!st) {
-      st = db.prepare(`SELECT ${OPS_ROW_COLUMNS} FROM tasks ${where} ORDER BY created_at DESC, task_id DESC LIMIT ?`);
-      listings.set(shape, st);
+    let q = listings.get(shape);
+    if (!q) {
+      // Named placeholders: the row test in the SELECT list binds values that the WHERE clause lists first.
+      const { sql, keys, bounded } = listingQuery(f, keyset, (i) => `@p${i}`);
+      // SQLite's planner prefers the state index for unread failures; the partial index holds only them.
+      const text = f.unread ? sql.replace('FROM tasks WHERE', 'FROM tasks INDEXED BY tasks_ops_unread WHERE') : sql;
+      q = { st: db.prepare(`${text} @limit`), keys, bounded };
+      listings.set(shape, q);
     }
-    return { st, keys };
+    return q;
   };
   const s = {
     counts: db.prepare(`SELECT status, sum(n) AS n FROM task_counts GROUP BY status`),
-    unread: db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE ${UNREAD_FAILURE} LIMIT ?)`),
+    // INDEXED BY: counted in the partial index of unread failures (the planner would walk every failure).
+    unread: db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM tasks INDEXED BY tasks_ops_unread WHERE ${UNREAD_FAILURE} LIMIT ?)`),
     waiting: db.prepare(`SELECT task_id, principal, tool, status_message, input_since, input_requests, created_at FROM tasks
       WHERE status = 'input_required' ORDER BY input_since LIMIT ?`),
     opsColumns: db.prepare(`SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = ?`),
@@ -54,7 +58,7 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = ?, cancelled_by = ?, cancel_reason = ?, version = version + 1
       WHERE task_id = ? AND status IN ('working','input_required') AND cancel_requested_at IS NULL`),
     ack: db.prepare(`UPDATE tasks SET acknowledged_at = ?, acknowledged_by = ? WHERE task_id = ? AND status = 'failed' AND acknowledged_at IS NULL`),
-    unreadDue: db.prepare(`SELECT ${OPS_ROW_COLUMNS} FROM tasks WHERE ${UNREAD_FAILURE} AND unread_alert_at IS NULL AND updated_at <= ?
+    unreadDue: db.prepare(`SELECT ${OPS_ROW_COLUMNS} FROM tasks INDEXED BY tasks_ops_unread_due WHERE ${UNREAD_FAILURE} AND unread_alert_at IS NULL AND updated_at <= ?
       ORDER BY updated_at LIMIT ?`),
     markUnread: db.prepare(`UPDATE tasks SET unread_alert_at = ? WHERE task_id = ? AND unread_alert_at IS NULL`),
     addAlert: db.prepare(`INSERT INTO alerts (alert_id, dedupe_key, kind, task_id, tool, principal, message, destination, data, created_at, next_attempt_at)
@@ -77,11 +81,13 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     s.addAlert.get({ ...a, taskId: a.taskId ?? null, tool: a.tool ?? null, principal: a.principal ?? null, data: JSON.stringify(a.data) }) as AlertRow | undefined;
 
   return {
-    async listTasks(filter: OpsTaskFilter, after: ListCursor | undefined, limit: number): Promise<OpsTaskRow[]> {
-      if (contradicts(filter)) return [];
-      const { st, keys } = listing(filter, after !== undefined);
-      const values = keys.map((k) => (k === 'afterCreatedAt' ? after!.createdAt : k === 'afterTaskId' ? after!.taskId : filter[k]));
-      return (st.all(...values, limit) as OpsRow[]).map(toOpsRow);
+    async listTasks(filter: OpsTaskFilter, after: ListCursor | undefined, limit: number): Promise<OpsTaskPage> {
+      if (contradicts(filter)) return { rows: [] };
+      const { st, keys, bounded } = listing(filter, after !== undefined);
+      const read = bounded ? Math.max(SCAN_BOUND, limit) : limit;
+      const params: Record<string, unknown> = { limit: read };
+      listingValues(keys, filter, after).forEach((v, i) => (params[`p${i + 1}`] = v));
+      return listingPage(st.all(params) as Array<OpsRow & { hit: number }>, limit, read);
     },
 
     async counts(unreadCap: number): Promise<OpsCounts> {

@@ -43,9 +43,9 @@ export function opsKit(open: Open, openAt: (location: string) => Promise<{ store
       let after: { createdAt: number; taskId: string } | undefined;
       for (let pages = 0; pages < 50; pages++) {
         const page = await store.ops.listTasks(f, after, pageSize);
-        out.push(...page.map((r) => r.taskId));
-        if (page.length < pageSize) return out;
-        after = { createdAt: page[page.length - 1]!.createdAt, taskId: page[page.length - 1]!.taskId };
+        out.push(...page.rows.map((r) => r.taskId));
+        if (!page.next) return out;
+        after = page.next;
       }
       assert.fail('paging did not end');
     };
@@ -57,7 +57,7 @@ export function opsKit(open: Open, openAt: (location: string) => Promise<{ store
     assert.deepEqual(await all({ unread: true }, 2), order(made.filter((m) => m.end === 'failed')));
     assert.deepEqual(await all({ unread: true, status: 'completed' }), [], 'unread means failed');
     assert.deepEqual(await all({ createdBefore: t0 + 5000 }), order(made.filter((m) => m.at <= t0 + 5000)));
-    const row = (await store.ops.listTasks({ status: 'failed' }, undefined, 1))[0]!;
+    const row = (await store.ops.listTasks({ status: 'failed' }, undefined, 1)).rows[0]!;
     assert.equal(row.errorMessage, 'disk full');
     assert.equal(row.owner, 'replica-a');
 
@@ -78,6 +78,24 @@ export function opsKit(open: Open, openAt: (location: string) => Promise<{ store
     const expiredAlert = (await store.ops.listAlerts(undefined, 10)).find((a) => a.taskId === w.record.taskId);
     assert.equal(expiredAlert?.kind, 'expired-unfinished');
     assert.equal(expiredAlert?.state, 'pending');
+  });
+
+  it('ops: combined filters read a bounded number of rows a page and say where to go on', async () => {
+    const { store } = await open();
+    const t0 = Date.now() - 1_000_000;
+    const old = await store.create(newTask({ principal: 'zed', createdAt: t0, ttlMs: null }));
+    await store.finish(old.record.taskId, 'replica-a', { status: 'completed', result: {} }, null, t0 + 1);
+    await Promise.all(Array.from({ length: 1100 }, (_, i) => store.create(newTask({ principal: 'zed', createdAt: t0 + 10 + i, ttlMs: null }))));
+    const first = await store.ops.listTasks({ principal: 'zed', status: 'completed' }, undefined, 50);
+    assert.deepEqual(first.rows, [], 'the newest 1,000 of zed\'s tasks hold no completed one');
+    assert.equal(first.scanned, 1000);
+    assert.ok(first.next, 'the page says where to go on');
+    const second = await store.ops.listTasks({ principal: 'zed', status: 'completed' }, first.next, 50);
+    assert.deepEqual(second.rows.map((r) => r.taskId), [old.record.taskId]);
+    assert.equal(second.next, undefined);
+    // One filter alone reads its index up to the page size: a full page, and a cursor to the next.
+    const working = await store.ops.listTasks({ principal: 'zed' }, undefined, 50);
+    assert.deepEqual([working.rows.length, working.scanned, !!working.next], [50, undefined, true]);
   });
 
   it('ops: history records each transition with who and when; operator cancel records who and why for any principal', async () => {
