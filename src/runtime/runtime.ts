@@ -366,7 +366,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Polls faster than advertised: returns ms to wait, or 0. */
   pollBackoff(taskId: string, principal: string): number {
     const waitMs = this.governor?.check(principal, taskId, Date.now()) ?? 0;
-    if (waitMs > 0) this.telemetry?.pollRefusals.add(1);
+    if (waitMs > 0) this.telemetry?.pollRefusals.add('', () => ({}));
     return waitMs;
   }
 

@@ -19,7 +19,10 @@ const Q = {
   waiting: `SELECT task_id, principal, tool, status_message, input_since, input_requests, created_at FROM tasks
     WHERE status = 'input_required' ORDER BY input_since LIMIT $1`,
   opsColumns: `SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = $1`,
-  history: `SELECT event_id, task_id, at, kind, actor, detail FROM task_events WHERE task_id = $1 ORDER BY event_id LIMIT $2`,
+  // The creation comes from the row itself (no event is written for it: creations are the hot path).
+  history: `SELECT * FROM (SELECT 0::bigint AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
+      FROM tasks WHERE task_id = $1
+    UNION ALL SELECT event_id, task_id, at, kind, actor, detail FROM task_events WHERE task_id = $1) h ORDER BY event_id LIMIT $2`,
   cancel: `UPDATE tasks SET cancel_requested_at = $2, cancelled_by = $3, cancel_reason = $4, version = version + 1
     WHERE task_id = $1 AND status IN ('working','input_required') AND cancel_requested_at IS NULL`,
   ack: `UPDATE tasks SET acknowledged_at = $2, acknowledged_by = $3 WHERE task_id = $1 AND status = 'failed' AND acknowledged_at IS NULL`,

@@ -190,17 +190,9 @@ END $$;
 CREATE TRIGGER tasks_gone AFTER DELETE ON tasks REFERENCING OLD TABLE AS old_rows
   FOR EACH STATEMENT EXECUTE FUNCTION outlast_tasks_gone();
 
--- The transition history (the store enables or disables these two triggers at start-up: history on or off).
--- A new transition (queued, started, parked, woken) is one more branch of outlast_history_changed.
-CREATE FUNCTION outlast_history_created() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO task_events (task_id, at, kind, actor, detail)
-    SELECT task_id, created_at, 'created', principal, 'through ' || origin || ' by ' || coalesce(owner, '?') FROM new_rows;
-  RETURN NULL;
-END $$;
-CREATE TRIGGER tasks_history_created AFTER INSERT ON tasks REFERENCING NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION outlast_history_created();
-
+-- The transition history (the store enables or disables this trigger at start-up: history on or off). Creation
+-- writes no event: the row records it, and the history read puts it first. A new transition (queued, started,
+-- parked, woken) is one more branch of outlast_history_changed.
 CREATE FUNCTION outlast_history_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE keys text;
 BEGIN
@@ -242,5 +234,5 @@ CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
   },
 ];
 
-/** The history triggers, switched on or off together at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */
-export const HISTORY_TRIGGERS = ['tasks_history_created', 'tasks_history_changed'] as const;
+/** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */
+export const HISTORY_TRIGGERS = ['tasks_history_changed'] as const;

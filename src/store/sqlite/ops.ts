@@ -54,7 +54,10 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     waiting: db.prepare(`SELECT task_id, principal, tool, status_message, input_since, input_requests, created_at FROM tasks
       WHERE status = 'input_required' ORDER BY input_since LIMIT ?`),
     opsColumns: db.prepare(`SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = ?`),
-    history: db.prepare(`SELECT event_id, task_id, at, kind, actor, detail FROM task_events WHERE task_id = ? ORDER BY event_id LIMIT ?`),
+    // The creation comes from the row itself (no event is written for it: creations are the hot path).
+    history: db.prepare(`SELECT * FROM (SELECT 0 AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
+        FROM tasks WHERE task_id = @id
+      UNION ALL SELECT event_id, task_id, at, kind, actor, detail FROM task_events WHERE task_id = @id) ORDER BY event_id LIMIT @limit`),
     cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = ?, cancelled_by = ?, cancel_reason = ?, version = version + 1
       WHERE task_id = ? AND status IN ('working','input_required') AND cancel_requested_at IS NULL`),
     ack: db.prepare(`UPDATE tasks SET acknowledged_at = ?, acknowledged_by = ? WHERE task_id = ? AND status = 'failed' AND acknowledged_at IS NULL`),
@@ -116,7 +119,7 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     },
 
     async history(taskId: string, limit: number): Promise<TaskEvent[]> {
-      return (s.history.all(taskId, limit) as EventRow[]).map(toEvent);
+      return (s.history.all({ id: taskId, limit }) as EventRow[]).map(toEvent);
     },
 
     async cancel(taskId: string, operator: string, reason: string, now: number): Promise<TaskRecord | undefined> {

@@ -100,7 +100,7 @@ CREATE TRIGGER tasks_count_status AFTER UPDATE OF status ON tasks WHEN NEW.statu
   UPDATE task_counts SET n = n + 1 WHERE status = NEW.status AND shard = '';
 END;
 
--- Each task's transitions (written by the history triggers, see HISTORY_TRIGGERS), gone with the task.
+-- Each task's transitions after its creation (written by the history triggers, see HISTORY_TRIGGERS), gone with the task.
 CREATE TABLE task_events (
   event_id INTEGER PRIMARY KEY,
   task_id  TEXT NOT NULL,
@@ -170,16 +170,10 @@ END;
 /**
  * The transition history, one trigger per kind of change (each fires only when its columns changed). Not a
  * migration: the store creates or drops them at start-up, so history can be switched off (bench (m)). A new
- * transition (queued, started, parked, woken) is one more trigger here.
+ * transition (queued, started, parked, woken) is one more trigger here. Creation writes no event: the task's row
+ * records it (created_at, principal, origin), and the history read puts it first.
  */
 export const HISTORY_TRIGGERS: ReadonlyArray<{ name: string; sql: string }> = [
-  {
-    name: 'tasks_history_created',
-    sql: `AFTER INSERT ON tasks BEGIN
-  INSERT INTO task_events (task_id, at, kind, actor, detail)
-  VALUES (NEW.task_id, NEW.created_at, 'created', NEW.principal, 'through ' || NEW.origin || ' by ' || coalesce(NEW.owner, '?'));
-END`,
-  },
   {
     name: 'tasks_history_input_asked',
     sql: `AFTER UPDATE OF input_requests ON tasks WHEN NEW.input_requests <> OLD.input_requests AND NEW.status = 'input_required' BEGIN
