@@ -37,7 +37,7 @@ export const UNREAD_FAILURE = `status = 'failed' AND retrieved_at IS NULL AND ac
 /** Rows one page may examine when filters combine (the first filter's index is read; the others are tested). */
 export const SCAN_BOUND = 1000;
 
-type ListingKey = keyof OpsTaskFilter | 'afterCreatedAt' | 'afterTaskId';
+type ListingKey = keyof OpsTaskFilter | 'afterCreatedAt' | 'afterTaskId' | 'read';
 
 /**
  * An operator listing in a dialect: the filter with the most selective index (unread, principal, tool, then state)
@@ -66,28 +66,45 @@ export function listingQuery(f: OpsTaskFilter, keyset: boolean, param: (i: numbe
     range.push(`(created_at, task_id) < (${a}, ${b})`);
   }
   const where = range.length ? `WHERE ${range.join(' AND ')}` : '';
-  const hit = tests.length ? `CASE WHEN ${tests.join(' AND ')} THEN 1 ELSE 0 END` : '1';
-  return { sql: `SELECT ${OPS_ROW_COLUMNS}, ${hit} AS hit FROM tasks ${where} ORDER BY created_at DESC, task_id DESC LIMIT `, keys, bounded: tests.length > 0 };
+  const order = 'ORDER BY created_at DESC, task_id DESC';
+  if (tests.length === 0) return { sql: `SELECT ${OPS_ROW_COLUMNS}, 1 AS hit, 0 AS rn FROM tasks ${where} ${order} LIMIT `, keys, bounded: false };
+  // Read the index range narrowly (id, time, whether the other filters match), number the rows read, and fetch the
+  // full rows of the matches only, plus the last row read (where the next page starts when the read hit its bound).
+  const read = bind('read');
+  const cols = OPS_ROW_COLUMNS.split(', ').map((c) => `t.${c}`).join(', ');
+  const sql = `WITH scan AS (SELECT task_id, created_at, CASE WHEN ${tests.join(' AND ')} THEN 1 ELSE 0 END AS hit FROM tasks ${where} ${order} LIMIT ${read}),
+    numbered AS (SELECT task_id, created_at, hit, row_number() OVER (${order}) AS rn FROM scan)
+    SELECT ${cols}, n.hit, n.rn FROM numbered n JOIN tasks t ON t.task_id = n.task_id WHERE n.hit = 1 OR n.rn = ${read}
+    ORDER BY n.created_at DESC, n.task_id DESC LIMIT `;
+  return { sql, keys, bounded: true };
 }
 
 /** The parameter values of a listing query, in order. */
-export function listingValues(keys: ListingKey[], f: OpsTaskFilter, after: ListCursor | undefined): unknown[] {
-  return keys.map((k) => (k === 'afterCreatedAt' ? after!.createdAt : k === 'afterTaskId' ? after!.taskId : f[k]));
+export function listingValues(keys: ListingKey[], f: OpsTaskFilter, after: ListCursor | undefined, read: number): unknown[] {
+  return keys.map((k) => (k === 'afterCreatedAt' ? after!.createdAt : k === 'afterTaskId' ? after!.taskId : k === 'read' ? read : f[k]));
 }
 
-/** The page from the rows read: the matches (at most `limit`) and where the next page starts, if more may match. */
-export function listingPage(rows: Array<OpsRow & { hit: number | string }>, limit: number, read: number): OpsTaskPage {
+/**
+ * The page from the rows returned: the matches (at most `limit`) and where the next page starts if more may match.
+ * `limit` rows were asked for (plus one to know whether more exist); a bounded read also returns its last row
+ * (`rn` = `read`) so the next page starts after what was read.
+ */
+export function listingPage(rows: Array<OpsRow & { hit: number | string; rn: number | string }>, limit: number, read: number, bounded: boolean): OpsTaskPage {
   const matches: OpsTaskRow[] = [];
-  let last: OpsRow | undefined;
+  let lastRead: OpsRow | undefined;
   for (const r of rows) {
-    last = r;
+    if (bounded && Number(r.rn) === read) lastRead = r;
     if (Number(r.hit) !== 1) continue;
+    if (matches.length === limit) {
+      const last = matches[matches.length - 1]!;
+      return { rows: matches, next: { createdAt: last.createdAt, taskId: last.taskId } };
+    }
     matches.push(toOpsRow(r));
-    if (matches.length === limit) return { rows: matches, next: { createdAt: r.created_at, taskId: r.task_id } };
   }
-  // The read stopped at its bound without filling the page: older rows may still match.
-  const next = rows.length === read && last ? { createdAt: last.created_at, taskId: last.task_id } : undefined;
-  return next ? { rows: matches, next, scanned: rows.length } : { rows: matches };
+  // The read stopped at its bound first: older rows may still match.
+  if (lastRead && matches.length < limit) return { rows: matches, next: { createdAt: lastRead.created_at, taskId: lastRead.task_id }, scanned: read };
+  if (lastRead) return { rows: matches, next: { createdAt: matches[matches.length - 1]!.createdAt, taskId: matches[matches.length - 1]!.taskId } };
+  return { rows: matches };
 }
 
 /** A filter asking for unread failures of another status matches nothing (unread means failed). */

@@ -80,10 +80,10 @@ export function postgresOps(query: Query, get: (taskId: string) => Promise<TaskL
     async listTasks(filter, after, limit) {
       if (contradicts(filter)) return { rows: [] };
       const { sql, keys, bounded } = listingQuery(filter, after !== undefined, (i) => `$${i}`);
-      const read = bounded ? Math.max(SCAN_BOUND, limit) : limit;
+      const read = Math.max(SCAN_BOUND, limit + 1);
       const name = `outlast_ops_list_${filter.unread ? 'unread_' : ''}${keys.join('_') || 'all'}`;
-      const rows = (await query<OpsRow & { hit: number }>(name, `${sql} $${keys.length + 1}`, [...listingValues(keys, filter, after), read])).rows;
-      return listingPage(rows, limit, read);
+      const rows = (await query<OpsRow & { hit: number; rn: number }>(name, `${sql} $${keys.length + 1}`, [...listingValues(keys, filter, after, read), limit + 1])).rows;
+      return listingPage(rows, limit, read, bounded);
     },
 
     async counts(unreadCap) {

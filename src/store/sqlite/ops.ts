@@ -41,7 +41,7 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
       // Named placeholders: the row test in the SELECT list binds values that the WHERE clause lists first.
       const { sql, keys, bounded } = listingQuery(f, keyset, (i) => `@p${i}`);
       // SQLite's planner prefers the state index for unread failures; the partial index holds only them.
-      const text = f.unread ? sql.replace('FROM tasks WHERE', 'FROM tasks INDEXED BY tasks_ops_unread WHERE') : sql;
+      const text = f.unread ? sql.replace(/FROM tasks WHERE/, 'FROM tasks INDEXED BY tasks_ops_unread WHERE') : sql;
       q = { st: db.prepare(`${text} @limit`), keys, bounded };
       listings.set(shape, q);
     }
@@ -87,10 +87,10 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     async listTasks(filter: OpsTaskFilter, after: ListCursor | undefined, limit: number): Promise<OpsTaskPage> {
       if (contradicts(filter)) return { rows: [] };
       const { st, keys, bounded } = listing(filter, after !== undefined);
-      const read = bounded ? Math.max(SCAN_BOUND, limit) : limit;
-      const params: Record<string, unknown> = { limit: read };
-      listingValues(keys, filter, after).forEach((v, i) => (params[`p${i + 1}`] = v));
-      return listingPage(st.all(params) as Array<OpsRow & { hit: number }>, limit, read);
+      const read = Math.max(SCAN_BOUND, limit + 1);
+      const params: Record<string, unknown> = { limit: limit + 1 };
+      listingValues(keys, filter, after, read).forEach((v, i) => (params[`p${i + 1}`] = v));
+      return listingPage(st.all(params) as Array<OpsRow & { hit: number; rn: number }>, limit, read, bounded);
     },
 
     async counts(unreadCap: number): Promise<OpsCounts> {
