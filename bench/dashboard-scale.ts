@@ -21,15 +21,16 @@ export interface DashboardScaleOptions {
   backends: Array<'sqlite' | 'postgres'>;
 }
 
-const PAGES = ['/dashboard', '/dashboard/tasks', '/dashboard/tasks?status=failed', '/dashboard/tasks?tool=t7', '/dashboard/tasks?unread=1', '/dashboard/tasks?status=working&tool=t3'];
+const PAGES = ['/dashboard', '/dashboard/tasks', '/dashboard/tasks?status=failed', '/dashboard/tasks?tool=t5', '/dashboard/tasks?unread=1', '/dashboard/tasks?status=working&tool=t3'];
 
-/** The columns every filler writes: 1 in 100 failed (half of them read), 1 in 50 working, the rest completed; 20 tools. */
+/** The rows every filler writes: 1 in 10 failed (half of them read), 1 in 10 working, the rest completed; 7 tools. Dense
+ *  enough that every page of the 1,000-task store is as full as the big one's (the ratio measures scale, not page size). */
 const SQLITE_FILL = `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
   INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, error,
     owner, retrieved_at, client_capabilities)
-  SELECT 'bench-' || i, 'p' || (i % 7), 't' || (i % 20), '{}', CASE WHEN i % 100 = 0 THEN 'failed' WHEN i % 50 = 1 THEN 'working' ELSE 'completed' END,
-    'step ' || i, ? + i * 10, ? + i * 10, NULL, NULL, 500, CASE WHEN i % 100 = 0 THEN '{"code":-32603,"message":"disk full"}' END,
-    'gone', CASE WHEN i % 200 = 0 THEN ? END, '{}'
+  SELECT 'bench-' || i, 'p' || (i % 7), 't' || (i % 7), '{}', CASE WHEN i % 10 = 0 THEN 'failed' WHEN i % 10 = 1 THEN 'working' ELSE 'completed' END,
+    'step ' || i, ? + i * 10, ? + i * 10, NULL, NULL, 500, CASE WHEN i % 10 = 0 THEN '{"code":-32603,"message":"disk full"}' END,
+    'gone', CASE WHEN i % 20 = 0 THEN ? END, '{}'
   FROM s`;
 
 export async function fillSqlite(path: string, n: number): Promise<void> {
@@ -55,9 +56,9 @@ export async function fillPostgres(url: string, schema: string, n: number): Prom
       await c.query(
         `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, error,
            owner, retrieved_at, client_capabilities)
-         SELECT 'bench-' || i, 'p' || (i % 7), 't' || (i % 20), '{}'::jsonb, CASE WHEN i % 100 = 0 THEN 'failed' WHEN i % 50 = 1 THEN 'working' ELSE 'completed' END,
-           'step ' || i, $3::bigint + i * 10, $3::bigint + i * 10, NULL, NULL, 500, CASE WHEN i % 100 = 0 THEN '{"code":-32603,"message":"disk full"}'::jsonb END,
-           'gone', CASE WHEN i % 200 = 0 THEN $4::bigint END, '{}'::jsonb
+         SELECT 'bench-' || i, 'p' || (i % 7), 't' || (i % 7), '{}'::jsonb, CASE WHEN i % 10 = 0 THEN 'failed' WHEN i % 10 = 1 THEN 'working' ELSE 'completed' END,
+           'step ' || i, $3::bigint + i * 10, $3::bigint + i * 10, NULL, NULL, 500, CASE WHEN i % 10 = 0 THEN '{"code":-32603,"message":"disk full"}'::jsonb END,
+           'gone', CASE WHEN i % 20 = 0 THEN $4::bigint END, '{}'::jsonb
          FROM generate_series($1::int, $2::int) AS i`,
         [from, Math.min(n, from + 249_999), t0, Date.now()],
       );
