@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import { PostgresTaskStore } from '../src/store/postgres/index.js';
+import { migratedSchema } from './cluster.js';
 import { ROOT, median, percentile, removeTempDir, round, tempDir, trackProcess, type BenchRow } from './common.js';
 
 export interface DashboardScaleOptions {
@@ -45,11 +45,7 @@ export async function fillSqlite(path: string, n: number): Promise<void> {
 }
 
 export async function fillPostgres(url: string, schema: string, n: number): Promise<void> {
-  const store = new PostgresTaskStore({ connection: { connectionString: url }, schema, poolSize: 1 });
-  await store.init();
-  await store.close();
-  const c = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
-  await c.connect();
+  const c = await migratedSchema(url, schema);
   try {
     const t0 = Date.now() - n * 10 - 60_000;
     for (let from = 1; from <= n; from += 250_000) {

@@ -173,25 +173,22 @@ END;
  * transition (queued, started, parked, woken) is one more trigger here. Creation writes no event: the task's row
  * records it (created_at, principal, origin), and the history read puts it first.
  */
+/** A trigger recording the keys a JSON object column gained (input asked, input answered). */
+function keysAdded(name: string, column: string, kind: string, actor: string, when: string): { name: string; sql: string } {
+  return {
+    name,
+    sql: `AFTER UPDATE OF ${column} ON tasks WHEN NEW.${column} <> OLD.${column} ${when} BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  SELECT NEW.task_id, NEW.updated_at, '${kind}', ${actor}, group_concat(n.key, ', ')
+  FROM json_each(NEW.${column}) n WHERE n.key NOT IN (SELECT key FROM json_each(OLD.${column}))
+  HAVING count(*) > 0;
+END`,
+  };
+}
+
 export const HISTORY_TRIGGERS: ReadonlyArray<{ name: string; sql: string }> = [
-  {
-    name: 'tasks_history_input_asked',
-    sql: `AFTER UPDATE OF input_requests ON tasks WHEN NEW.input_requests <> OLD.input_requests AND NEW.status = 'input_required' BEGIN
-  INSERT INTO task_events (task_id, at, kind, actor, detail)
-  SELECT NEW.task_id, NEW.updated_at, 'input_asked', NEW.owner, group_concat(n.key, ', ')
-  FROM json_each(NEW.input_requests) n WHERE n.key NOT IN (SELECT key FROM json_each(OLD.input_requests))
-  HAVING count(*) > 0;
-END`,
-  },
-  {
-    name: 'tasks_history_input_answered',
-    sql: `AFTER UPDATE OF input_responses ON tasks WHEN NEW.input_responses <> OLD.input_responses BEGIN
-  INSERT INTO task_events (task_id, at, kind, actor, detail)
-  SELECT NEW.task_id, NEW.updated_at, 'input_answered', NEW.principal, group_concat(n.key, ', ')
-  FROM json_each(NEW.input_responses) n WHERE n.key NOT IN (SELECT key FROM json_each(OLD.input_responses))
-  HAVING count(*) > 0;
-END`,
-  },
+  keysAdded('tasks_history_input_asked', 'input_requests', 'input_asked', 'NEW.owner', "AND NEW.status = 'input_required'"),
+  keysAdded('tasks_history_input_answered', 'input_responses', 'input_answered', 'NEW.principal', ''),
   {
     name: 'tasks_history_cancel',
     sql: `AFTER UPDATE OF cancel_requested_at ON tasks WHEN OLD.cancel_requested_at IS NULL AND NEW.cancel_requested_at IS NOT NULL BEGIN
