@@ -383,3 +383,10 @@ export async function serve(module: string, args: string[], env: NodeJS.ProcessE
   };
 }
 
+
+/** Registers an OpenTelemetry SDK meter provider with a Prometheus reader (as `outlast serve --metrics` does), so
+ *  the runtime's instruments record for real. */
+export async function installMeterProvider(): Promise<void> {
+  const { startPrometheus } = await import('../src/ops/metrics.js');
+  await startPrometheus();
+}

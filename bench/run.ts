@@ -42,6 +42,10 @@
  *   (v) (bench/soak.ts) 50,000 mixed requests against the fixture server and the demo, each started with
  *       --max-old-space-size=128: both survive, and heap used after a full GC grows by less than 5 MB from the
  *       first 10,000 to the last; a control that builds fromJsonSchema tools per request shows what a leak looks like.
+ *   (l) the dashboard's pages (overview with counts, task list unfiltered and filtered) p99 over HTTP with
+ *       1,000,000 tasks stored vs 1,000, SQLite and PostgreSQL (bench/dashboard-scale.ts). Target ratio <= 2.
+ *   (m) durable creations/s with metrics (SDK registered) and the transition history on vs both off, SQLite and
+ *       PostgreSQL (bench/ops-overhead.ts). Target ratio >= 0.9.
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -51,7 +55,7 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,p,q,r,s,t,u,v)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,l,m,p,q,r,s,t,u,v)
  *   BENCH_SLOW_SECONDS  seconds per side per round for (u), whose sides answer a few hundred req/s (default 3 x BENCH_SECONDS)
  *   BENCH_SOAK_REQUESTS, BENCH_SOAK_SEGMENT, BENCH_SOAK_CONCURRENCY, BENCH_SOAK_HEAP_MB   (v) (default 50,000,
  *                       10,000, 4, 128)
@@ -60,8 +64,8 @@
  *   BENCH_PG_POOL       pool size for (f), both sides (default 16)
  *   BENCH_CANCELS, BENCH_TICKS   samples for (g) (default 300, 500)
  *   BENCH_LEASE_MS, BENCH_HEARTBEAT_MS, BENCH_TAKEOVER_TASKS, BENCH_TAKEOVER_ROUNDS   (h) (default 3000, 500, 20, 3)
- *   BENCH_BIG_TASKS     tasks in the big schema of (i) (default 1,000,000)
  *   BENCH_QUEUE_TASKS, BENCH_QUEUE_SAMPLES   queued tasks drained per round of (p), samples of (q) (default 2000, 200)
+ *   BENCH_BIG_TASKS     tasks in the big schema of (i) and the big store of (l) (default 1,000,000)
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
  *   BENCH_PROFILE       "1": after the counted rounds, one extra pass per HTTP side and per in-process
@@ -94,6 +98,8 @@ import { clientBench } from './client-bench.js';
 import { queueLatency, queueStarts, type QueueBenchConfig } from './queue-rows.js';
 import { pollingAtStoreSpeed } from './polling.js';
 import { soak } from './soak.js';
+import { dashboardScale } from './dashboard-scale.js';
+import { opsOverhead } from './ops-overhead.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -104,7 +110,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,p,q,r,s,t,u,v').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,l,m,p,q,r,s,t,u,v').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -783,6 +789,13 @@ async function main(): Promise<void> {
     if (ONLY.has('q')) rows.push(...(await queueLatency(queue)));
     if (['r', 's', 't', 'u'].some((x) => ONLY.has(x))) await polling(gen);
     if (ONLY.has('v')) await sustained(gen);
+    // (l) and (m): the operations side (bench/dashboard-scale.ts, bench/ops-overhead.ts).
+    if (ONLY.has('l')) {
+      rows.push(...(await dashboardScale({ small: 1000, big: BIG_TASKS, rounds: ROUNDS, seconds: SECONDS, concurrency: 2, pgUrl: PG_URL, backends: ['sqlite', 'postgres'] }, log)));
+    }
+    if (ONLY.has('m')) {
+      rows.push(...(await opsOverhead({ rounds: ROUNDS, seconds: SECONDS, inflight: INFLIGHT, pool: PG_POOL, maxCount: MAX_REQUESTS, pgUrl: PG_URL, backends: ['sqlite', 'postgres'] }, log)));
+    }
   } finally {
     await gen.kill();
     await dropPgSchemas().catch((e) => log(`could not drop the bench schemas: ${(e as Error).message}`));

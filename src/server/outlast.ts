@@ -9,6 +9,7 @@ import {
   CLIENT_CAPABILITIES_META,
   ErrorCode,
   IDEMPOTENCY_KEY_META,
+  PUSH_META,
   TASKS_EXTENSION,
   TaskProtocolError,
   declaresTasks,
@@ -53,6 +54,9 @@ export interface OutlastOptions extends RuntimeOptions {
   handles?: boolean | HandleOptions;
   /** The 2025-11-25 Tasks wire (served on the SDK's legacy era). */
   legacy?: LegacyOptions;
+  /** Push destinations a caller may name in `_meta["outlast/push"]` (configured by the operator; delivered by the
+   *  alert service). A call naming any other is refused. */
+  pushDestinations?: string[];
 }
 
 type RequestEnvelope = Record<string, unknown> & { [CLIENT_CAPABILITIES_META]?: JsonObject };
@@ -105,9 +109,11 @@ export class Outlast {
   readonly legacy: LegacyTasks;
   private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
+  private readonly pushDestinations: Set<string>;
 
   constructor(options: OutlastOptions) {
-    const { principalOf, handles, legacy, ...runtimeOptions } = options;
+    const { principalOf, handles, legacy, pushDestinations, ...runtimeOptions } = options;
+    this.pushDestinations = new Set(pushDestinations ?? []);
     this.runtime = new TaskRuntime(runtimeOptions);
     this.principalOf = principalOf ?? defaultPrincipalOf;
     const handleOptions = resolveHandleOptions(handles);
@@ -280,7 +286,13 @@ export class Outlast {
       throw new ProtocolError(ErrorCode.InvalidParams, `The idempotency key (_meta["${IDEMPOTENCY_KEY_META}"]${def.idempotencyKeyArgument ? ` or argument "${def.idempotencyKeyArgument}"` : ''}) must be a string`);
     }
     const progressToken = (meta.progressToken ?? ctxMeta.progressToken) as string | number | undefined;
+    const push = meta[PUSH_META] ?? ctxMeta[PUSH_META];
+    if (push !== undefined && (typeof push !== 'string' || !this.pushDestinations.has(push))) {
+      const offered = [...this.pushDestinations];
+      throw new ProtocolError(ErrorCode.InvalidParams, `Unknown push destination ${JSON.stringify(push)} in _meta["${PUSH_META}"]; ${offered.length ? `this server offers: ${offered.join(', ')}` : 'this server offers none'}`);
+    }
     let outcome: CallOutcome;
+    const started = performance.now();
     try {
       outcome = await this.runtime.call(name, args, {
         ...wire,
@@ -295,6 +307,10 @@ export class Outlast {
     } catch (e) {
       throw toProtocolError(e);
     }
+    // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).
+    if (typeof push === 'string' && outcome.kind !== 'result') await this.runtime.store.ops.subscribe(outcome.record.taskId, push, Date.now());
+    const mode = outcome.kind === 'result' ? 'inline' : outcome.kind;
+    this.runtime.telemetry?.toolCall(name, mode, (performance.now() - started) / 1000, outcome.kind === 'result' && outcome.result.isError ? 'tool_error' : undefined);
     switch (outcome.kind) {
       case 'result':
         return outcome.result;
