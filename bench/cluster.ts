@@ -189,13 +189,19 @@ export async function takeover(storeUrl: string, logPath: string, leaseMs: numbe
   }
 }
 
-/** Creates `n` finished tasks (already read, far from expiry) straight in SQL, with ids `bench-md5(i)`. */
-async function fill(url: string, schema: string, n: number): Promise<void> {
+/** A schema with the store's migrations applied, and a client whose search_path is it (the caller ends it). */
+export async function migratedSchema(url: string, schema: string): Promise<pg.Client> {
   const store = new PostgresTaskStore({ connection: { connectionString: url }, schema, poolSize: 1 });
   await store.init();
   await store.close();
   const c = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
   await c.connect();
+  return c;
+}
+
+/** Creates `n` finished tasks (already read, far from expiry) straight in SQL, with ids `bench-md5(i)`. */
+async function fill(url: string, schema: string, n: number): Promise<void> {
+  const c = await migratedSchema(url, schema);
   try {
     const batch = 250_000;
     for (let from = 1; from <= n; from += batch) {

@@ -3,6 +3,8 @@
  * is registered and killed by PID on exit), statistics.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { tmpdir } from 'node:os';
@@ -277,6 +279,27 @@ export function childFail(e: unknown): never {
   process.exit(1);
 }
 
+/** In a server child: listens on 127.0.0.1 (free port), stops on SIGTERM, and tells the parent {type:'ready', url, pid}. */
+export async function listenAsChild(server: Server): Promise<void> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  process.on('SIGTERM', () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+    setTimeout(() => process.exit(0), 1000).unref();
+  });
+  process.send!({ type: 'ready', url: `http://127.0.0.1:${port}/mcp`, pid: process.pid });
+}
+
+/** In a server child: answers {type:'cpu'} with the CPU time this process has used, in µs (user + system). */
+export function answerCpuUsage(): void {
+  process.on('message', (m: { type?: string } | null) => {
+    if (m?.type !== 'cpu') return;
+    const c = process.cpuUsage();
+    process.send!({ type: 'cpu', us: c.user + c.system });
+  });
+}
+
 /** In a child: exit when the parent goes away (never outlive the orchestrator). */
 export function exitWithParent(): void {
   process.on('disconnect', () => process.exit(0));
@@ -319,12 +342,15 @@ export interface Served {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Starts `outlast serve MODULE --port 0 ARGS…`, registered for clean-up; resolves with its URL once it listens. */
-export async function serve(module: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Served> {
-  const proc = spawn(process.execPath, [join(ROOT, 'bin', 'outlast.js'), 'serve', module, '--port', '0', ...args], {
+/**
+ * Starts `node NODE_ARGS… outlast serve MODULE --port 0 ARGS…`, registered for clean-up; resolves with its URL once
+ * it listens. `ipc`: with an IPC channel (for a preloaded probe such as heap-probe.js).
+ */
+export async function serve(module: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Promise<Served> {
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), join(ROOT, 'bin', 'outlast.js'), 'serve', module, '--port', '0', ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: opts.ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
   });
   trackProcess(proc);
   let err = '';
@@ -363,3 +389,10 @@ export async function serve(module: string, args: string[], env: NodeJS.ProcessE
   };
 }
 
+
+/** Registers an OpenTelemetry SDK meter provider with a Prometheus reader (as `outlast serve --metrics` does), so
+ *  the runtime's instruments record for real. */
+export async function installMeterProvider(): Promise<void> {
+  const { startPrometheus } = await import('../src/ops/metrics.js');
+  await startPrometheus();
+}

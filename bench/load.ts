@@ -3,10 +3,12 @@
  * http.Agent; each worker sends its next request as soon as the previous answer has been read in full.
  * Bounded by time and by request count.
  *
- * Message in:  {type:'run', url, requests:[{headers, body}], concurrency, seconds, maxRequests}
+ * Message in:  {type:'run', url, requests:[{headers, body}], concurrency, seconds, maxRequests, accept?}
  *              (requests are cycled in order; e.g. one tasks/get per task id)
- * Message out: {type:'result', ok, errors, firstError, seconds, rps, p50Ms, p99Ms, maxMs}
- * A response counts as ok when its status is 200 and the JSON-RPC message in it carries "result".
+ * Message out: {type:'result', ok, errors, firstError, seconds, rps, p50Ms, p99Ms, maxMs, statuses}
+ * A response counts as ok when its status is 200 and the JSON-RPC message in it carries "result"; with
+ * accept 'any' (a soak that sends bad input on purpose) every complete HTTP answer counts, and only failures to
+ * get one (refused or cut connections) are errors. `statuses` counts the answers by HTTP status.
  */
 import { Agent, request } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -19,6 +21,7 @@ interface RunMsg {
   concurrency: number;
   seconds: number;
   maxRequests: number;
+  accept?: 'result' | 'any';
 }
 
 async function run(m: RunMsg) {
@@ -36,6 +39,8 @@ async function run(m: RunMsg) {
   let errors = 0;
   let firstError: string | undefined;
   let cursor = 0;
+  const statuses: Record<string, number> = {};
+  const any = m.accept === 'any';
   const start = performance.now();
   const deadline = start + m.seconds * 1000;
 
@@ -49,7 +54,8 @@ async function run(m: RunMsg) {
         res.on('end', () => {
           const t1 = performance.now();
           const text = chunks.length === 1 ? chunks[0]!.toString() : Buffer.concat(chunks).toString();
-          if (res.statusCode === 200 && text.includes('"result"') && !text.includes('"error":{')) {
+          statuses[res.statusCode ?? 0] = (statuses[res.statusCode ?? 0] ?? 0) + 1;
+          if (any || (res.statusCode === 200 && text.includes('"result"') && !text.includes('"error":{'))) {
             if (t1 <= deadline) lat[okCount++] = t1 - t0;
           } else {
             errors++;
@@ -95,6 +101,7 @@ async function run(m: RunMsg) {
     p50Ms: percentile(sorted, 50),
     p99Ms: percentile(sorted, 99),
     maxMs: sorted.length ? sorted[sorted.length - 1] : NaN,
+    statuses,
   };
 }
 

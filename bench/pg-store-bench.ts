@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { Outlast } from '../src/server/outlast.js';
 import { PostgresTaskStore } from '../src/store/postgres/index.js';
-import { TASKS, childFail, exitWithParent } from './common.js';
+import { TASKS, childFail, exitWithParent, installMeterProvider } from './common.js';
 
 interface Cfg {
   mode: 'raw' | 'park';
@@ -24,6 +24,8 @@ interface Cfg {
   inflight: number;
   pool: number;
   maxCount: number;
+  /** (m): operations (metrics SDK + history) on or off; absent: the defaults. */
+  ops?: 'on' | 'off';
 }
 const cfg = JSON.parse(process.argv[2]!) as Cfg;
 
@@ -67,8 +69,10 @@ async function raw() {
 }
 
 async function park() {
-  const store = new PostgresTaskStore({ connection: { connectionString: cfg.url }, schema: cfg.schema, poolSize: cfg.pool });
-  const o = new Outlast({ store, pollLimit: false });
+  // (m): 'on' = an OpenTelemetry SDK meter provider registered and the history triggers on; 'off' = neither.
+  if (cfg.ops === 'on') await installMeterProvider();
+  const store = new PostgresTaskStore({ connection: { connectionString: cfg.url }, schema: cfg.schema, poolSize: cfg.pool, ...(cfg.ops ? { history: cfg.ops === 'on' } : {}) });
+  const o = new Outlast({ store, pollLimit: false, ...(cfg.ops === 'off' ? { telemetry: false } : {}) });
   o.tool('park', { policy: 'always', retrySafe: true }, (_a, ctx) => new Promise<never>((_, rej) => ctx.signal.addEventListener('abort', () => rej(ctx.signal.reason), { once: true })));
   await o.start();
   const cc = { principal: 'bench', clientCapabilities: { extensions: { [TASKS]: {} } }, tasksDeclared: true };

@@ -39,6 +39,17 @@
  *       the same store, SQLite and PostgreSQL (target ratio >= 0.5).
  *   (o) parked waits (bench/parking-rows.ts): resume of a parked task after tasks/update on another replica (p99 < 50
  *       ms); o.mem: heap growth for 1,000 parked tasks (< 5 MB).
+ *   (r)-(u) (bench/polling.ts) with an application of 40 tools: (r) tasks/get with 40 tools vs with 1, target >= 0.9;
+ *       (s) tasks/get on SQLite vs one better-sqlite3 primary-key read per request on bare node:http, >= 0.5;
+ *       (t) the same on PostgreSQL vs one pg read, >= 0.5; (u) inline no-op tools/call through Outlast vs the bare
+ *       SDK server with the same 40 tools, >= 0.95. All sides in one rotation; p50/p99 for each.
+ *   (v) (bench/soak.ts) 50,000 mixed requests against the fixture server and the demo, each started with
+ *       --max-old-space-size=128: both survive, and heap used after a full GC grows by less than 5 MB from the
+ *       first 10,000 to the last; a control that builds fromJsonSchema tools per request shows what a leak looks like.
+ *   (l) the dashboard's pages (overview with counts, task list unfiltered and filtered) p99 over HTTP with
+ *       1,000,000 tasks stored vs 1,000, SQLite and PostgreSQL (bench/dashboard-scale.ts). Target ratio <= 2.
+ *   (m) durable creations/s with metrics (SDK registered) and the transition history on vs both off, SQLite and
+ *       PostgreSQL (bench/ops-overhead.ts). Target ratio >= 0.9.
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -48,15 +59,18 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,n,o,p,q)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v)
+ *   BENCH_SLOW_SECONDS  seconds per side per round for (u), whose sides answer a few hundred req/s (default 3 x BENCH_SECONDS)
+ *   BENCH_SOAK_REQUESTS, BENCH_SOAK_SEGMENT, BENCH_SOAK_CONCURRENCY, BENCH_SOAK_HEAP_MB   (v) (default 50,000,
+ *                       10,000, 4, 128)
  *   BENCH_PG_URL        PostgreSQL for (f)-(i) (default postgres://postgres@127.0.0.1:5432/test); schemas
  *                       bench_* are created and dropped
  *   BENCH_PG_POOL       pool size for (f), both sides (default 16)
  *   BENCH_CANCELS, BENCH_TICKS   samples for (g) (default 300, 500)
  *   BENCH_LEASE_MS, BENCH_HEARTBEAT_MS, BENCH_TAKEOVER_TASKS, BENCH_TAKEOVER_ROUNDS   (h) (default 3000, 500, 20, 3)
- *   BENCH_BIG_TASKS     tasks in the big schema of (i) (default 1,000,000)
  *   BENCH_QUEUE_TASKS, BENCH_QUEUE_SAMPLES   queued tasks drained per round of (p), samples of (q) (default 2000, 200)
  *   BENCH_PARK_SAMPLES, BENCH_PARKED_TASKS   samples of (o), parked tasks of (o.mem) (default 200, 1000)
+ *   BENCH_BIG_TASKS     tasks in the big schema of (i) and the big store of (l) (default 1,000,000)
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
  *   BENCH_PROFILE       "1": after the counted rounds, one extra pass per HTTP side and per in-process
@@ -89,6 +103,10 @@ import { clientBench } from './client-bench.js';
 import { queueLatency, queueStarts, type QueueBenchConfig } from './queue-rows.js';
 import { stepCommits } from './steps-rows.js';
 import { parkedMemory, parkedResume } from './parking-rows.js';
+import { pollingAtStoreSpeed } from './polling.js';
+import { soak } from './soak.js';
+import { dashboardScale } from './dashboard-scale.js';
+import { opsOverhead } from './ops-overhead.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -99,7 +117,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,n,o,p,q').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -109,6 +127,12 @@ const HEARTBEAT_MS = Math.round(envNumber('BENCH_HEARTBEAT_MS', 500));
 const TAKEOVER_TASKS = Math.round(envNumber('BENCH_TAKEOVER_TASKS', 20));
 const TAKEOVER_ROUNDS = Math.round(envNumber('BENCH_TAKEOVER_ROUNDS', 3));
 const BIG_TASKS = Math.round(envNumber('BENCH_BIG_TASKS', 1_000_000));
+/** Seconds per round for sides that answer a few hundred requests a second (u): 2 s of them is too few to be steady. */
+const SLOW_SECONDS = envNumber('BENCH_SLOW_SECONDS', SECONDS * 3);
+const SOAK_REQUESTS = Math.round(envNumber('BENCH_SOAK_REQUESTS', 50_000));
+const SOAK_SEGMENT = Math.round(envNumber('BENCH_SOAK_SEGMENT', 10_000));
+const SOAK_CONCURRENCY = Math.round(envNumber('BENCH_SOAK_CONCURRENCY', 4));
+const SOAK_HEAP_MB = Math.round(envNumber('BENCH_SOAK_HEAP_MB', 128));
 const PIN = process.env.BENCH_PIN === '1';
 const PROFILE = process.env.BENCH_PROFILE === '1';
 /** Rounds of (b) that also measure full life cycles (no target; kept short). */
@@ -143,6 +167,8 @@ interface LoadResult {
   rps: number;
   p50Ms: number;
   p99Ms: number;
+  /** CPU time the server process spent per answered request in this window, µs (sides with a child process). */
+  cpuUsPerReq?: number;
 }
 
 interface Side {
@@ -173,14 +199,18 @@ async function load(gen: Child, side: Pick<Side, 'url' | 'requests' | 'concurren
 }
 
 /** Runs every side once per round, rotating the order each round (and reversing it every other round). */
-async function alternate(gen: Child, sides: Side[]): Promise<void> {
+async function alternate(gen: Child, sides: Side[], seconds = SECONDS): Promise<void> {
   for (const s of sides) await load(gen, s, WARMUP_SECONDS);
   for (let r = 0; r < ROUNDS; r++) {
     const rot = sides.map((_, i) => sides[(i + r) % sides.length]!);
     const order = r % 2 ? rot.reverse() : rot;
     const line: string[] = [];
     for (const s of order) {
-      const res = await load(gen, s, SECONDS);
+      // The server's own CPU per request: what a request costs, whatever else the shared machine is doing.
+      const cpu = () => s.child!.request<{ us: number }>({ type: 'cpu' }, 'cpu', 10_000).then((m) => m.us);
+      const before = s.child ? await cpu() : undefined;
+      const res = await load(gen, s, seconds);
+      if (before !== undefined && res.ok > 0) res.cpuUsPerReq = ((await cpu()) - before) / res.ok;
       s.results.push(res);
       line.push(`${s.name} ${Math.round(res.rps)}/s`);
     }
@@ -649,6 +679,42 @@ async function getAtScaleRow(gen: Child): Promise<void> {
   }
 }
 
+// ---- (r)-(u): polling at the speed of the store; (v): sustained load ----------------------------------------
+
+async function polling(gen: Child): Promise<void> {
+  const dir = tempDir('polling');
+  try {
+    const r = await pollingAtStoreSpeed({
+      only: ONLY,
+      concurrency: CONCURRENCY,
+      dir,
+      pgUrl: PG_URL,
+      pgSchema,
+      startServer: startServerChild,
+      alternate: (sides, seconds) => alternate(gen, sides as Side[], seconds),
+      slowSeconds: SLOW_SECONDS,
+      log,
+    });
+    rows.push(...r.rows);
+    details.latencyMs = { ...(details.latencyMs as object | undefined), ...r.latencyMs };
+  } finally {
+    await dropPgSchemas();
+    removeTempDir(dir);
+  }
+}
+
+async function sustained(gen: Child): Promise<void> {
+  const dir = tempDir('soak');
+  try {
+    log(`(v) ${SOAK_REQUESTS.toLocaleString('en-US')} mixed requests per server in segments of ${SOAK_SEGMENT.toLocaleString('en-US')}, concurrency ${SOAK_CONCURRENCY}, --max-old-space-size=${SOAK_HEAP_MB}`);
+    const r = await soak(gen, { requests: SOAK_REQUESTS, segment: SOAK_SEGMENT, concurrency: SOAK_CONCURRENCY, heapMb: SOAK_HEAP_MB, dir, log });
+    rows.push(...r.rows);
+    details.soak = r.details;
+  } finally {
+    removeTempDir(dir);
+  }
+}
+
 // ---- report ----------------------------------------------------------------------------------------------
 
 function pad(s: string, n: number, right = false): string {
@@ -733,6 +799,15 @@ async function main(): Promise<void> {
     }
     if (ONLY.has('p')) rows.push(...(await queueStarts(queue)));
     if (ONLY.has('q')) rows.push(...(await queueLatency(queue)));
+    if (['r', 's', 't', 'u'].some((x) => ONLY.has(x))) await polling(gen);
+    if (ONLY.has('v')) await sustained(gen);
+    // (l) and (m): the operations side (bench/dashboard-scale.ts, bench/ops-overhead.ts).
+    if (ONLY.has('l')) {
+      rows.push(...(await dashboardScale({ small: 1000, big: BIG_TASKS, rounds: ROUNDS, seconds: SECONDS, concurrency: 2, pgUrl: PG_URL, backends: ['sqlite', 'postgres'] }, log)));
+    }
+    if (ONLY.has('m')) {
+      rows.push(...(await opsOverhead({ rounds: ROUNDS, seconds: SECONDS, inflight: INFLIGHT, pool: PG_POOL, maxCount: MAX_REQUESTS, pgUrl: PG_URL, backends: ['sqlite', 'postgres'] }, log)));
+    }
   } finally {
     await gen.kill();
     await dropPgSchemas().catch((e) => log(`could not drop the bench schemas: ${(e as Error).message}`));

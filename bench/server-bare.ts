@@ -4,19 +4,24 @@
  *   argv[2] = 'sdk-body' (default): toNodeHandler reads and parses the body itself.
  *             'parsed': the body is read and JSON.parse'd here and handed to toNodeHandler as parsedBody,
  *             which is what Outlast's serveHttp does, so the HTTP front is the same on both sides.
+ *   argv[3] = tools in all (default 1): the no-op plus that many less one application tools (bench/app-tools.ts),
+ *             registered in the per-request factory as the SDK's examples do.
  * Sends {type:'ready', url, pid}; exits on SIGTERM or disconnect.
  */
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
-import { childFail, exitWithParent, installProfiler } from './common.js';
+import { registerAppTools } from './app-tools.js';
+import { answerCpuUsage, childFail, exitWithParent, listenAsChild, installProfiler } from './common.js';
 
 async function main(): Promise<void> {
   exitWithParent();
+  answerCpuUsage();
   installProfiler();
+  const tools = Number(process.argv[3] ?? 1);
   const handler = createMcpHandler(() => {
     const mcp = new McpServer({ name: 'bare-bench', version: '0.0.0' });
+    registerAppTools(mcp, tools - 1);
     mcp.registerTool('noop', { description: 'returns at once' }, () => ({ content: [{ type: 'text', text: 'ok' }] }));
     return mcp;
   });
@@ -41,14 +46,7 @@ async function main(): Promise<void> {
       void node(req, res, body);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  process.on('SIGTERM', () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-    setTimeout(() => process.exit(0), 1000).unref();
-  });
-  process.send!({ type: 'ready', url: `http://127.0.0.1:${port}/mcp`, pid: process.pid });
+  await listenAsChild(server);
 }
 
 main().catch(childFail);

@@ -1,6 +1,8 @@
 /**
  * Child process: Outlast over HTTP (serveHttp) on 127.0.0.1, port 0.
- *   argv[2] = JSON { db, durability?, pollLimit? }
+ *   argv[2] = JSON { db | pg: {url, schema}, durability?, pollLimit?, tools?, appTools?, direct? }
+ *   appTools: plain SDK tools of an application (bench/app-tools.ts) registered in the per-request factory;
+ *   direct: false sends task methods through the SDK's per-request McpServer (default: the direct path).
  * Tools:
  *   noop       policy 'never'  returns at once (inline)
  *   noop_auto  policy 'auto'   returns at once (inline within the budget)
@@ -13,10 +15,20 @@ import { McpServer } from '@modelcontextprotocol/server';
 import { Outlast } from '../src/server/outlast.js';
 import { serveHttp } from '../src/server/http.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import { childFail, exitWithParent, installProfiler } from './common.js';
+import { PostgresTaskStore } from '../src/store/postgres/index.js';
+import { registerAppTools } from './app-tools.js';
+import { answerCpuUsage, childFail, exitWithParent, installProfiler } from './common.js';
 
 /** tools: which to register, e.g. ['noop:never'] or ['noop:auto'] or ['park', 'noop:never']. */
-const cfg = JSON.parse(process.argv[2] ?? '{}') as { db: string; durability?: 'full' | 'process'; pollLimit?: boolean; tools?: string[] };
+const cfg = JSON.parse(process.argv[2] ?? '{}') as {
+  db?: string;
+  pg?: { url: string; schema: string };
+  durability?: 'full' | 'process';
+  pollLimit?: boolean;
+  tools?: string[];
+  appTools?: number;
+  direct?: boolean;
+};
 const tools = new Set(cfg.tools ?? ['noop:never', 'park', 'quick']);
 const ok = { content: [{ type: 'text' as const, text: 'ok' }] };
 
@@ -26,8 +38,11 @@ function parked(signal: AbortSignal): Promise<never> {
 
 async function main(): Promise<void> {
   exitWithParent();
+  answerCpuUsage();
   const outlast = new Outlast({
-    store: new SqliteTaskStore(cfg.db, { durability: cfg.durability ?? 'full' }),
+    store: cfg.pg
+      ? new PostgresTaskStore({ connection: { connectionString: cfg.pg.url }, schema: cfg.pg.schema })
+      : new SqliteTaskStore(cfg.db!, { durability: cfg.durability ?? 'full' }),
     ...(cfg.pollLimit === true ? {} : { pollLimit: false as const }),
   });
   // Only the tools asked for: the SDK's per-request factory pays for every registered tool on every request.
@@ -36,7 +51,13 @@ async function main(): Promise<void> {
   if (tools.has('park')) outlast.tool('park', { description: 'parks until shutdown', policy: 'always', retrySafe: true }, async (_a, ctx) => parked(ctx.signal));
   if (tools.has('quick')) outlast.tool('quick', { description: 'a task that completes at once', policy: 'always' }, async () => ok);
 
-  const http = await serveHttp(outlast, () => new McpServer({ name: 'outlast-bench', version: '0.0.0' }), { port: 0, host: '127.0.0.1' });
+  const info = { name: 'outlast-bench', version: '0.0.0' };
+  const factory = () => {
+    const mcp = new McpServer(info);
+    registerAppTools(mcp, cfg.appTools ?? 0);
+    return mcp;
+  };
+  const http = await serveHttp(outlast, factory, { port: 0, host: '127.0.0.1', serverInfo: info, directTaskMethods: cfg.direct !== false });
   let stopping = false;
   const stop = async () => {
     if (stopping) return;

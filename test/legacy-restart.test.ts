@@ -3,23 +3,11 @@
  * file and port: the task is re-run (declared safe) and the client, asking again, gets its result.
  */
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { startServer, tempDir, textOf } from './helpers.js';
+import { freePort, startServer, tempDir, textOf } from './helpers.js';
 import { connectV1 } from './generations.js';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 describe('2025-11-25 client across a server crash (SQLite)', () => {
   it('kill -9 mid-task, restart on the same file: the client still gets the result', async () => {

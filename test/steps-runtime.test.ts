@@ -235,6 +235,46 @@ describe('durable steps in-process', () => {
     }
   });
 
+  it('a run whose task was claimed again under the same replica id (a new epoch) writes nothing more: no step, no status, no outcome', async () => {
+    const f = onFile();
+    const gate = { open: () => {} };
+    const reached = new Promise<void>((r) => (gate.open = r));
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const rt = f.runtime({
+      job: durable(async (_a, ctx) => {
+        await ctx.step('A', async () => {
+          gate.open();
+          await held;
+          return 'a';
+        });
+        await ctx.status('after A');
+        return text('done');
+      }),
+      plain: { policy: 'always', handler: async () => (await held, text('late outcome')) },
+    });
+    await rt.start();
+    try {
+      const id = await taskOf(rt, 'job');
+      const plain = await taskOf(rt, 'plain');
+      await rt.store.takeOver(plain, rt.replicaId, rt.replicaId, Date.now());
+      await reached;
+      // The same replica id claims it again (as after being presumed dead and registering again): epoch 2.
+      const again = await rt.store.takeOver(id, rt.replicaId, rt.replicaId, Date.now());
+      assert.equal(again.epoch, 2);
+      release();
+      await sleep(300);
+      const l = await rt.store.get(id);
+      assert.ok(l.state === 'found');
+      assert.deepEqual([l.record.status, l.record.statusMessage, l.record.epoch], ['working', null, 2], 'no outcome, no status from the old run');
+      assert.deepEqual((await rt.store.listSteps(id)).map((r) => [r.key, r.state, r.epoch]), [['A#1', 'started', 1]], 'its step was not recorded completed');
+      const p = await rt.store.get(plain);
+      assert.ok(p.state === 'found' && p.record.status === 'working', 'the outcome of a run of an older epoch is refused');
+    } finally {
+      await rt.stop(0);
+    }
+  });
+
   it('steps do not nest; cancellation is checked before every step', async () => {
     const f = onFile();
     const ran: string[] = [];

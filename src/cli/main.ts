@@ -11,11 +11,14 @@ import { Outlast } from '../server/outlast.js';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
 import { serveOutlastStdio } from '../server/stdio.js';
 import { moduleFactory, type OutlastServerModule } from '../server/module.js';
-import { sqliteStoreFromUrl } from '../store/sqlite/index.js';
-import { postgresStoreFromUrl } from '../store/postgres/index.js';
-import type { TaskStore } from '../store/types.js';
-import type { Logger } from '../runtime/runtime.js';
+import { storeFromUrl } from './store-url.js';
 import { CLIENT_HELP, call, cancel, resume, runClientCommand, tasks } from './client-commands.js';
+import { cliLogger } from './logger.js';
+import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
+import { dashboardCommand, DASHBOARD_HELP } from './dashboard-command.js';
+import { checkDashboardExposure } from '../ops/dashboard/index.js';
+import { AlertService } from '../ops/alerts/index.js';
+import { observeTaskCounts, startPrometheus, type PrometheusEndpoint } from '../ops/metrics.js';
 
 const HELP = `outlast: durable MCP Tasks (io.modelcontextprotocol/tasks, 2026-07-28)
 
@@ -57,8 +60,12 @@ Options for serve:
   --handles / --no-handles follow long calls of clients without task support through a handle and plain
                            status/cancel tools (default: what the module says)
   --handle-after-ms N      how long such a call runs before it is answered with a handle (default 20000)
+  --no-direct-task-methods serve tasks/get|update|cancel through the SDK's per-request McpServer
+                           (default: answered by the HTTP front from the store, same checks and answers)
   --log-level L            debug | info | warn | error (default info)
 
+${OPS_HELP}
+${DASHBOARD_HELP}
 ${CLIENT_HELP}`;
 
 function fail(message: string): never {
@@ -72,29 +79,6 @@ function intFlag(values: Record<string, unknown>, name: string, min = 0): number
   const n = Number(v);
   if (!Number.isInteger(n) || n < min) fail(`--${name} must be an integer >= ${min}, got "${String(v)}"`);
   return n;
-}
-
-function stderrLogger(level: string): Logger {
-  const order = ['debug', 'info', 'warn', 'error'];
-  const min = order.indexOf(level);
-  if (min < 0) fail(`--log-level must be one of ${order.join(', ')}`);
-  const at = (l: string) => (msg: string, extra?: object) => {
-    if (order.indexOf(l) < min) return;
-    process.stderr.write(`${new Date().toISOString()} ${l} ${msg}${extra ? ' ' + JSON.stringify(extra) : ''}\n`);
-  };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
-export function storeFromUrl(url: string): TaskStore {
-  if (url.startsWith('sqlite:')) return sqliteStoreFromUrl(url);
-  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    try {
-      return postgresStoreFromUrl(url);
-    } catch (e) {
-      fail((e as Error).message);
-    }
-  }
-  fail(`unsupported --store "${url}": use sqlite:PATH or postgres://USER@HOST:PORT/DATABASE?schema=NAME`);
 }
 
 async function serve(argv: string[]): Promise<void> {
@@ -128,12 +112,35 @@ async function serve(argv: string[]): Promise<void> {
       handles: { type: 'boolean' },
       'no-handles': { type: 'boolean' },
       'handle-after-ms': { type: 'string' },
+      'no-direct-task-methods': { type: 'boolean' },
       'log-level': { type: 'string' },
+      ...OPS_OPTIONS,
     },
   });
   const modulePath = positionals[0];
   if (!modulePath) fail('serve needs a MODULE path, e.g. outlast serve dist/demo/server.js');
-  const log = stderrLogger(values['log-level'] ?? 'info');
+  const ops = opsConfig(values);
+  if (typeof ops === 'string') fail(ops);
+  const log = cliLogger(values['log-level'] ?? 'info', ops.logFormat);
+  if (typeof log === 'string') fail(log);
+  const host = values.host ?? '127.0.0.1';
+  if (ops.dashboard) {
+    if (values.stdio) fail('--dashboard needs HTTP (not --stdio); or run `outlast dashboard --store URL` beside it');
+    try {
+      checkDashboardExposure(host, ops.tokens);
+    } catch (e) {
+      fail((e as Error).message);
+    }
+  }
+  // The SDK's meter provider must be registered before the runtime creates its instruments.
+  let prometheus: PrometheusEndpoint | undefined;
+  if (ops.metrics) {
+    try {
+      prometheus = await startPrometheus();
+    } catch (e) {
+      fail((e as Error).message);
+    }
+  }
   const bearer: Record<string, string> = {};
   for (const b of values.bearer ?? []) {
     const i = b.indexOf('=');
@@ -162,9 +169,11 @@ async function serve(argv: string[]): Promise<void> {
   const handleAfterMs = intFlag(values, 'handle-after-ms');
   const moduleHandles = mod.handles === true ? {} : mod.handles || undefined;
   const handlesOn = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined || moduleHandles !== undefined;
+  const leaseMs = intFlag(values, 'lease-ms', 1);
   const outlast = new Outlast({
+    ...(ops.pushDestinations.length ? { pushDestinations: ops.pushDestinations } : {}),
     ...(handlesOn ? { handles: { ...moduleHandles, ...opt('afterMs', handleAfterMs) } } : {}),
-    store: storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db'),
+    store: storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail),
     log,
     ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
     ...opt('inlineBudgetMs', intFlag(values, 'inline-budget-ms')),
@@ -179,10 +188,12 @@ async function serve(argv: string[]): Promise<void> {
     ...opt('maxResultBytes', intFlag(values, 'max-result-bytes', 1)),
     ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
     ...opt('heartbeatMs', intFlag(values, 'heartbeat-ms', 1)),
-    ...opt('leaseMs', intFlag(values, 'lease-ms', 1)),
+    ...opt('leaseMs', leaseMs),
     ...(values['no-poll-limit'] ? { pollLimit: false as const } : {}),
   });
+  log.setReplica(outlast.runtime.replicaId);
   await mod.setup?.(outlast);
+  const alerts = ops.alertsOn ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log }) : undefined;
   const drainMs = intFlag(values, 'drain-ms') ?? 3000;
 
   let http: RunningHttpServer | undefined;
@@ -195,8 +206,10 @@ async function serve(argv: string[]): Promise<void> {
     stopping = true;
     log.info(`${signal}: shutting down`);
     try {
+      await alerts?.stop();
       await http?.close();
       await outlast.stop(drainMs);
+      await prometheus?.shutdown();
       await stdio?.close();
     } catch (e) {
       log.error(`shutdown: ${(e as Error).message}`);
@@ -212,19 +225,28 @@ async function serve(argv: string[]): Promise<void> {
       setInterval(() => undefined, 3_600_000);
       process.stdout.write(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mod.info.name}\n`);
     } else if (values.stdio) {
-      stdio = await serveOutlastStdio(outlast, factory, (e) => log.error(e.message));
+      stdio = await serveOutlastStdio(outlast, factory, (e) => log.serverError(e));
       log.info(`outlast serving ${mod.info.name} on stdio`);
     } else {
       const port = intFlag(values, 'port') ?? (process.env.PORT ? Number(process.env.PORT) : 3000);
       http = await serveHttp(outlast, factory, {
         port,
-        host: values.host ?? '127.0.0.1',
+        host,
         bearer,
+        serverInfo: mod.info,
+        directTaskMethods: !values['no-direct-task-methods'],
         ...opt('maxBodyBytes', intFlag(values, 'max-body-bytes', 1)),
-        onerror: (e) => log.error(e.message),
+        onerror: (e) => log.serverError(e),
+        ...(ops.dashboard
+          ? { dashboard: { ...ops.tokens, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
+          : {}),
+        ...(prometheus ? { metrics: prometheus.handler } : {}),
       });
+      if (prometheus) observeTaskCounts(outlast.runtime.store);
       notify = http.handler.notify;
+      alerts?.start();
       process.stdout.write(`outlast listening on ${http.url}\n`);
+      if (ops.dashboard) process.stdout.write(`outlast dashboard on ${http.url.replace(/\/mcp$/, '/dashboard')}\n`);
     }
   } catch (e) {
     fail((e as Error).message);
@@ -248,6 +270,8 @@ export async function main(argv: string[]): Promise<void> {
       return runClientCommand(resume, rest);
     case 'cancel':
       return runClientCommand(cancel, rest);
+    case 'dashboard':
+      return dashboardCommand(rest, fail);
     case undefined:
     case 'help':
     case '--help':

@@ -8,3 +8,4 @@ export { RawDispatcher, SPOKEN_VERSIONS, type DispatcherOptions, type RequestSta
 export type { ToolDefinition, ToolList, RejectedTool } from './tool-catalog.js';
 export { RpcError, TransportError, RateLimitedError, TaskGoneError, TaskFailedError, TaskCancelledError, DetachedError, UnsupportedVersionError, RejectedToolError } from './errors.js';
 export { answersFromJson, elicitationFromAnswers, type Answers } from './answers.js';
+export { verifyWebhook } from '../protocol/webhook.js';

@@ -22,6 +22,7 @@ import type { AuthProvider } from '@modelcontextprotocol/client';
 import {
   ErrorCode,
   IDEMPOTENCY_KEY_META,
+  PUSH_META,
   TASKS_EXTENSION,
   isTerminal,
   type CreateTaskResult,
@@ -61,6 +62,9 @@ export type RootsHandler = (params: JsonObject, ctx: InputContext) => Promise<Js
 
 export interface TaskClientOptions {
   url: string | URL;
+  /** Ask the server to push each state change of this client's tasks to a destination its operator configured
+   *  (`_meta["outlast/push"]`); verify and read deliveries with `verifyWebhook`. */
+  push?: string;
   bearer?: string;
   authProvider?: AuthProvider;
   fetch?: FetchLike;
@@ -593,7 +597,7 @@ export class TaskClient {
   private async sendToolCall(call: TaskCall, extra: JsonObject, signal?: AbortSignal): Promise<JsonObject> {
     const attempt = (headers: Record<string, string>) =>
       this.withRetries(
-        (s) => this.dispatcher.request('tools/call', { name: call.tool, arguments: call.arguments, ...extra }, { meta: { [IDEMPOTENCY_KEY_META]: call.callId }, headers, ...(s ? { signal: s } : {}) }),
+        (s) => this.dispatcher.request('tools/call', { name: call.tool, arguments: call.arguments, ...extra }, { meta: { [IDEMPOTENCY_KEY_META]: call.callId, ...(this.options.push ? { [PUSH_META]: this.options.push } : {}) }, headers, ...(s ? { signal: s } : {}) }),
         signal,
         (error, delayMs) => call.emit('note', { kind: 'retry', error, delayMs }),
       );

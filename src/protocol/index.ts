@@ -12,6 +12,9 @@ export const SUBSCRIPTION_ID_META = 'io.modelcontextprotocol/subscriptionId';
 export const SERVER_INFO_META = 'io.modelcontextprotocol/serverInfo';
 /** Caller-chosen idempotency key for `tools/call` (scoped to principal and tool). */
 export const IDEMPOTENCY_KEY_META = 'outlast/idempotencyKey';
+/** Names a push destination the server's operator configured: each state change of the task is delivered there as
+ *  a signed webhook (for callers that are not connected). */
+export const PUSH_META = 'outlast/push';
 
 /**
  * How an input answer records that the client could not answer (it replied to the input request with a JSON-RPC

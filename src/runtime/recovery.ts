@@ -6,7 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { ErrorCode, isTerminal, type JsonRpcErrorObject } from '../protocol/index.js';
-import { TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore } from '../store/types.js';
+import { TaskWriteRefused, type NewAlert, type Outcome, type ReplicaInfo, type TaskRecord, type TaskStore } from '../store/types.js';
+import { newAlertId } from '../store/ops-rows.js';
 import type { Execution } from './execution.js';
 import type { Logger, RegisteredTool, RuntimeAlert } from './types.js';
 
@@ -124,7 +125,8 @@ export class Recovery {
       const dead = r.replicaId !== replicaId && ((judgeStale && age > leaseMs) || (r.host === HOST && !pidAlive(r.pid)));
       if (dead) {
         log.warn('replica presumed dead; taking over its tasks', { replicaId: r.replicaId, heartbeatAgeMs: Math.round(age) });
-        await store.removeReplica(r.replicaId);
+        // The row's removal and the alert are one transaction: whichever replica judges first writes the alert.
+        await store.ops.replicaLost(r.replicaId, replicaLostAlert(r, replicaId, age, now));
       } else live.push(r.replicaId);
     }
     if (!live.includes(replicaId)) live.push(replicaId);
@@ -200,4 +202,16 @@ function whyNotRerun(rec: TaskRecord, tool: RegisteredTool | undefined, maxAttem
     };
   }
   return undefined;
+}
+
+function replicaLostAlert(r: ReplicaInfo, judgedBy: string, ageMs: number, now: number): NewAlert {
+  return {
+    alertId: newAlertId(),
+    dedupeKey: `replica-lost:${r.replicaId}`,
+    kind: 'replica-lost',
+    message: `replica ${r.replicaId} (pid ${r.pid}) is lost: no heartbeat for ${Math.round(ageMs / 1000)} s or its process is gone; its unfinished tasks are being taken over`,
+    destination: 'alerts',
+    data: { replicaId: r.replicaId, pid: r.pid, heartbeatAgeMs: Math.round(ageMs), judgedBy },
+    createdAt: now,
+  };
 }

@@ -32,6 +32,7 @@ import { sweepExpired, type SweepHost } from './sweeper.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, Slot, ToolSpec } from './types.js';
 import { silentLogger } from './types.js';
 import { watchView } from './watch.js';
+import { RuntimeTelemetry } from './telemetry.js';
 import { checkTaskId, createResult, decodeCursor, detailedTask, encodeCursor, owned } from './wire.js';
 
 export * from './types.js';
@@ -50,6 +51,8 @@ function inputTimedOut(key: string, at: number): TaskProtocolError {
 
 export class TaskRuntime extends EventEmitter implements ExecutionHost, RecoveryHost, SweepHost, QueueHost {
   readonly store: TaskStore;
+  /** Metrics through @opentelemetry/api (undefined when turned off). */
+  readonly telemetry: RuntimeTelemetry | undefined;
   readonly bus: SignalBus;
   readonly replicaId: string;
   readonly defaultTtlMs: number | null;
@@ -83,7 +86,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   constructor(options: RuntimeOptions) {
     super();
-    this.store = options.store;
+    this.telemetry = options.telemetry === false ? undefined : new RuntimeTelemetry();
+    this.store = this.telemetry ? this.telemetry.instrument(options.store) : options.store;
     this.log = options.log ?? silentLogger;
     this.bus = options.bus ?? options.store.createSignalBus?.({ onError: (m) => this.log.warn(m) }) ?? new LocalSignalBus();
     this.replicaId = options.replicaId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -420,7 +424,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   /** Polls faster than advertised: returns ms to wait, or 0. */
   pollBackoff(taskId: string, principal: string): number {
-    return this.governor?.check(principal, taskId, Date.now()) ?? 0;
+    const waitMs = this.governor?.check(principal, taskId, Date.now()) ?? 0;
+    if (waitMs > 0) this.telemetry?.pollRefusals.add('', () => ({}));
+    return waitMs;
   }
 
   /** The narrow read behind a poll, for `principal`: notes the advertised interval and a first read of an outcome. */

@@ -150,6 +150,9 @@ export interface RuntimeOptions {
   /** Cancel unfinished work when its TTL passes (default true). */
   cancelOnExpiry?: boolean;
   log?: Logger;
+  /** Metrics through @opentelemetry/api (default true; a no-op until an SDK is registered, which must happen before
+   *  the runtime is constructed). false: the store is used unobserved. */
+  telemetry?: boolean;
 }
 
 export interface RuntimeAlert {

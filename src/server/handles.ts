@@ -166,29 +166,28 @@ export class HandleTools {
     }
   }
 
+  /** The caller's task, or what to answer instead: unknown, or its outcome once finished (noted as read). */
+  private async current(taskId: string, principal: string): Promise<{ record: TaskRecord } | { answer: CallToolResult }> {
+    const read = await this.read(taskId, principal);
+    if ('answer' in read || !isTerminal(read.record.status)) return read;
+    this.host.runtime.noteRetrieved(read.record);
+    return { answer: this.outcome(read.record) };
+  }
+
   private async status(taskId: string, waitSeconds: number | undefined, ctx: ServerContext): Promise<CallToolResult> {
     const principal = this.host.principal(ctx);
-    const read = await this.read(taskId, principal);
-    if ('answer' in read) return read.answer;
-    const first = read.record;
-    if (isTerminal(first.status)) {
-      this.host.runtime.noteRetrieved(first);
-      return this.outcome(first);
-    }
+    const first = await this.current(taskId, principal);
+    if ('answer' in first) return first.answer;
     const waitMs = Math.min(waitSeconds ?? this.options.maxWaitSeconds, this.options.maxWaitSeconds) * 1000;
     const stopProgress = this.progress(taskId, principal, ctx);
     try {
-      await this.host.runtime.untilTerminal(first.taskId, principal, waitMs, ctx.mcpReq.signal);
+      await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal);
     } finally {
       stopProgress();
     }
-    const reread = await this.read(taskId, principal);
-    if ('answer' in reread) return reread.answer;
-    const now = reread.record;
-    if (isTerminal(now.status)) {
-      this.host.runtime.noteRetrieved(now);
-      return this.outcome(now);
-    }
+    const later = await this.current(taskId, principal);
+    if ('answer' in later) return later.answer;
+    const now = later.record;
     const waiting = now.status === 'input_required'
       ? ` It is waiting for input that only a client with task support can give (${Object.values(now.inputRequests).map((p) => String(p.request.params?.message ?? p.request.method)).join('; ')}).`
       : '';

@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { toNodeHandler, localhostHostValidation, localhostOriginValidation } from '@modelcontextprotocol/node';
-import { createMcpHandler, type McpHttpHandler, type AuthInfo, type McpRequestContext, type McpServer } from '@modelcontextprotocol/server';
+import { createMcpHandler, type McpHttpHandler, type AuthInfo, type Implementation, type McpRequestContext, type McpServer } from '@modelcontextprotocol/server';
 import {
   CLIENT_CAPABILITIES_META,
   ErrorCode,
@@ -22,6 +22,9 @@ import {
 } from '../protocol/index.js';
 import type { Outlast } from './outlast.js';
 import { answerPostedResponse, isInputResponse } from './legacy.js';
+import { createDirectTaskPath } from './direct.js';
+import { requestMetrics } from './request-metrics.js';
+import { checkDashboardExposure, createDashboard, isLoopbackHost, type Dashboard, type DashboardOptions } from '../ops/dashboard/index.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -41,6 +44,15 @@ export interface HttpServeOptions {
   keepAliveMs?: number;
   /** Called for errors nobody else reports. */
   onerror?: (e: Error) => void;
+  /** The identity your factory's McpServer is built with. Given, task methods take the direct path (`direct.ts`):
+   *  answered from the store with the SDK's checks and answers, no McpServer built. */
+  serverInfo?: Implementation;
+  /** false: task methods go through the SDK's per-request McpServer even with `serverInfo`. Default true. */
+  directTaskMethods?: boolean;
+  /** The operations dashboard at /dashboard (off by default; see src/ops/dashboard). */
+  dashboard?: Omit<DashboardOptions, 'store' | 'bus' | 'host'>;
+  /** Serves GET /metrics (e.g. the Prometheus exporter's handler). */
+  metrics?: (req: IncomingMessage, res: ServerResponse) => void;
 }
 
 export type ServerFactory = (ctx: McpRequestContext) => McpServer | Promise<McpServer>;
@@ -52,10 +64,6 @@ export interface RunningHttpServer {
   handler: McpHttpHandler;
   /** Ends listen streams, stops accepting, closes the SDK handler (the runtime is stopped separately). */
   close(): Promise<void>;
-}
-
-function isLoopback(host: string): boolean {
-  return host === '127.0.0.1' || host === 'localhost' || host === '::1' || host.startsWith('127.');
 }
 
 function jsonRpcError(res: ServerResponse, status: number, id: unknown, code: number, message: string, data?: unknown, headers: Record<string, string> = {}): void {
@@ -103,7 +111,11 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
   const bearer = options.bearer && Object.keys(options.bearer).length > 0 ? new Map(Object.entries(options.bearer)) : undefined;
   const onerror = options.onerror ?? (() => undefined);
 
+  if (options.dashboard) checkDashboardExposure(host, options.dashboard);
   await outlast.start();
+  const dashboard: Dashboard | undefined = options.dashboard
+    ? createDashboard({ ...options.dashboard, store: outlast.runtime.store, bus: outlast.runtime.bus, host })
+    : undefined;
   const handler = createMcpHandler(
     async (ctx) => {
       const mcp = await factory(ctx);
@@ -112,15 +124,24 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
     { onerror, maxRequestBodySize: maxBody, keepAliveMs },
   );
   const nodeHandler = toNodeHandler(handler, { onerror, maxRequestBodySize: maxBody });
-  const hostCheck = isLoopback(host) ? localhostHostValidation() : undefined;
-  const originCheck = isLoopback(host) ? localhostOriginValidation() : undefined;
+  const hostCheck = isLoopbackHost(host) ? localhostHostValidation() : undefined;
+  const originCheck = isLoopbackHost(host) ? localhostOriginValidation() : undefined;
   const streams = new Set<ListenStream>();
+  const direct =
+    options.serverInfo && options.directTaskMethods !== false ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods }) : undefined;
+  const observe = requestMetrics();
 
   const server = createServer(async (req, res) => {
     try {
       const raw = req.url ?? '/';
       const q = raw.indexOf('?');
-      if ((q < 0 ? raw : raw.slice(0, q)) !== path) {
+      const pathname = q < 0 ? raw : raw.slice(0, q);
+      if (dashboard?.owns(pathname)) {
+        if (hostCheck && !hostCheck(req, res)) return;
+        return void (await dashboard.handle(req, res));
+      }
+      if (options.metrics && pathname === '/metrics' && req.method === 'GET') return options.metrics(req, res);
+      if (pathname !== path) {
         res.writeHead(404, { 'content-type': 'text/plain' }).end(`Not found: the MCP endpoint is ${path}\n`);
         return;
       }
@@ -158,6 +179,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
         return;
       }
       const msg = parsed as { id?: unknown; method?: unknown; params?: Record<string, unknown> } | null;
+      observe(msg, res);
       if (isInputResponse(msg)) {
         // A 2025-11-25 client answering an input request sent on some replica's tasks/result stream.
         const r = await answerPostedResponse(outlast.runtime, msg, who);
@@ -201,6 +223,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
           return;
         }
       }
+      if (direct && (await direct.serve(req, res, parsed, who))) return;
       await nodeHandler(req, res, parsed);
     } catch (e) {
       onerror(e as Error);
@@ -307,6 +330,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
     handler,
     async close() {
       for (const s of [...streams]) s.end();
+      dashboard?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections?.();

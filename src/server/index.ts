@@ -7,3 +7,4 @@ export { TaskProtocolError } from '../protocol/index.js';
 export { defineServer, moduleFactory, type OutlastServerModule } from './module.js';
 export type { HandleOptions } from './handles.js';
 export type { LegacyOptions } from './legacy.js';
+export { recordDefinitions, type DefinitionSurface, type Definitions } from './definitions.js';

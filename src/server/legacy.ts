@@ -21,6 +21,7 @@ import type { PromotionPolicy } from '../runtime/types.js';
 import type { TaskRuntime } from '../runtime/runtime.js';
 import { isoOf } from '../runtime/wire.js';
 import type { TaskRecord, TaskSummary, TaskView } from '../store/types.js';
+import type { TaskMethod } from './task-methods.js';
 
 export interface LegacyOptions {
   /** tasks/cancel must answer with the task already cancelled: how long to wait for the handler to stop before
@@ -84,11 +85,23 @@ export class LegacyTasks {
   private readonly cancelGraceMs: number;
   private readonly listPageSize: number;
   private readonly keepAliveMs: number;
+  /** tasks/get, tasks/list and tasks/cancel of this wire: served by the SDK's handlers and by the direct path. */
+  readonly methods: Readonly<Record<'tasks/get' | 'tasks/list' | 'tasks/cancel', TaskMethod>>;
 
   constructor(private readonly host: LegacyHost, options: LegacyOptions = {}) {
     this.cancelGraceMs = options.cancelGraceMs ?? 2000;
     this.listPageSize = options.listPageSize ?? 50;
     this.keepAliveMs = options.keepAliveMs ?? 15_000;
+    const policy = () => host.runtime.pollPolicy;
+    this.methods = {
+      'tasks/get': async (runtime, call) => legacyTask(await runtime.pollView(call.params.taskId, call.principal), Date.now(), policy()) as unknown as JsonObject,
+      'tasks/list': async (runtime, call) => {
+        const page = await runtime.listTasks(call.principal, call.params.cursor, this.listPageSize);
+        const now = Date.now();
+        return { tasks: page.tasks.map((t) => legacyTask(t, now, policy())), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
+      },
+      'tasks/cancel': async (runtime, call) => legacyTask(await runtime.cancelNow(call.params.taskId, call.principal, this.cancelGraceMs), Date.now(), policy()) as unknown as JsonObject,
+    };
   }
 
   private get policy(): PollPolicy {
@@ -116,16 +129,9 @@ export class LegacyTasks {
           throw protocolError(e);
         }
       });
-    method('tasks/get', async (p, ctx) => legacyTask(await this.host.runtime.pollView(p.taskId, this.host.principal(ctx)), Date.now(), this.policy) as unknown as JsonObject);
-    method('tasks/list', async (p, ctx) => {
-      const page = await this.host.runtime.listTasks(this.host.principal(ctx), p.cursor, this.listPageSize);
-      const now = Date.now();
-      return { tasks: page.tasks.map((t) => legacyTask(t, now, this.policy)), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
-    });
-    method('tasks/cancel', async (p, ctx) => {
-      const v = await this.host.runtime.cancelNow(p.taskId, this.host.principal(ctx), this.cancelGraceMs);
-      return legacyTask(v, Date.now(), this.policy) as unknown as JsonObject;
-    });
+    for (const [name, run] of Object.entries(this.methods)) {
+      method(name, (p, ctx) => run(this.host.runtime, { params: p, clientCapabilities: undefined, principal: this.host.principal(ctx), inputResponses: undefined, droppedInputResponseKeys: [] }));
+    }
     method('tasks/result', (p, ctx) => this.result(mcp, p.taskId, ctx));
   }
 

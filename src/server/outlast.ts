@@ -9,6 +9,7 @@ import {
   CLIENT_CAPABILITIES_META,
   ErrorCode,
   IDEMPOTENCY_KEY_META,
+  PUSH_META,
   TASKS_EXTENSION,
   TaskProtocolError,
   declaresTasks,
@@ -17,6 +18,7 @@ import {
   type JsonObject,
 } from '../protocol/index.js';
 import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
+import { TASK_METHODS } from './task-methods.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
 import { LegacyTasks, requestedTask, type LegacyOptions } from './legacy.js';
@@ -52,6 +54,9 @@ export interface OutlastOptions extends RuntimeOptions {
   handles?: boolean | HandleOptions;
   /** The 2025-11-25 Tasks wire (served on the SDK's legacy era). */
   legacy?: LegacyOptions;
+  /** Push destinations a caller may name in `_meta["outlast/push"]` (configured by the operator; delivered by the
+   *  alert service). A call naming any other is refused. */
+  pushDestinations?: string[];
 }
 
 type RequestEnvelope = Record<string, unknown> & { [CLIENT_CAPABILITIES_META]?: JsonObject };
@@ -104,9 +109,11 @@ export class Outlast {
   readonly legacy: LegacyTasks;
   private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
+  private readonly pushDestinations: Set<string>;
 
   constructor(options: OutlastOptions) {
-    const { principalOf, handles, legacy, ...runtimeOptions } = options;
+    const { principalOf, handles, legacy, pushDestinations, ...runtimeOptions } = options;
+    this.pushDestinations = new Set(pushDestinations ?? []);
     this.runtime = new TaskRuntime(runtimeOptions);
     this.principalOf = principalOf ?? defaultPrincipalOf;
     const handleOptions = resolveHandleOptions(handles);
@@ -193,39 +200,26 @@ export class Outlast {
     return this.attachTaskMethods(mcp, era);
   }
 
-  /** The capability and tasks/get|update|cancel (modern era only). */
+  /** The capability and tasks/get|update|cancel (modern era only), from the table the direct path also serves. */
   private attachTaskMethods(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
     if (era !== 'modern') return mcp;
     mcp.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
-    // Each tasks/* method: the -32021 gate first, then the runtime, its errors translated for the SDK.
-    const method = (name: 'tasks/get' | 'tasks/update' | 'tasks/cancel', run: (p: Record<string, unknown>, ctx: ServerContext) => Promise<JsonObject>) =>
-      mcp.server.setRequestHandler(name, TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
-        const caps = (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META];
-        if (!declaresTasks(caps)) throw toProtocolError(missingTasksCapability());
+    for (const [name, run] of Object.entries(TASK_METHODS.modern)) {
+      mcp.server.setRequestHandler(name as 'tasks/get', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
         try {
-          return { resultType: 'complete', ...(await run(p, ctx)) } as never;
+          return (await run(this.runtime, {
+            params: p,
+            clientCapabilities: (ctx.mcpReq.envelope as RequestEnvelope | undefined)?.[CLIENT_CAPABILITIES_META],
+            principal: this.principal(ctx),
+            // The SDK lifts params.inputResponses off every request (MRTR) and splits it; read it from the context.
+            inputResponses: ctx.mcpReq.inputResponses,
+            droppedInputResponseKeys: ctx.mcpReq.droppedInputResponseKeys ?? [],
+          })) as never;
         } catch (e) {
           throw toProtocolError(e);
         }
       });
-    method('tasks/get', async (p, ctx) => (await this.runtime.getTask(p.taskId, this.principal(ctx))) as unknown as JsonObject);
-    method('tasks/update', async (p, ctx) => {
-      // The SDK lifts params.inputResponses off every request (MRTR); read it from the context.
-      const responses = ctx.mcpReq.inputResponses;
-      const dropped = ctx.mcpReq.droppedInputResponseKeys ?? [];
-      if (dropped.length > 0) {
-        throw new TaskProtocolError(ErrorCode.InvalidParams, `Invalid inputResponses: the response for ${dropped.map((k) => `"${k}"`).join(', ')} must be a plain response object (not a string, array or {method, result} wrapper)`);
-      }
-      if (responses === undefined) {
-        throw new TaskProtocolError(ErrorCode.InvalidParams, 'tasks/update needs params.inputResponses: an object mapping input request keys to responses');
-      }
-      await this.runtime.updateTask(p.taskId, this.principal(ctx), responses);
-      return {};
-    });
-    method('tasks/cancel', async (p, ctx) => {
-      await this.runtime.cancelTask(p.taskId, this.principal(ctx));
-      return {};
-    });
+    }
     return mcp;
   }
 
@@ -292,7 +286,13 @@ export class Outlast {
       throw new ProtocolError(ErrorCode.InvalidParams, `The idempotency key (_meta["${IDEMPOTENCY_KEY_META}"]${def.idempotencyKeyArgument ? ` or argument "${def.idempotencyKeyArgument}"` : ''}) must be a string`);
     }
     const progressToken = (meta.progressToken ?? ctxMeta.progressToken) as string | number | undefined;
+    const push = meta[PUSH_META] ?? ctxMeta[PUSH_META];
+    if (push !== undefined && (typeof push !== 'string' || !this.pushDestinations.has(push))) {
+      const offered = [...this.pushDestinations];
+      throw new ProtocolError(ErrorCode.InvalidParams, `Unknown push destination ${JSON.stringify(push)} in _meta["${PUSH_META}"]; ${offered.length ? `this server offers: ${offered.join(', ')}` : 'this server offers none'}`);
+    }
     let outcome: CallOutcome;
+    const started = performance.now();
     try {
       outcome = await this.runtime.call(name, args, {
         ...wire,
@@ -307,6 +307,10 @@ export class Outlast {
     } catch (e) {
       throw toProtocolError(e);
     }
+    // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).
+    if (typeof push === 'string' && outcome.kind !== 'result') await this.runtime.store.ops.subscribe(outcome.record.taskId, push, Date.now());
+    const mode = outcome.kind === 'result' ? 'inline' : outcome.kind;
+    this.runtime.telemetry?.toolCall(name, mode, (performance.now() - started) / 1000, outcome.kind === 'result' && outcome.result.isError ? 'tool_error' : undefined);
     switch (outcome.kind) {
       case 'result':
         return outcome.result;

@@ -327,4 +327,150 @@ export interface TaskStore {
 
   /** One page of `principal`'s tasks, newest first, starting after `after` (keyset: one indexed range read). */
   listByPrincipal(principal: string, after: ListCursor | undefined, limit: number): Promise<TaskSummary[]>;
+
+  /** What operators read and do (the dashboard, alerts): a room of its own in each backend (`ops.ts`). */
+  readonly ops: OperatorStore;
+}
+
+// ---- operators ------------------------------------------------------------------------------------------------
+
+/** Which tasks an operator's listing shows. Every filter is optional; they combine with AND. */
+export interface OpsTaskFilter {
+  status?: TaskStatus;
+  tool?: string;
+  principal?: string;
+  /** Only failures nobody has read or acknowledged. */
+  unread?: boolean;
+  /** Only tasks created at or before this time (epoch ms): "older than". */
+  createdBefore?: number;
+}
+
+/** A row of an operator's listing: the summary plus who runs it and whether anyone looked at its outcome. */
+export interface OpsTaskRow extends TaskSummary {
+  owner: string | null;
+  attempts: number;
+  retrievedAt: number | null;
+  acknowledgedAt: number | null;
+  cancelRequestedAt: number | null;
+  inputSince: number | null;
+  /** The error's message of a failed task (the thing an operator reads first). */
+  errorMessage: string | null;
+}
+
+/** A page of an operator's listing. `next`: where the next page starts (absent: nothing older matches). */
+export interface OpsTaskPage {
+  rows: OpsTaskRow[];
+  next?: ListCursor;
+  /** Set when the page stopped at the bound of rows one page may read (combined filters), not at `limit` matches. */
+  scanned?: number;
+}
+
+/** Everything an operator's task page shows (arguments and results are only rendered when the operator turns them on). */
+export interface OpsTaskDetail extends TaskRecord {
+  acknowledgedAt: number | null;
+  acknowledgedBy: string | null;
+  /** The operator who asked for the cancel, or null when the caller did (or nobody). */
+  cancelledBy: string | null;
+  cancelReason: string | null;
+}
+
+/** Counts by state: exact, from a counter table the database maintains with every write (no scan of the tasks). */
+export interface OpsCounts {
+  byStatus: Record<TaskStatus, number>;
+  /** Failed tasks nobody read or acknowledged, counted through a partial index up to `unreadCap`. */
+  unreadFailures: number;
+  /** True when there are more unread failures than were counted. */
+  unreadCapped: boolean;
+}
+
+/**
+ * One step of a task's history, written by the database with the change that caused it (triggers on `tasks`).
+ * Kinds today: created, input_asked, input_answered, cancel_requested, taken_over, completed, failed, cancelled,
+ * acknowledged. A new transition (queued, started, parked, woken, step) is one more kind.
+ */
+export interface TaskEvent {
+  eventId: number;
+  taskId: string;
+  at: number;
+  kind: string;
+  /** Who caused it: the principal, an operator (`operator:NAME`), or a replica id. */
+  actor: string | null;
+  detail: string | null;
+}
+
+export type AlertKind = 'failed-unread' | 'input-stale' | 'replica-lost' | 'expired-unfinished' | 'task-status';
+export type AlertState = 'pending' | 'delivered' | 'failed';
+
+/** A durable alert (an outbox row): written with the change that caused it, delivered at least once by any replica. */
+export interface AlertRecord {
+  /** Also the `webhook-id` of every delivery attempt. */
+  alertId: string;
+  kind: AlertKind;
+  taskId: string | null;
+  tool: string | null;
+  principal: string | null;
+  message: string;
+  /** `alerts` (the operator's webhook) or the name of a push destination. */
+  destination: string;
+  /** The webhook's `data` (thin: never arguments or results). */
+  data: JsonObject;
+  createdAt: number;
+  state: AlertState;
+  attempts: number;
+  nextAttemptAt: number;
+  claimedBy: string | null;
+  lastStatus: number | null;
+  lastError: string | null;
+  deliveredAt: number | null;
+}
+
+export interface NewAlert {
+  alertId: string;
+  /** At most one alert per key, ever (e.g. `failed-unread:TASK`): the insert that loses is a no-op. */
+  dedupeKey: string;
+  kind: AlertKind;
+  taskId?: string | null;
+  tool?: string | null;
+  principal?: string | null;
+  message: string;
+  destination: string;
+  data: JsonObject;
+  createdAt: number;
+}
+
+/** An unfinished task waiting for a human: what the overview shows. */
+export type WaitingTask = Pick<TaskRecord, 'taskId' | 'principal' | 'tool' | 'statusMessage' | 'inputSince' | 'inputRequests' | 'createdAt'>;
+
+export interface OperatorStore {
+  /** A page of tasks matching `filter`, newest first, after `after` (keyset on an index; never OFFSET). With
+   *  several filters, one page reads at most a bounded number of rows, so it may hold fewer than `limit` matches
+   *  while `next` says where to go on. */
+  listTasks(filter: OpsTaskFilter, after: ListCursor | undefined, limit: number): Promise<OpsTaskPage>;
+  counts(unreadCap: number): Promise<OpsCounts>;
+  /** Tasks waiting for input, longest waiting first (a partial index of input_required tasks). */
+  waiting(limit: number): Promise<WaitingTask[]>;
+  detail(taskId: string): Promise<OpsTaskDetail | undefined>;
+  /** The task's history, oldest first (at most `limit` events). */
+  history(taskId: string, limit: number): Promise<TaskEvent[]>;
+  /** Records an operator's cancel (who and why) on an unfinished task, whoever its principal is. Returns the
+   *  record (unchanged when already terminal), or undefined when there is no such task. */
+  cancel(taskId: string, operator: string, reason: string, now: number): Promise<TaskRecord | undefined>;
+  /** Acknowledges a failure (its own timestamp; `retrievedAt` stays the client's). false: not a failed task, or already acknowledged. */
+  acknowledge(taskId: string, operator: string, now: number): Promise<boolean>;
+
+  /** Writes an alert for each failure unread since `failedBefore` (its `updatedAt`), each task at most once: the
+   *  task is marked in the same transaction, so replicas scanning together write one alert. Returns those written. */
+  alertUnreadFailures(failedBefore: number, now: number, limit: number): Promise<AlertRecord[]>;
+  /** Writes an alert unless one with its dedupe key exists. Returns whether it was written. */
+  addAlert(alert: NewAlert): Promise<boolean>;
+  /** Writes the alert that a replica was lost and removes its row, in one transaction (once, whoever does it first). */
+  replicaLost(replicaId: string, alert: NewAlert): Promise<boolean>;
+  /** Claims up to `limit` pending alerts of `destinations` that are due, for `claimMs` (PostgreSQL: SKIP LOCKED). */
+  claimAlerts(replica: string, destinations: string[], now: number, claimMs: number, limit: number): Promise<AlertRecord[]>;
+  /** Records a delivery attempt of a claimed alert: delivered, or due again at `retryAt` (null: given up). */
+  settleAlert(alertId: string, replica: string, outcome: { delivered: true; status: number; now: number } | { delivered: false; status: number | null; error: string; retryAt: number | null; now: number }): Promise<void>;
+  /** Recent alerts, newest first, keyset-paged on (createdAt, alertId). */
+  listAlerts(after: { createdAt: number; alertId: string } | undefined, limit: number): Promise<AlertRecord[]>;
+  /** Asks for a push to `destination` on every state change of the task from now on (and now, if it is already terminal). */
+  subscribe(taskId: string, destination: string, now: number): Promise<void>;
 }

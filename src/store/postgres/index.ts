@@ -37,6 +37,8 @@ import { SETTINGS_QUERIES } from './settings.js';
 import { PARKING_QUERIES } from './parking.js';
 import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
+import { applyHistorySetting, postgresOps } from './ops.js';
+import type { OperatorStore } from '../types.js';
 
 export { PgSignalBus } from './bus.js';
 
@@ -47,6 +49,9 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Connections in the pool. Default 10. */
   poolSize?: number;
+  /** Record each task's transitions (the dashboard's history; default true). A setting of the schema, applied at
+   *  start-up: the last replica to start decides. */
+  history?: boolean;
 }
 
 /** Node-postgres returns bigint as strings; every bigint here is epoch ms or a duration, well inside 2^53. */
@@ -265,7 +270,10 @@ export class PostgresTaskStore implements TaskStore {
   readonly schema: string;
   private readonly connection: pg.ClientConfig;
   private readonly poolSize: number;
+  private readonly history: boolean;
   private pool: pg.Pool | undefined;
+  /** The operator side (dashboard, alerts); see ./ops.ts. */
+  readonly ops: OperatorStore;
   private opening: Promise<void> | undefined;
 
   constructor(options: PostgresStoreOptions) {
@@ -275,6 +283,14 @@ export class PostgresTaskStore implements TaskStore {
     }
     this.connection = options.connection;
     this.poolSize = options.poolSize ?? 10;
+    this.history = options.history ?? true;
+    this.ops = postgresOps(
+      (name, text, values) => {
+        if (!this.pool) return Promise.reject(new Error('PostgresTaskStore is not open: call init() first (or it was closed)'));
+        return this.pool.query({ name, text, values });
+      },
+      (taskId) => this.get(taskId),
+    );
   }
 
   /** Connection settings with this store's search_path; used by the pool and the signal bus. */
@@ -320,6 +336,7 @@ export class PostgresTaskStore implements TaskStore {
         await client.query(m.sql);
         await client.query('INSERT INTO outlast_migrations (version, applied_at) VALUES ($1, $2)', [m.version, Date.now()]);
       }
+      await applyHistorySetting(client, this.history);
       await client.query('COMMIT');
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);

@@ -109,4 +109,162 @@ ${STEPS_TABLE}
 ${CLAIM_FUNCTION}
 `,
   },
+  {
+    // Operations (dashboard, alerts). Numbered 5: 3 and 4 belong to the run queue and durable steps.
+    version: 5,
+    sql: `
+-- Who acknowledged a failure and when (a client reading it is retrieved_at); who asked for a cancel and why
+-- (NULL: the caller); when the unread-failure alert was written (each failure alerts once).
+ALTER TABLE tasks ADD COLUMN acknowledged_at bigint, ADD COLUMN acknowledged_by text, ADD COLUMN cancelled_by text,
+  ADD COLUMN cancel_reason text, ADD COLUMN unread_alert_at bigint;
+-- Operator listings: each filter is one range read of an index, newest first.
+CREATE INDEX tasks_ops_created ON tasks (created_at DESC, task_id DESC);
+CREATE INDEX tasks_ops_status ON tasks (status, created_at DESC, task_id DESC);
+CREATE INDEX tasks_ops_tool ON tasks (tool, created_at DESC, task_id DESC);
+CREATE INDEX tasks_ops_unread ON tasks (created_at DESC, task_id DESC)
+  WHERE status = 'failed' AND retrieved_at IS NULL AND acknowledged_at IS NULL;
+CREATE INDEX tasks_ops_unread_due ON tasks (updated_at)
+  WHERE status = 'failed' AND retrieved_at IS NULL AND acknowledged_at IS NULL AND unread_alert_at IS NULL;
+CREATE INDEX tasks_ops_waiting ON tasks (input_since) WHERE status = 'input_required';
+
+-- Counts by state, kept exact by triggers. Sharded by the task id's first character (random), so concurrent
+-- writers rarely wait on the same counter row; each statement locks its counter rows in one order (no deadlock).
+CREATE TABLE task_counts (status text NOT NULL, shard text NOT NULL, n bigint NOT NULL, PRIMARY KEY (status, shard));
+INSERT INTO task_counts (status, shard, n) SELECT status, left(task_id, 1), count(*) FROM tasks GROUP BY 1, 2;
+
+CREATE TABLE task_events (
+  event_id bigserial PRIMARY KEY,
+  task_id  text NOT NULL,
+  at       bigint NOT NULL,
+  kind     text NOT NULL,
+  actor    text,
+  detail   text
+);
+CREATE INDEX task_events_by_task ON task_events (task_id, event_id);
+
+CREATE TABLE alerts (
+  alert_id        text PRIMARY KEY,
+  dedupe_key      text NOT NULL UNIQUE,
+  kind            text NOT NULL,
+  task_id         text,
+  tool            text,
+  principal       text,
+  message         text NOT NULL,
+  destination     text NOT NULL,
+  data            jsonb NOT NULL,
+  created_at      bigint NOT NULL,
+  state           text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending','delivered','failed')),
+  attempts        integer NOT NULL DEFAULT 0,
+  next_attempt_at bigint NOT NULL,
+  claimed_by      text,
+  claimed_until   bigint,
+  last_status     integer,
+  last_error      text,
+  delivered_at    bigint
+);
+CREATE INDEX alerts_due ON alerts (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX alerts_recent ON alerts (created_at DESC, alert_id DESC);
+
+CREATE TABLE task_subscriptions (
+  task_id     text NOT NULL,
+  destination text NOT NULL,
+  PRIMARY KEY (task_id, destination)
+);
+
+CREATE FUNCTION outlast_now_ms() RETURNS bigint LANGUAGE sql AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+CREATE FUNCTION outlast_alert_id() RETURNS text LANGUAGE sql AS $$ SELECT 'msg_' || substr(md5(random()::text || clock_timestamp()::text), 1, 24) $$;
+
+CREATE FUNCTION outlast_counts_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO task_counts (status, shard, n)
+    SELECT status, left(task_id, 1), count(*) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
+  ON CONFLICT (status, shard) DO UPDATE SET n = task_counts.n + excluded.n;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION outlast_counts_insert();
+
+-- A status change: the counters move, and each push the caller asked for is queued in the same transaction.
+CREATE FUNCTION outlast_status_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO task_counts (status, shard, n)
+    SELECT s, left(NEW.task_id, 1), d FROM (VALUES (OLD.status, -1), (NEW.status, 1)) v(s, d) ORDER BY 1
+  ON CONFLICT (status, shard) DO UPDATE SET n = task_counts.n + excluded.n;
+  INSERT INTO alerts (alert_id, dedupe_key, kind, task_id, tool, principal, message, destination, data, created_at, next_attempt_at)
+    SELECT outlast_alert_id(), 'task-status:' || NEW.task_id || ':' || NEW.status || ':' || s.destination, 'task-status', NEW.task_id,
+      NEW.tool, NEW.principal, 'task ' || NEW.task_id || ' is ' || NEW.status, s.destination,
+      jsonb_build_object('taskId', NEW.task_id, 'status', NEW.status, 'statusMessage', NEW.status_message, 'updatedAt', NEW.updated_at),
+      NEW.updated_at, NEW.updated_at
+    FROM task_subscriptions s WHERE s.task_id = NEW.task_id
+  ON CONFLICT DO NOTHING;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_status_changed AFTER UPDATE ON tasks FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+  EXECUTE FUNCTION outlast_status_changed();
+
+-- A task leaves (the sweeper made it a tombstone): counts, history and pushes go; unfinished work that expired
+-- is an alert, in the sweeper's statement.
+CREATE FUNCTION outlast_tasks_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO task_counts (status, shard, n)
+    SELECT status, left(task_id, 1), -count(*) FROM old_rows GROUP BY 1, 2 ORDER BY 1, 2
+  ON CONFLICT (status, shard) DO UPDATE SET n = task_counts.n + excluded.n;
+  DELETE FROM task_events e USING old_rows o WHERE e.task_id = o.task_id;
+  DELETE FROM task_subscriptions s USING old_rows o WHERE s.task_id = o.task_id;
+  INSERT INTO alerts (alert_id, dedupe_key, kind, task_id, tool, principal, message, destination, data, created_at, next_attempt_at)
+    SELECT outlast_alert_id(), 'expired-unfinished:' || task_id, 'expired-unfinished', task_id, tool, principal,
+      'task ' || task_id || ' (' || tool || ') reached its TTL while still ' || status, 'alerts',
+      jsonb_build_object('taskId', task_id, 'tool', tool, 'status', status), outlast_now_ms(), outlast_now_ms()
+    FROM old_rows WHERE status IN ('working','input_required')
+  ON CONFLICT DO NOTHING;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_gone AFTER DELETE ON tasks REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION outlast_tasks_gone();
+
+-- The transition history (the store enables or disables this trigger at start-up: history on or off). Creation
+-- writes no event: the row records it, and the history read puts it first. A new transition (queued, started,
+-- parked, woken) is one more branch of outlast_history_changed.
+CREATE FUNCTION outlast_history_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE keys text;
+BEGIN
+  IF NEW.input_requests IS DISTINCT FROM OLD.input_requests AND NEW.status = 'input_required' THEN
+    SELECT string_agg(k, ', ') INTO keys FROM jsonb_object_keys(NEW.input_requests) k WHERE NOT OLD.input_requests ? k;
+    IF keys IS NOT NULL THEN
+      INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'input_asked', NEW.owner, keys);
+    END IF;
+  END IF;
+  IF NEW.input_responses IS DISTINCT FROM OLD.input_responses THEN
+    SELECT string_agg(k, ', ') INTO keys FROM jsonb_object_keys(NEW.input_responses) k WHERE NOT OLD.input_responses ? k;
+    IF keys IS NOT NULL THEN
+      INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'input_answered', NEW.principal, keys);
+    END IF;
+  END IF;
+  IF OLD.cancel_requested_at IS NULL AND NEW.cancel_requested_at IS NOT NULL THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail)
+      VALUES (NEW.task_id, NEW.cancel_requested_at, 'cancel_requested', coalesce('operator:' || NEW.cancelled_by, NEW.principal), NEW.cancel_reason);
+  END IF;
+  IF NEW.attempts > OLD.attempts THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail)
+      VALUES (NEW.task_id, NEW.updated_at, 'taken_over', NEW.owner, 'attempt ' || NEW.attempts || coalesce(', from ' || OLD.owner, ''));
+  END IF;
+  IF NEW.status IN ('completed','failed','cancelled') AND OLD.status NOT IN ('completed','failed','cancelled') THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail)
+      VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner, CASE WHEN NEW.status = 'failed' THEN NEW.error->>'message' ELSE NEW.status_message END);
+  END IF;
+  IF OLD.acknowledged_at IS NULL AND NEW.acknowledged_at IS NOT NULL THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.acknowledged_at, 'acknowledged', 'operator:' || NEW.acknowledged_by, NULL);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
+  WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.cancel_requested_at IS DISTINCT FROM NEW.cancel_requested_at
+    OR OLD.attempts IS DISTINCT FROM NEW.attempts OR OLD.input_requests IS DISTINCT FROM NEW.input_requests
+    OR OLD.input_responses IS DISTINCT FROM NEW.input_responses OR OLD.acknowledged_at IS DISTINCT FROM NEW.acknowledged_at)
+  EXECUTE FUNCTION outlast_history_changed();
+`,
+  },
 ];
+
+/** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */
+export const HISTORY_TRIGGERS = ['tasks_history_changed'] as const;

@@ -33,6 +33,8 @@ import { prepareSettings } from './settings.js';
 import { prepareListing, type Listing } from './listing.js';
 import { prepareParking, type SqliteParking } from './parking.js';
 import { prepareSteps, type SqliteSteps } from './steps.js';
+import { applyHistorySetting, sqliteOps } from './ops.js';
+import type { OperatorStore } from '../types.js';
 
 export interface SqliteStoreOptions {
   /** `full` (default): a commit survives power loss. `process`: synchronous=NORMAL, survives a process crash only. */
@@ -42,6 +44,9 @@ export interface SqliteStoreOptions {
   /** Group commit (default true): the writes of one event-loop turn share one transaction, and each caller is
    *  answered only after that transaction commits. false: one transaction per write. */
   groupCommit?: boolean;
+  /** Record each task's transitions (the dashboard's history; default true). A setting of the file, applied at
+   *  start-up: the last process to open it decides. */
+  history?: boolean;
 }
 
 interface Row {
@@ -163,7 +168,7 @@ export class SqliteTaskStore implements TaskStore {
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path;
-    this.options = { durability: 'full', busyTimeoutMs: 5000, groupCommit: true, ...options };
+    this.options = { durability: 'full', busyTimeoutMs: 5000, groupCommit: true, history: true, ...options };
   }
 
   async init(): Promise<void> {
@@ -196,7 +201,12 @@ export class SqliteTaskStore implements TaskStore {
         }
       });
     });
+    applyHistorySetting(db, this.options.history);
+    this.ops = sqliteOps(db, (op) => this.write(op), (taskId) => this.get(taskId));
   }
+
+  /** The operator side (dashboard, alerts); see ./ops.ts. */
+  ops!: OperatorStore;
 
   private prepare(db: Database.Database) {
     return {

@@ -107,4 +107,157 @@ CREATE TABLE task_steps (
 );
 `,
   },
+  {
+    // Operations (dashboard, alerts). Numbered 5: 3 and 4 belong to the run queue and durable steps.
+    version: 5,
+    sql: `
+-- Who acknowledged a failure and when (a client reading it is retrieved_at); who asked for a cancel and why
+-- (NULL: the caller); when the unread-failure alert was written (each failure alerts once).
+ALTER TABLE tasks ADD COLUMN acknowledged_at INTEGER;
+ALTER TABLE tasks ADD COLUMN acknowledged_by TEXT;
+ALTER TABLE tasks ADD COLUMN cancelled_by TEXT;
+ALTER TABLE tasks ADD COLUMN cancel_reason TEXT;
+ALTER TABLE tasks ADD COLUMN unread_alert_at INTEGER;
+-- Operator listings: each filter is one range read of an index, newest first.
+CREATE INDEX tasks_ops_created ON tasks (created_at DESC, task_id DESC);
+CREATE INDEX tasks_ops_status ON tasks (status, created_at DESC, task_id DESC);
+CREATE INDEX tasks_ops_tool ON tasks (tool, created_at DESC, task_id DESC);
+CREATE INDEX tasks_ops_unread ON tasks (created_at DESC, task_id DESC)
+  WHERE status = 'failed' AND retrieved_at IS NULL AND acknowledged_at IS NULL;
+CREATE INDEX tasks_ops_unread_due ON tasks (updated_at)
+  WHERE status = 'failed' AND retrieved_at IS NULL AND acknowledged_at IS NULL AND unread_alert_at IS NULL;
+CREATE INDEX tasks_ops_waiting ON tasks (input_since) WHERE status = 'input_required';
+
+-- Counts by state, kept exact by the triggers below (a count(*) over a million rows is not a page load).
+CREATE TABLE task_counts (status TEXT NOT NULL, shard TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (status, shard));
+INSERT INTO task_counts (status, shard, n)
+  SELECT s.status, '', (SELECT count(*) FROM tasks t WHERE t.status = s.status)
+  FROM (SELECT 'working' AS status UNION ALL SELECT 'input_required' UNION ALL SELECT 'completed'
+        UNION ALL SELECT 'failed' UNION ALL SELECT 'cancelled') s;
+CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks BEGIN
+  UPDATE task_counts SET n = n + 1 WHERE status = NEW.status AND shard = '';
+END;
+CREATE TRIGGER tasks_count_status AFTER UPDATE OF status ON tasks WHEN NEW.status <> OLD.status BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE status = OLD.status AND shard = '';
+  UPDATE task_counts SET n = n + 1 WHERE status = NEW.status AND shard = '';
+END;
+
+-- Each task's transitions after its creation (written by the history triggers, see HISTORY_TRIGGERS), gone with the task.
+CREATE TABLE task_events (
+  event_id INTEGER PRIMARY KEY,
+  task_id  TEXT NOT NULL,
+  at       INTEGER NOT NULL,
+  kind     TEXT NOT NULL,
+  actor    TEXT,
+  detail   TEXT
+);
+CREATE INDEX task_events_by_task ON task_events (task_id, event_id);
+
+-- Alerts: an outbox any replica delivers from. dedupe_key makes "at most once per cause" a constraint.
+CREATE TABLE alerts (
+  alert_id        TEXT PRIMARY KEY,
+  dedupe_key      TEXT NOT NULL UNIQUE,
+  kind            TEXT NOT NULL,
+  task_id         TEXT,
+  tool            TEXT,
+  principal       TEXT,
+  message         TEXT NOT NULL,
+  destination     TEXT NOT NULL,
+  data            TEXT NOT NULL,
+  created_at      INTEGER NOT NULL,
+  state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending','delivered','failed')),
+  attempts        INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER NOT NULL,
+  claimed_by      TEXT,
+  claimed_until   INTEGER,
+  last_status     INTEGER,
+  last_error      TEXT,
+  delivered_at    INTEGER
+);
+CREATE INDEX alerts_due ON alerts (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX alerts_recent ON alerts (created_at DESC, alert_id DESC);
+
+-- Pushes a caller asked for: a delivery to the destination on each state change of the task.
+CREATE TABLE task_subscriptions (
+  task_id     TEXT NOT NULL,
+  destination TEXT NOT NULL,
+  PRIMARY KEY (task_id, destination)
+);
+CREATE TRIGGER tasks_push_status AFTER UPDATE OF status ON tasks WHEN NEW.status <> OLD.status BEGIN
+  INSERT OR IGNORE INTO alerts (alert_id, dedupe_key, kind, task_id, tool, principal, message, destination, data, created_at, next_attempt_at)
+  SELECT 'msg_' || lower(hex(randomblob(12))), 'task-status:' || NEW.task_id || ':' || NEW.status || ':' || s.destination, 'task-status',
+    NEW.task_id, NEW.tool, NEW.principal, 'task ' || NEW.task_id || ' is ' || NEW.status, s.destination,
+    json_object('taskId', NEW.task_id, 'status', NEW.status, 'statusMessage', NEW.status_message, 'updatedAt', NEW.updated_at),
+    NEW.updated_at, NEW.updated_at
+  FROM task_subscriptions s WHERE s.task_id = NEW.task_id;
+END;
+
+-- A task leaves (the sweeper made it a tombstone): its counts, history and pushes go; unfinished work that
+-- expired is an alert, written in the sweeper's transaction.
+CREATE TRIGGER tasks_gone AFTER DELETE ON tasks BEGIN
+  UPDATE task_counts SET n = n - 1 WHERE status = OLD.status AND shard = '';
+  DELETE FROM task_events WHERE task_id = OLD.task_id;
+  DELETE FROM task_subscriptions WHERE task_id = OLD.task_id;
+  INSERT OR IGNORE INTO alerts (alert_id, dedupe_key, kind, task_id, tool, principal, message, destination, data, created_at, next_attempt_at)
+  SELECT 'msg_' || lower(hex(randomblob(12))), 'expired-unfinished:' || OLD.task_id, 'expired-unfinished', OLD.task_id, OLD.tool,
+    OLD.principal, 'task ' || OLD.task_id || ' (' || OLD.tool || ') reached its TTL while still ' || OLD.status, 'alerts',
+    json_object('taskId', OLD.task_id, 'tool', OLD.tool, 'status', OLD.status),
+    CAST(unixepoch('subsec') * 1000 AS INTEGER), CAST(unixepoch('subsec') * 1000 AS INTEGER)
+  WHERE OLD.status IN ('working','input_required');
+END;
+`,
+  },
+];
+
+/**
+ * The transition history, one trigger per kind of change (each fires only when its columns changed). Not a
+ * migration: the store creates or drops them at start-up, so history can be switched off (bench (m)). A new
+ * transition (queued, started, parked, woken) is one more trigger here. Creation writes no event: the task's row
+ * records it (created_at, principal, origin), and the history read puts it first.
+ */
+/** A trigger recording the keys a JSON object column gained (input asked, input answered). */
+function keysAdded(name: string, column: string, kind: string, actor: string, when: string): { name: string; sql: string } {
+  return {
+    name,
+    sql: `AFTER UPDATE OF ${column} ON tasks WHEN NEW.${column} <> OLD.${column} ${when} BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  SELECT NEW.task_id, NEW.updated_at, '${kind}', ${actor}, group_concat(n.key, ', ')
+  FROM json_each(NEW.${column}) n WHERE n.key NOT IN (SELECT key FROM json_each(OLD.${column}))
+  HAVING count(*) > 0;
+END`,
+  };
+}
+
+export const HISTORY_TRIGGERS: ReadonlyArray<{ name: string; sql: string }> = [
+  keysAdded('tasks_history_input_asked', 'input_requests', 'input_asked', 'NEW.owner', "AND NEW.status = 'input_required'"),
+  keysAdded('tasks_history_input_answered', 'input_responses', 'input_answered', 'NEW.principal', ''),
+  {
+    name: 'tasks_history_cancel',
+    sql: `AFTER UPDATE OF cancel_requested_at ON tasks WHEN OLD.cancel_requested_at IS NULL AND NEW.cancel_requested_at IS NOT NULL BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.cancel_requested_at, 'cancel_requested', coalesce('operator:' || NEW.cancelled_by, NEW.principal), NEW.cancel_reason);
+END`,
+  },
+  {
+    name: 'tasks_history_takeover',
+    sql: `AFTER UPDATE OF attempts ON tasks WHEN NEW.attempts > OLD.attempts BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.updated_at, 'taken_over', NEW.owner, 'attempt ' || NEW.attempts || coalesce(', from ' || OLD.owner, ''));
+END`,
+  },
+  {
+    name: 'tasks_history_finished',
+    sql: `AFTER UPDATE OF status ON tasks WHEN NEW.status IN ('completed','failed','cancelled') AND OLD.status NOT IN ('completed','failed','cancelled') BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner,
+    CASE WHEN NEW.status = 'failed' THEN json_extract(NEW.error, '$.message') ELSE NEW.status_message END);
+END`,
+  },
+  {
+    name: 'tasks_history_acknowledged',
+    sql: `AFTER UPDATE OF acknowledged_at ON tasks WHEN OLD.acknowledged_at IS NULL AND NEW.acknowledged_at IS NOT NULL BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.acknowledged_at, 'acknowledged', 'operator:' || NEW.acknowledged_by, NULL);
+END`,
+  },
 ];

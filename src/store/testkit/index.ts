@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { nextClaim, type QueuedTask } from '../rules.js';
+import { opsKit } from './ops.js';
 import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type StepWrite, type TaskStore } from '../types.js';
 
 export interface StoreKitOptions {
@@ -610,5 +611,6 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.equal(await other.sharedSecret('request-state', () => 'late'), values[0]);
       assert.equal(await store.sharedSecret('another', () => 'b'), 'b');
     });
+    opsKit(() => open(), (location) => open(location));
   });
 }

@@ -1,0 +1,86 @@
+/**
+ * `outlast dashboard --store URL`: the dashboard alone, against a store (no tools, no handlers). Cancels it records
+ * reach the replica running the task through the store's signal bus (PostgreSQL), or within that replica's next
+ * heartbeat (SQLite, another process).
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import { localhostHostValidation } from '@modelcontextprotocol/node';
+import { checkDashboardExposure, createDashboard, isLoopbackHost } from '../ops/dashboard/index.js';
+import { LocalSignalBus, type SignalBus } from '../store/local-bus.js';
+import { cliLogger } from './logger.js';
+import { OPS_OPTIONS, opsConfig } from './ops-options.js';
+import { storeFromUrl } from './store-url.js';
+
+export const DASHBOARD_HELP = `The dashboard alone, against a store:
+  outlast dashboard --store URL [--port N] [--host H] [--lease-ms N] [--operator TOKEN=NAME]...
+                    [--operator-readonly TOKEN=NAME]... [--dashboard-payloads] [--dashboard-title T]
+`;
+
+export async function dashboardCommand(argv: string[], fail: (m: string) => never): Promise<void> {
+  let values: Record<string, unknown>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        store: { type: 'string' },
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'lease-ms': { type: 'string' },
+        'log-level': { type: 'string' },
+        operator: OPS_OPTIONS.operator,
+        'operator-readonly': OPS_OPTIONS['operator-readonly'],
+        'dashboard-payloads': OPS_OPTIONS['dashboard-payloads'],
+        'dashboard-title': OPS_OPTIONS['dashboard-title'],
+        'log-format': OPS_OPTIONS['log-format'],
+      },
+    }));
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  if (typeof values.store !== 'string') fail('dashboard needs --store URL (the store the replicas use)');
+  const ops = opsConfig({ ...(values as object), dashboard: true });
+  if (typeof ops === 'string') fail(ops);
+  const log = cliLogger(String(values['log-level'] ?? 'info'), ops.logFormat);
+  if (typeof log === 'string') fail(log);
+  const port = values.port === undefined ? 3001 : Number(values.port);
+  const leaseMs = values['lease-ms'] === undefined ? undefined : Number(values['lease-ms']);
+  if (!Number.isInteger(port) || port < 0) fail('--port must be an integer >= 0');
+  if (leaseMs !== undefined && (!Number.isInteger(leaseMs) || leaseMs < 1)) fail('--lease-ms must be a positive integer');
+  const host = String(values.host ?? '127.0.0.1');
+  try {
+    checkDashboardExposure(host, ops.tokens);
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  const store = storeFromUrl(values.store, fail);
+  await store.init();
+  // With PostgreSQL the page hears every replica's signals, and its cancels reach them at once.
+  const bus: SignalBus = store.createSignalBus?.({ onError: (m) => log.warn(m) }) ?? new LocalSignalBus();
+  await bus.start?.();
+  const d = createDashboard({ ...ops.tokens, store, bus, host, showPayloads: ops.showPayloads, ...(ops.title ? { title: ops.title } : {}), ...(leaseMs ? { leaseMs } : {}), log: (m, x) => log.info(m, x) });
+  const hostCheck = isLoopbackHost(host) ? localhostHostValidation() : undefined;
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (hostCheck && !hostCheck(req, res)) return;
+    if (d.owns(path)) return void d.handle(req, res);
+    res.writeHead(path === '/' ? 302 : 404, { location: d.basePath, 'content-type': 'text/plain' }).end(path === '/' ? '' : `Not found: the dashboard is at ${d.basePath}\n`);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  const shown = host.includes(':') ? `[${host}]` : host;
+  process.stdout.write(`outlast dashboard on http://${shown}:${(server.address() as AddressInfo).port}${d.basePath}\n`);
+  const stop = async () => {
+    d.close();
+    server.close();
+    server.closeAllConnections?.();
+    await bus.close();
+    await store.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop());
+  process.on('SIGINT', () => void stop());
+}

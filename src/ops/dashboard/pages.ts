@@ -1,0 +1,209 @@
+/** The dashboard's pages, server-rendered from store reads with escaped templates (see html.ts). */
+import type { TaskStatus } from '../../protocol/index.js';
+import type { AlertRecord, OpsCounts, OpsTaskDetail, OpsTaskFilter, OpsTaskRow, ReplicaInfo, TaskEvent, WaitingTask } from '../../store/types.js';
+import { Html, html } from './html.js';
+import type { Operator } from './auth.js';
+
+export const STATUSES: TaskStatus[] = ['working', 'input_required', 'completed', 'failed', 'cancelled'];
+
+export interface PageContext {
+  base: string;
+  operator: Operator;
+  csrf: string;
+  /** Shown in the header (environment badge). */
+  title: string;
+  now: number;
+}
+
+export function ago(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.round(s / 60);
+  if (m < 120) return `${m} min`;
+  const h = Math.round(m / 60);
+  return h < 48 ? `${h} h` : `${Math.round(h / 24)} d`;
+}
+
+const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? '' : new Date(ms).toISOString());
+
+export function layout(ctx: PageContext | undefined, base: string, title: string, body: Html, opts: { refresh?: boolean } = {}): Html {
+  return html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · Outlast</title>
+<link rel="stylesheet" href="${base}/assets/style.css">
+${opts.refresh ? html`<noscript><meta http-equiv="refresh" content="10"></noscript>` : ''}
+${ctx ? html`<script src="${base}/assets/live.js" defer></script>` : ''}
+</head><body data-base="${base}">
+<header><a class="brand" href="${base}">Outlast operations</a>
+${ctx ? html`<span class="env">${ctx.title}</span>
+<nav><a href="${base}">Overview</a> <a href="${base}/tasks">Tasks</a> <a href="${base}/alerts">Alerts</a></nav>
+<span class="who" data-testid="operator">${ctx.operator.name} (${ctx.operator.role === 'act' ? 'may act' : 'read-only'})</span>
+${ctx.operator.via === 'cookie' ? html`<form method="post" action="${base}/logout" class="inline"><input type="hidden" name="_csrf" value="${ctx.csrf}"><button>Sign out</button></form>` : ''}` : ''}
+<span class="live-state" id="live-state">${opts.refresh ? 'reloads every 10 s' : ''}</span>
+</header>
+<main id="live">${body}</main>
+</body></html>`;
+}
+
+export function loginPage(base: string, message?: string): Html {
+  return layout(undefined, base, 'Sign in', html`<h1>Sign in</h1>
+${message ? html`<p class="error" role="alert">${message}</p>` : ''}
+<form method="post" action="${base}/login" class="login">
+<label>Operator token <input type="password" name="token" autocomplete="current-password" required></label>
+<button>Sign in</button></form>
+<p class="hint">Scripts send <code>Authorization: Bearer TOKEN</code> instead.</p>`);
+}
+
+export function errorPage(base: string, ctx: PageContext | undefined, title: string, message: string): Html {
+  return layout(ctx, base, title, html`<h1>${title}</h1><p class="error" role="alert">${message}</p><p><a href="${base}">Back to the overview</a></p>`);
+}
+
+function statusBadge(s: string): Html {
+  return html`<span class="status s-${s}">${s}</span>`;
+}
+
+function taskLink(ctx: PageContext, id: string): Html {
+  return html`<a class="task-id" href="${ctx.base}/tasks/${encodeURIComponent(id)}">${id}</a>`;
+}
+
+function csrfField(ctx: PageContext): Html {
+  return html`<input type="hidden" name="_csrf" value="${ctx.csrf}">`;
+}
+
+function ackForm(ctx: PageContext, taskId: string, back: string): Html {
+  if (ctx.operator.role !== 'act') return html``;
+  return html`<form method="post" action="${ctx.base}/tasks/${encodeURIComponent(taskId)}/acknowledge" class="inline">${csrfField(ctx)}<input type="hidden" name="back" value="${back}"><button data-action="acknowledge">Acknowledge</button></form>`;
+}
+
+function question(w: WaitingTask): Array<{ key: string; text: string; deadline: number }> {
+  return Object.entries(w.inputRequests).map(([key, p]) => {
+    const params = (p.request.params ?? {}) as { message?: unknown };
+    return { key, text: typeof params.message === 'string' ? params.message : p.request.method, deadline: p.deadline };
+  });
+}
+
+export function overviewPage(ctx: PageContext, d: {
+  counts: OpsCounts;
+  unread: OpsTaskRow[];
+  waiting: WaitingTask[];
+  replicas: ReplicaInfo[];
+  leaseMs: number;
+  alerts: AlertRecord[];
+}): Html {
+  const back = ctx.base;
+  return html`<h1>Overview</h1>
+<section class="counts" aria-label="Tasks by state">${STATUSES.map((s) => html`<a class="count s-${s}" href="${ctx.base}/tasks?status=${s}"><span class="n" data-testid="count-${s}">${d.counts.byStatus[s]}</span><span class="label">${s.replace('_', ' ')}</span></a>`)}
+<a class="count s-unread" href="${ctx.base}/tasks?unread=1"><span class="n" data-testid="count-unread">${d.counts.unreadFailures}${d.counts.unreadCapped ? '+' : ''}</span><span class="label">failed, unread</span></a></section>
+
+<section><h2>Failed, unread</h2>
+${d.unread.length === 0 ? html`<p class="empty">No failure is waiting to be read.</p>` : html`<table data-testid="unread"><thead><tr><th>Task</th><th>Tool</th><th>Principal</th><th>Failed</th><th>Error</th><th></th></tr></thead><tbody>
+${d.unread.map((t) => html`<tr><td>${taskLink(ctx, t.taskId)}</td><td>${t.tool}</td><td>${t.principal}</td><td>${ago(ctx.now - t.updatedAt)} ago</td><td class="msg">${t.errorMessage ?? ''}</td><td>${ackForm(ctx, t.taskId, back)}</td></tr>`)}
+</tbody></table>`}</section>
+
+<section><h2>Waiting for a human</h2>
+${d.waiting.length === 0 ? html`<p class="empty">Nothing waits for input.</p>` : html`<table data-testid="waiting"><thead><tr><th>Task</th><th>Tool</th><th>Principal</th><th>Question</th><th>Waiting</th><th>Time left</th></tr></thead><tbody>
+${d.waiting.flatMap((w) => question(w).map((q) => html`<tr><td>${taskLink(ctx, w.taskId)}</td><td>${w.tool}</td><td>${w.principal}</td><td class="msg">${q.text}</td><td>${w.inputSince ? ago(ctx.now - w.inputSince) : ''}</td><td class="${q.deadline - ctx.now < 60_000 ? 'urgent' : ''}">${q.deadline > ctx.now ? ago(q.deadline - ctx.now) : 'past the deadline'}</td></tr>`))}
+</tbody></table>`}</section>
+
+<section><h2>Replicas</h2>
+${d.replicas.length === 0 ? html`<p class="empty">No replica is registered.</p>` : html`<table data-testid="replicas"><thead><tr><th>Replica</th><th>Host</th><th>Pid</th><th>Up</th><th>Heartbeat</th><th></th></tr></thead><tbody>
+${d.replicas.map((r) => {
+  const age = ctx.now - r.heartbeatAt;
+  const lost = age > d.leaseMs;
+  return html`<tr class="${lost ? 'lost' : ''}"><td>${r.replicaId}</td><td>${r.host.split('/')[0]}</td><td>${r.pid}</td><td>${ago(ctx.now - r.startedAt)}</td><td>${ago(age)} ago</td><td>${lost ? html`<span class="status s-failed">lost</span>` : html`<span class="status s-completed">live</span>`}</td></tr>`;
+})}
+</tbody></table>`}
+${d.alerts.filter((a) => a.kind === 'replica-lost').slice(0, 5).map((a) => html`<p class="lost-note">Lost: ${String(a.data.replicaId ?? '')} (${ago(ctx.now - a.createdAt)} ago)</p>`)}
+</section>
+
+<section><h2>Recent alerts</h2>${alertsTable(ctx, d.alerts)}<p><a href="${ctx.base}/alerts">All alerts</a></p></section>`;
+}
+
+export function alertsTable(ctx: PageContext, alerts: AlertRecord[]): Html {
+  if (alerts.length === 0) return html`<p class="empty">No alerts.</p>`;
+  return html`<table data-testid="alerts"><thead><tr><th>When</th><th>Kind</th><th>Task</th><th>Message</th><th>To</th><th>Delivery</th></tr></thead><tbody>
+${alerts.map((a) => html`<tr><td>${ago(ctx.now - a.createdAt)} ago</td><td>${a.kind}</td><td>${a.taskId ? taskLink(ctx, a.taskId) : ''}</td><td class="msg">${a.message}</td><td>${a.destination}</td>
+<td data-testid="delivery">${statusBadge(a.state)} ${a.attempts} attempt${a.attempts === 1 ? '' : 's'}${a.lastStatus !== null ? html` · last HTTP ${a.lastStatus}` : ''}${a.lastError ? html` · ${a.lastError}` : ''}</td></tr>`)}
+</tbody></table>`;
+}
+
+export function alertsPage(ctx: PageContext, alerts: AlertRecord[], next: string | undefined): Html {
+  return html`<h1>Alerts</h1>${alertsTable(ctx, alerts)}${next ? html`<p><a href="${ctx.base}/alerts?after=${next}">Older</a></p>` : ''}`;
+}
+
+export function filterQuery(f: OpsTaskFilter, olderThanMin?: string): string {
+  const q = new URLSearchParams();
+  if (f.status) q.set('status', f.status);
+  if (f.tool) q.set('tool', f.tool);
+  if (f.principal) q.set('principal', f.principal);
+  if (f.unread) q.set('unread', '1');
+  if (olderThanMin) q.set('olderThanMin', olderThanMin);
+  return q.toString();
+}
+
+function filterFields(f: OpsTaskFilter, olderThanMin: string | undefined): Html {
+  return html`<input type="hidden" name="status" value="${f.status ?? ''}"><input type="hidden" name="tool" value="${f.tool ?? ''}">
+<input type="hidden" name="principal" value="${f.principal ?? ''}"><input type="hidden" name="unread" value="${f.unread ? '1' : ''}">
+<input type="hidden" name="olderThanMin" value="${olderThanMin ?? ''}">`;
+}
+
+export function listPage(ctx: PageContext, f: OpsTaskFilter, olderThanMin: string | undefined, rows: OpsTaskRow[], next: string | undefined, notice: string | undefined, scanned?: number): Html {
+  const here = `${ctx.base}/tasks?${filterQuery(f, olderThanMin)}`;
+  return html`<h1>Tasks</h1>
+${notice ? html`<p class="notice" role="status">${notice}</p>` : ''}
+<form method="get" action="${ctx.base}/tasks" class="filters">
+<label>State <select name="status"><option value="">any</option>${STATUSES.map((s) => html`<option value="${s}"${f.status === s ? html` selected` : ''}>${s}</option>`)}</select></label>
+<label>Tool <input name="tool" value="${f.tool ?? ''}"></label>
+<label>Principal <input name="principal" value="${f.principal ?? ''}"></label>
+<label><input type="checkbox" name="unread" value="1"${f.unread ? html` checked` : ''}> failed, unread</label>
+<label>Older than <input name="olderThanMin" size="4" value="${olderThanMin ?? ''}"> min</label>
+<button>Filter</button></form>
+${ctx.operator.role === 'act' ? html`<details class="bulk"><summary>Act on every task matching this filter</summary>
+<form method="post" action="${ctx.base}/bulk" class="inline">${csrfField(ctx)}${filterFields(f, olderThanMin)}<input type="hidden" name="action" value="cancel">
+<label>Reason <input name="reason" required maxlength="500"></label><button data-action="bulk-cancel">Cancel unfinished ones</button></form>
+<form method="post" action="${ctx.base}/bulk" class="inline">${csrfField(ctx)}${filterFields(f, olderThanMin)}<input type="hidden" name="action" value="acknowledge"><button data-action="bulk-acknowledge">Acknowledge unread failures</button></form>
+</details>` : ''}
+${rows.length === 0 ? html`<p class="empty">No task matches.</p>` : html`<table data-testid="tasks"><thead><tr><th>Task</th><th>State</th><th>Tool</th><th>Principal</th><th>Created</th><th>Owner</th><th>Attempt</th><th>Message</th></tr></thead><tbody>
+${rows.map((t) => html`<tr data-task="${t.taskId}"><td>${taskLink(ctx, t.taskId)}</td><td>${statusBadge(t.status)}${t.cancelRequestedAt && t.status !== 'cancelled' ? html` <span class="note">cancel asked</span>` : ''}${t.status === 'failed' && t.retrievedAt === null && t.acknowledgedAt === null ? html` <span class="note">unread</span>` : ''}</td>
+<td>${t.tool}</td><td>${t.principal}</td><td title="${iso(t.createdAt)}">${ago(ctx.now - t.createdAt)} ago</td><td>${t.owner ?? ''}</td><td>${t.attempts}</td><td class="msg">${t.status === 'failed' ? t.errorMessage : t.statusMessage}</td></tr>`)}
+</tbody></table>`}
+${scanned ? html`<p class="hint">These filters combine, so a page looks through ${scanned} tasks at most; older tasks may still match.</p>` : ''}
+${next ? html`<p><a rel="next" href="${here}&after=${next}">Older tasks</a></p>` : ''}`;
+}
+
+function json(v: unknown): string {
+  return JSON.stringify(v, null, 2);
+}
+
+export function taskPage(ctx: PageContext, t: OpsTaskDetail, events: TaskEvent[], showPayloads: boolean): Html {
+  const unfinished = t.status === 'working' || t.status === 'input_required';
+  const back = `${ctx.base}/tasks/${encodeURIComponent(t.taskId)}`;
+  const err = t.error as { code?: number; message?: string; data?: { reason?: string } } | null;
+  return html`<h1>Task <code>${t.taskId}</code> ${statusBadge(t.status)}</h1>
+${t.status === 'failed' && err ? html`<section class="error-first" data-testid="error"><h2>Error</h2><p class="msg">${err.message ?? ''}</p>
+<p>code ${err.code ?? ''}${err.data?.reason ? html` · reason ${err.data.reason}` : ''}</p></section>` : ''}
+<dl class="facts">
+<dt>Status message</dt><dd class="msg" data-testid="status-message">${t.statusMessage ?? ''}</dd>
+<dt>Tool</dt><dd>${t.tool}</dd><dt>Principal</dt><dd>${t.principal}</dd><dt>Wire</dt><dd>${t.origin}</dd>
+<dt>Owner</dt><dd>${t.owner ?? 'none'}</dd><dt>Attempts</dt><dd>${t.attempts}${t.retrySafe ? ' (safe to re-run)' : ' (not safe to re-run)'}</dd>
+<dt>Created</dt><dd>${iso(t.createdAt)} (${ago(ctx.now - t.createdAt)} ago)</dd><dt>Updated</dt><dd>${iso(t.updatedAt)}</dd>
+<dt>TTL</dt><dd>${t.ttlMs === null ? 'unlimited' : html`${ago(t.ttlMs)}${t.expiresAt ? html`, expires ${iso(t.expiresAt)}` : ''}`}</dd>
+<dt>Outcome read by the client</dt><dd>${t.retrievedAt ? iso(t.retrievedAt) : 'no'}</dd>
+${t.acknowledgedAt ? html`<dt>Acknowledged</dt><dd>${iso(t.acknowledgedAt)} by ${t.acknowledgedBy ?? ''}</dd>` : ''}
+${t.cancelRequestedAt ? html`<dt>Cancel requested</dt><dd>${iso(t.cancelRequestedAt)} by ${t.cancelledBy ? `operator ${t.cancelledBy}` : 'the caller'}${t.cancelReason ? html`: ${t.cancelReason}` : ''}</dd>` : ''}
+</dl>
+${ctx.operator.role === 'act' ? html`<section class="actions">
+${unfinished && !t.cancelRequestedAt ? html`<form method="post" action="${back}/cancel">${csrfField(ctx)}<label>Reason <input name="reason" required maxlength="500" placeholder="why this task must stop"></label> <button data-action="cancel">Cancel task</button></form>` : ''}
+${t.status === 'failed' && !t.acknowledgedAt ? ackForm(ctx, t.taskId, back) : ''}
+</section>` : ''}
+${Object.keys(t.inputRequests).length ? html`<section><h2>Pending input</h2><table><thead><tr><th>Key</th><th>Kind</th><th>Question</th><th>Deadline</th></tr></thead><tbody>
+${Object.entries(t.inputRequests).map(([k, p]) => html`<tr><td>${k}</td><td>${p.request.method}</td><td class="msg">${String((p.request.params as { message?: unknown } | undefined)?.message ?? '')}</td><td>${iso(p.deadline)} (${p.deadline > ctx.now ? `${ago(p.deadline - ctx.now)} left` : 'passed'})</td></tr>`)}
+</tbody></table></section>` : ''}
+${Object.keys(t.inputResponses).length ? html`<section><h2>Answered input</h2><p>${Object.entries(t.inputResponses).map(([k, a]) => html`<span class="note">${k} at ${iso(a.answeredAt)}</span> `)}</p></section>` : ''}
+<section><h2>History</h2>${events.length === 0 ? html`<p class="empty">No history recorded (history is off, or the task predates it).</p>` : html`<table data-testid="history"><thead><tr><th>When</th><th>What</th><th>Who</th><th>Detail</th></tr></thead><tbody>
+${events.map((e) => html`<tr><td>${iso(e.at)}</td><td>${e.kind.replace('_', ' ')}</td><td>${e.actor ?? ''}</td><td class="msg">${e.detail ?? ''}</td></tr>`)}
+</tbody></table>`}</section>
+<section><h2>Arguments and result</h2>${showPayloads
+    ? html`<h3>Arguments</h3><pre>${json(t.args)}</pre>${t.result ? html`<h3>Result</h3><pre>${json(t.result)}</pre>` : ''}`
+    : html`<p class="empty">Hidden: the server's operator has not turned payloads on (<code>--dashboard-payloads</code>).</p>`}</section>`;
+}

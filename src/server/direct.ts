@@ -1,0 +1,311 @@
+/**
+ * The direct path: task methods answered by the HTTP front from the store, without building the application's
+ * McpServer. A poll needs none of the application's tools, prompts or resources, yet the SDK's stateless handler
+ * builds and registers all of them for every request.
+ *
+ * What the SDK checks between the wire and its handler is checked here in the same order, with the same answers:
+ *   1. recognised: a JSON body (Content-Type JSON) that is one request with a string or integer id, for a method
+ *      of the task-method table (anything else goes to the SDK, untouched);
+ *   2. classification, by the SDK's own `classifyInboundRequest`: JSON-RPC shape, the `_meta` envelope against the
+ *      era's schema, `MCP-Protocol-Version` and `Mcp-Method` against the body (-32600, -32602, -32020);
+ *   3. the era's own checks (2026-07-28: a supported version, -32022; the required standard headers and `Mcp-Name`
+ *      against `params.taskId`, -32020);
+ *   4. the task method from `task-methods.ts` (the -32021 gate first, then one indexed read or write), its result
+ *      or error encoded as the SDK encodes it for that era.
+ * Body limit, bearer principal, the poll governor (429) and the `tasks/update` shape check stay in the front
+ * (`http.ts`), before this, for both paths alike.
+ *
+ * An era is a row of ERAS: `modern` (2026-07-28) and `legacy` (2025-11-25: tasks/get, tasks/list, tasks/cancel,
+ * answered as that era's stateless transport answers, one SSE event). tasks/result streams, so it stays with the SDK.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  UnsupportedProtocolVersionError,
+  classifyInboundRequest,
+  isJsonContentType,
+  type Implementation,
+  type InboundClassificationOutcome,
+  type InboundLegacyRoute,
+  type InboundModernRoute,
+} from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, SERVER_INFO_META, type JsonObject } from '../protocol/index.js';
+import type { TaskRuntime } from '../runtime/runtime.js';
+import { TASK_METHODS, type TaskMethod, type TaskMethodCall } from './task-methods.js';
+
+/** A JSON-RPC answer and its HTTP status (and, for a refusal, the line the SDK would report to `onerror`). */
+interface Answer {
+  status: number;
+  body: JsonObject;
+  report?: string;
+  /** As one SSE event (the SDK's 2025-11-25 stateless transport answers so), instead of a JSON body. */
+  sse?: boolean;
+}
+
+type RequestId = string | number;
+
+/** The request as the front parsed it, with the standard headers the SDK reads. */
+interface Inbound {
+  id: RequestId;
+  method: string;
+  params: Record<string, unknown>;
+  headers: { protocolVersion?: string; method?: string; name?: string; accept?: string };
+  /** The body's `jsonrpc` member (the 2025-11-25 route is not shape-checked by the classifier). */
+  jsonrpc: unknown;
+  principal: string;
+}
+
+/** One protocol generation on the direct path. */
+interface Era {
+  methods: Readonly<Record<string, TaskMethod>>;
+  /** The era's checks after classification: the call for the task method, or the SDK's refusal, or undefined to leave it to the SDK. */
+  admit(route: InboundModernRoute | InboundLegacyRoute, req: Inbound): TaskMethodCall | Answer | undefined;
+  /** A task method's result, stamped as the SDK stamps results of this era. */
+  result(id: RequestId, value: JsonObject): Answer;
+  /** A task method's error, with the code, message and HTTP status the SDK gives it on this era. */
+  error(id: RequestId, e: unknown): Answer;
+}
+
+export interface DirectTaskPathOptions {
+  /** The identity the application's McpServer is built with (results carry it in `_meta`, as the SDK's do). */
+  serverInfo: Implementation;
+  /** The 2025-11-25 task methods (tasks/get, tasks/list, tasks/cancel), served when given. */
+  legacy?: Readonly<Record<string, TaskMethod>>;
+  /** Told about refused requests, as the SDK's handler tells its `onerror`. */
+  onerror?: (e: Error) => void;
+}
+
+export interface DirectTaskPath {
+  /** Answers `body` if it is a task-method request it recognises; false leaves the request to the SDK. */
+  serve(req: IncomingMessage, res: ServerResponse, body: unknown, principal: string): Promise<boolean>;
+}
+
+// ---- answers as the SDK writes them ---------------------------------------------------------------------------
+
+/** An entry refusal (before dispatch): the SDK's `jsonRpcErrorResponse` field order. */
+function refusal(status: number, id: RequestId, code: number, message: string, data?: unknown): Answer {
+  return { status, body: { jsonrpc: '2.0', error: data === undefined ? { code, message } : { code, message, data }, id } };
+}
+
+/** Text that equals a header's value once RFC 9110 optional whitespace is stripped (the SDK compares it so). */
+function stripOws(v: string): string {
+  return v.replace(/^[ \t]+|[ \t]+$/g, '');
+}
+
+/** `=?base64?…?=` header values, decoded as the SDK decodes them (undefined: not canonical Base64 or not UTF-8). */
+const SENTINEL = /^=\?base64\?(.*)\?=$/s;
+const CANONICAL_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+function decodeHeaderValue(v: string): string | undefined {
+  const m = SENTINEL.exec(v);
+  if (!m) return v;
+  if (!CANONICAL_BASE64.test(m[1]!)) return undefined;
+  try {
+    return utf8.decode(Buffer.from(m[1]!, 'base64'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** -32020 with the SDK's wording: the headers and the body disagree (`cell` names the rule, as in the SDK's log). */
+function headerMismatch(id: RequestId, cell: string, header: string, body: string): Answer {
+  const message = `Bad Request: the request headers and body disagree: ${body}`;
+  return { ...refusal(400, id, ErrorCode.HeaderMismatch, message, { mismatch: { header, body } }), report: `Rejected inbound request (${cell}): ${message}` };
+}
+
+/** The SDK's `_meta` server-info stamp: added unless the result already names one (`value` is the method's own, fresh object). */
+function stampServerInfo(value: JsonObject, serverInfo: Implementation): JsonObject {
+  const meta = value._meta;
+  if (meta === undefined) {
+    value._meta = { [SERVER_INFO_META]: serverInfo };
+    return value;
+  }
+  if (meta === null || typeof meta !== 'object' || Array.isArray(meta) || (meta as JsonObject)[SERVER_INFO_META] !== undefined) return value;
+  return { ...value, _meta: { ...(meta as JsonObject), [SERVER_INFO_META]: serverInfo } };
+}
+
+/** The SDK's split of `params.inputResponses`: plain objects are answers; anything else (or a `{method, result}` wrapper) is dropped by key. */
+function splitInputResponses(raw: unknown): { accepted: Record<string, unknown>; dropped: string[] } {
+  const accepted: Record<string, unknown> = {};
+  const dropped: string[] = [];
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return { accepted, dropped };
+  for (const [key, entry] of Object.entries(raw)) {
+    if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || 'method' in entry || 'result' in entry) dropped.push(key);
+    else accepted[key] = entry;
+  }
+  return { accepted, dropped };
+}
+
+// ---- 2026-07-28 ---------------------------------------------------------------------------------------------
+
+function modernEra(serverInfo: Implementation): Era {
+  return {
+    methods: TASK_METHODS.modern,
+    admit(route, req) {
+      if (route.kind !== 'modern' || route.messageKind !== 'request') return undefined;
+      const revision = route.classification.revision;
+      if (revision !== PROTOCOL_VERSION) {
+        const e = new UnsupportedProtocolVersionError({ supported: [PROTOCOL_VERSION], requested: revision ?? 'unknown' });
+        return { ...refusal(400, req.id, e.code, e.message, e.data), report: e.message };
+      }
+      // The standard headers are required on every modern request, and Mcp-Name mirrors params.taskId.
+      if (req.headers.protocolVersion === undefined) {
+        return headerMismatch(req.id, 'version-header-missing', '(missing)', `the body envelope names protocol version ${revision} but the required MCP-Protocol-Version header is absent`);
+      }
+      if (req.headers.method === undefined) return headerMismatch(req.id, 'method-header-missing', '(missing)', `the body names method ${req.method} but the required Mcp-Method header is absent`);
+      const taskId = typeof req.params.taskId === 'string' ? req.params.taskId : undefined;
+      if (req.headers.name === undefined) {
+        if (taskId !== undefined) return headerMismatch(req.id, 'name-header-missing', '(missing)', `the body carries params.taskId="${taskId}" but the required Mcp-Name header is absent`);
+      } else {
+        const name = stripOws(req.headers.name);
+        const decoded = decodeHeaderValue(name);
+        if (decoded === undefined) return headerMismatch(req.id, 'name-header-invalid-encoding', name, 'the Mcp-Name header carries an invalid Base64 sentinel value');
+        if (taskId !== undefined && decoded !== taskId) return headerMismatch(req.id, 'name-header-mismatch', name, `the body carries params.taskId="${taskId}" but the Mcp-Name header names "${decoded}"`);
+      }
+      const meta = req.params._meta as JsonObject;
+      const lifted = 'inputResponses' in req.params ? splitInputResponses(req.params.inputResponses) : undefined;
+      return {
+        params: req.params,
+        clientCapabilities: meta[CLIENT_CAPABILITIES_META],
+        principal: req.principal,
+        inputResponses: lifted?.accepted,
+        droppedInputResponseKeys: lifted?.dropped ?? [],
+      };
+    },
+    result(id, value) {
+      return { status: 200, body: { result: stampServerInfo(value, serverInfo), jsonrpc: '2.0', id } };
+    },
+    error(id, e) {
+      // As the SDK answers a handler's error: its integer code (the retired -32002 as -32602), HTTP 200 except -32021.
+      const err = e as { code?: unknown; message?: unknown; data?: unknown } | null;
+      const thrown = Number.isSafeInteger(err?.code) ? (err!.code as number) : ErrorCode.InternalError;
+      const code = thrown === -32002 ? ErrorCode.InvalidParams : thrown;
+      const message = typeof err?.message === 'string' ? err.message : 'Internal error';
+      const error = err?.data !== undefined ? { code, message, data: err.data } : { code, message };
+      return { status: code === ErrorCode.MissingRequiredClientCapability ? 400 : 200, body: { jsonrpc: '2.0', id, error } };
+    },
+  };
+}
+
+// ---- 2025-11-25 --------------------------------------------------------------------------------------------
+
+/** What the SDK's stateless 2025-11-25 transport answers with: one SSE event, then the stream ends. */
+const LEGACY_VERSION = '2025-11-25';
+
+/**
+ * The 2025-11-25 era. Only what such a client sends is served here: the version header of 2025-11-25, an Accept
+ * naming both media types, a well-formed JSON-RPC request. Anything else (an older or missing version header, a
+ * malformed body, a bad Accept) goes to the SDK, which answers it as it always has.
+ */
+function legacyEra(methods: Readonly<Record<string, TaskMethod>>): Era {
+  const sse = (body: JsonObject): Answer => ({ status: 200, body, sse: true });
+  return {
+    methods,
+    admit(route, req) {
+      if (route.kind !== 'legacy' || req.headers.protocolVersion !== LEGACY_VERSION || req.jsonrpc !== '2.0') return undefined;
+      const accept = req.headers.accept ?? '';
+      if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return undefined;
+      return { params: req.params, clientCapabilities: undefined, principal: req.principal, inputResponses: undefined, droppedInputResponseKeys: [] };
+    },
+    result(id, value) {
+      return sse({ result: value, jsonrpc: '2.0', id });
+    },
+    error(id, e) {
+      const err = e as { code?: unknown; message?: unknown; data?: unknown } | null;
+      const code = Number.isSafeInteger(err?.code) ? (err!.code as number) : ErrorCode.InternalError;
+      const message = typeof err?.message === 'string' ? err.message : 'Internal error';
+      return sse({ jsonrpc: '2.0', id, error: err?.data !== undefined ? { code, message, data: err.data } : { code, message } });
+    },
+  };
+}
+
+// ---- the path ---------------------------------------------------------------------------------------------------
+
+/**
+ * classifyInboundRequest, remembered for polls. Its verdict on a request depends on the two headers it reads and on
+ * the body, where the request id and `params.taskId` matter only by type (a client polling many tasks sends the
+ * same envelope each time), so a modern verdict is kept under a key with those two blanked. Bounded; a miss costs
+ * one classification, as without it.
+ */
+class PollClassifications {
+  private readonly verdicts = new Map<string, InboundModernRoute>();
+  constructor(private readonly max = 512) {}
+
+  classify(request: Parameters<typeof classifyInboundRequest>[0], msg: JsonObject): InboundClassificationOutcome {
+    const params = msg.params as JsonObject | undefined;
+    if (msg.method !== 'tasks/get' || typeof params?.taskId !== 'string') return classifyInboundRequest(request);
+    const blanked = { ...msg, id: typeof msg.id === 'number' ? 0 : '', params: { ...params, taskId: '' } };
+    const key = JSON.stringify([request.protocolVersionHeader ?? null, request.mcpMethodHeader ?? null, blanked]);
+    const known = this.verdicts.get(key);
+    if (known) return { ...known, message: msg as InboundModernRoute['message'] } as InboundModernRoute;
+    const route = classifyInboundRequest(request);
+    if (route.kind === 'modern' && route.messageKind === 'request') {
+      if (this.verdicts.size >= this.max) this.verdicts.clear();
+      this.verdicts.set(key, route);
+    }
+    return route;
+  }
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
+const SSE_HEADERS = { 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'content-type': 'text/event-stream', 'x-accel-buffering': 'no' };
+
+function write(res: ServerResponse, a: Answer): void {
+  if (a.sse) {
+    res.writeHead(a.status, SSE_HEADERS);
+    res.end(`event: message\ndata: ${JSON.stringify(a.body)}\n\n`);
+    return;
+  }
+  res.writeHead(a.status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(a.body));
+}
+
+export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPathOptions): DirectTaskPath {
+  const eras: { modern: Era; legacy?: Era } = { modern: modernEra(options.serverInfo), ...(options.legacy ? { legacy: legacyEra(options.legacy) } : {}) };
+  const methods = new Set(Object.values(eras).flatMap((e) => (e ? Object.keys(e.methods) : [])));
+  const report = (message: string) => options.onerror?.(new Error(message));
+  const polls = new PollClassifications();
+
+  return {
+    async serve(req, res, body, principal) {
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) return false;
+      const msg = body as JsonObject;
+      const id = msg.id;
+      if (typeof msg.method !== 'string' || !methods.has(msg.method)) return false;
+      // Only answers the schema allows: a request id that is a string or an integer (else the SDK answers, with id null).
+      if (typeof id !== 'string' && !(typeof id === 'number' && Number.isSafeInteger(id))) return false;
+      if (!isJsonContentType(header(req, 'content-type'))) return false;
+
+      const headers = { protocolVersion: header(req, 'mcp-protocol-version'), method: header(req, 'mcp-method'), name: header(req, 'mcp-name'), accept: header(req, 'accept') };
+      const route = polls.classify({ httpMethod: 'POST', protocolVersionHeader: headers.protocolVersion, mcpMethodHeader: headers.method, mcpNameHeader: headers.name, body }, msg);
+      if (route.kind === 'reject') {
+        report(`Rejected inbound request (${route.cell}): ${route.message}`);
+        write(res, refusal(route.httpStatus, id, route.code, route.message, route.data));
+        return true;
+      }
+      const era = eras[route.kind];
+      const run = era?.methods[msg.method];
+      if (!era || !run) return false;
+      const params = (msg.params ?? {}) as Record<string, unknown>;
+      if (msg.params !== undefined && (msg.params === null || typeof msg.params !== 'object' || Array.isArray(msg.params))) return false;
+      const admitted = era.admit(route, { id, method: msg.method, params, headers, jsonrpc: msg.jsonrpc, principal });
+      if (admitted === undefined) return false;
+      if ('status' in admitted) {
+        if (admitted.report) report(admitted.report);
+        write(res, admitted);
+        return true;
+      }
+      let answer: Answer;
+      try {
+        answer = era.result(id, await run(runtime, admitted));
+      } catch (e) {
+        answer = era.error(id, e);
+      }
+      write(res, answer);
+      return true;
+    },
+  };
+}
