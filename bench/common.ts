@@ -109,6 +109,20 @@ export function latencyStats(xs: number[]): { n: number; p50: number; p99: numbe
   return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
 }
 
+/** A latency row: the p99 of `samples` against a p99 target, with p50, max and n (and `more`) in its note. */
+export function latencyRow(id: string, what: string, samples: number[], targetMs: number, more = ''): BenchRow {
+  const s = latencyStats(samples);
+  return {
+    id,
+    what,
+    figure: round(s.p99, 2),
+    unit: 'ms p99',
+    target: `p99 < ${targetMs} ms`,
+    pass: s.p99 < targetMs,
+    note: `p50 ${round(s.p50, 2)} ms, max ${round(s.max, 2)} ms, n = ${s.n}${more ? `; ${more}` : ''}`,
+  };
+}
+
 export const round = (x: number, d = 0): number => (Number.isFinite(x) ? Math.round(x * 10 ** d) / 10 ** d : x);
 
 // ---- environment knobs ------------------------------------------------------------------------------------

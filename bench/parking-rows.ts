@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { Child, latencyStats as stats, removeTempDir, round, send, serve, tasksGet, tempDir, wire, type BenchRow } from './common.js';
+import { Child, latencyRow, removeTempDir, round, send, serve, tasksGet, tempDir, wire, type BenchRow } from './common.js';
 import type { QueueBenchConfig } from './queue-rows.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -69,17 +69,9 @@ export async function parkedResume(cfg: ParkingBenchConfig): Promise<BenchRow[]>
       if (out.pid === a.pid) where.a++;
       else where.b++;
     }
-    const s = stats(gaps);
     return [
-      {
-        id: 'o',
-        what: 'a parked task (durable tool, one step, a question) answered with tasks/update through replica B: sent -> its handler, resumed by a claim and replayed, past the question',
-        figure: round(s.p99, 2),
-        unit: 'ms p99',
-        target: 'p99 < 50 ms',
-        pass: s.p99 < 50,
-        note: `p50 ${round(s.p50, 2)} ms, max ${round(s.max, 2)} ms, n = ${s.n}; resumed on A ${where.a}, on B ${where.b}; includes the HTTP request, the answer's commit and the claim`,
-      },
+      latencyRow('o', 'a parked task (durable tool, one step, a question) answered with tasks/update through replica B: sent -> its handler, resumed by a claim and replayed, past the question',
+        gaps, 50, `resumed on A ${where.a}, on B ${where.b}; includes the HTTP request, the answer's commit and the claim`),
     ];
   } finally {
     await db.end();
