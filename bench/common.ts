@@ -20,8 +20,8 @@ export interface WireRequest {
   body: string;
 }
 
-export function wire(method: string, params: Record<string, unknown>, opts: { tasks?: boolean; name?: string; id?: number } = {}): WireRequest {
-  const caps = opts.tasks === false ? {} : { extensions: { [TASKS]: {} } };
+export function wire(method: string, params: Record<string, unknown>, opts: { tasks?: boolean; name?: string; id?: number; caps?: Record<string, unknown> } = {}): WireRequest {
+  const caps = { ...(opts.tasks === false ? {} : { extensions: { [TASKS]: {} } }), ...opts.caps };
   const body = JSON.stringify({
     jsonrpc: '2.0',
     id: opts.id ?? 1,
@@ -101,6 +101,26 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return NaN;
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[i]!;
+}
+
+/** Count, p50, p99 and max of latency samples. */
+export function latencyStats(xs: number[]): { n: number; p50: number; p99: number; max: number } {
+  const s = Float64Array.from(xs).sort();
+  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
+}
+
+/** A latency row: the p99 of `samples` against a p99 target, with p50, max and n (and `more`) in its note. */
+export function latencyRow(id: string, what: string, samples: number[], targetMs: number, more = ''): BenchRow {
+  const s = latencyStats(samples);
+  return {
+    id,
+    what,
+    figure: round(s.p99, 2),
+    unit: 'ms p99',
+    target: `p99 < ${targetMs} ms`,
+    pass: s.p99 < targetMs,
+    note: `p50 ${round(s.p50, 2)} ms, max ${round(s.max, 2)} ms, n = ${s.n}${more ? `; ${more}` : ''}`,
+  };
 }
 
 export const round = (x: number, d = 0): number => (Number.isFinite(x) ? Math.round(x * 10 ** d) / 10 ** d : x);

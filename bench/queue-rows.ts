@@ -12,7 +12,7 @@
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { Child, median, percentile, round, send, serve, tasksGet, toolCall, wire, type BenchRow } from './common.js';
+import { Child, latencyRow, median, round, send, serve, tasksGet, toolCall, wire, type BenchRow } from './common.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const now = () => performance.timeOrigin + performance.now();
@@ -97,11 +97,6 @@ async function resultOf(url: string, taskId: string, timeoutMs = 10_000): Promis
   }
 }
 
-function stats(xs: number[]): { n: number; p50: number; p99: number; max: number } {
-  const s = Float64Array.from(xs).sort();
-  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
-}
-
 /** (q): start latency of a queued task once capacity frees on another replica (and q.wake). */
 export async function queueLatency(cfg: QueueBenchConfig): Promise<BenchRow[]> {
   const storeUrl = `${cfg.pgUrl}?schema=${cfg.schema('qlatency')}`;
@@ -129,27 +124,10 @@ export async function queueLatency(cfg: QueueBenchConfig): Promise<BenchRow[]> {
       if (i >= WARMUP) woken.push(woke.startedAt! - sentAt);
     }
     await send(a.url, wire('tasks/cancel', { taskId: holdA }, { name: holdA }));
-    const f = stats(freed);
-    const w = stats(woken);
     return [
-      {
-        id: 'q',
-        what: 'queued task started on replica B once B\'s running handler ends (the task was sent to the full replica A): handler end -> handler start',
-        figure: round(f.p99, 2),
-        unit: 'ms p99',
-        target: 'p99 < 50 ms',
-        pass: f.p99 < 50,
-        note: `p50 ${round(f.p50, 2)} ms, max ${round(f.max, 2)} ms, n = ${f.n}`,
-      },
-      {
-        id: 'q.wake',
-        what: 'task sent to the full replica A while B is idle: sent -> handler started on B (queued, then claimed by B on the queue signal)',
-        figure: round(w.p99, 2),
-        unit: 'ms p99',
-        target: 'p99 < 50 ms',
-        pass: w.p99 < 50,
-        note: `p50 ${round(w.p50, 2)} ms, max ${round(w.max, 2)} ms, n = ${w.n}; includes the HTTP request and the queued row's commit`,
-      },
+      latencyRow('q', 'queued task started on replica B once B\'s running handler ends (the task was sent to the full replica A): handler end -> handler start', freed, 50),
+      latencyRow('q.wake', 'task sent to the full replica A while B is idle: sent -> handler started on B (queued, then claimed by B on the queue signal)', woken, 50,
+        "includes the HTTP request and the queued row's commit"),
     ];
   } finally {
     await Promise.all([a.stop(), b.stop()]);

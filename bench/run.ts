@@ -35,6 +35,10 @@
  *       McpServer. Target ratio >= 0.95.
  *   (p), (q) the run queue (bench/queue-rows.ts): tasks started/s from a full queue vs a bare SKIP LOCKED claim loop
  *       (target ratio >= 0.7); start latency of a queued task once capacity frees on another replica (p99 < 50 ms).
+ *   (n) durable steps (bench/steps-rows.ts): steps committed per second by one handler vs raw single-row commits on
+ *       the same store, SQLite and PostgreSQL (target ratio >= 0.5).
+ *   (o) parked waits (bench/parking-rows.ts): resume of a parked task after tasks/update on another replica (p99 < 50
+ *       ms); o.mem: heap growth for 1,000 parked tasks (< 5 MB).
  *   (r)-(u) (bench/polling.ts) with an application of 40 tools: (r) tasks/get with 40 tools vs with 1, target >= 0.9;
  *       (s) tasks/get on SQLite vs one better-sqlite3 primary-key read per request on bare node:http, >= 0.5;
  *       (t) the same on PostgreSQL vs one pg read, >= 0.5; (u) inline no-op tools/call through Outlast vs the bare
@@ -55,7 +59,7 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,l,m,p,q,r,s,t,u,v)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v)
  *   BENCH_SLOW_SECONDS  seconds per side per round for (u), whose sides answer a few hundred req/s (default 3 x BENCH_SECONDS)
  *   BENCH_SOAK_REQUESTS, BENCH_SOAK_SEGMENT, BENCH_SOAK_CONCURRENCY, BENCH_SOAK_HEAP_MB   (v) (default 50,000,
  *                       10,000, 4, 128)
@@ -65,6 +69,7 @@
  *   BENCH_CANCELS, BENCH_TICKS   samples for (g) (default 300, 500)
  *   BENCH_LEASE_MS, BENCH_HEARTBEAT_MS, BENCH_TAKEOVER_TASKS, BENCH_TAKEOVER_ROUNDS   (h) (default 3000, 500, 20, 3)
  *   BENCH_QUEUE_TASKS, BENCH_QUEUE_SAMPLES   queued tasks drained per round of (p), samples of (q) (default 2000, 200)
+ *   BENCH_PARK_SAMPLES, BENCH_PARKED_TASKS   samples of (o), parked tasks of (o.mem) (default 200, 1000)
  *   BENCH_BIG_TASKS     tasks in the big schema of (i) and the big store of (l) (default 1,000,000)
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
@@ -96,6 +101,8 @@ import {
 } from './common.js';
 import { clientBench } from './client-bench.js';
 import { queueLatency, queueStarts, type QueueBenchConfig } from './queue-rows.js';
+import { stepCommits } from './steps-rows.js';
+import { parkedMemory, parkedResume } from './parking-rows.js';
 import { pollingAtStoreSpeed } from './polling.js';
 import { soak } from './soak.js';
 import { dashboardScale } from './dashboard-scale.js';
@@ -110,7 +117,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,l,m,p,q,r,s,t,u,v').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -785,6 +792,11 @@ async function main(): Promise<void> {
       dropSchemas: dropPgSchemas,
       log,
     };
+    if (ONLY.has('n')) rows.push(...(await stepCommits({ pgUrl: PG_URL, rounds: ROUNDS, seconds: SECONDS, schema: pgSchema, dropSchemas: dropPgSchemas, log })));
+    if (ONLY.has('o')) {
+      rows.push(...(await parkedResume({ pgUrl: PG_URL, samples: Math.round(envNumber('BENCH_PARK_SAMPLES', 200)), schema: pgSchema, dropSchemas: dropPgSchemas, log })));
+      rows.push(...(await parkedMemory({ tasks: Math.round(envNumber('BENCH_PARKED_TASKS', 1000)), log })));
+    }
     if (ONLY.has('p')) rows.push(...(await queueStarts(queue)));
     if (ONLY.has('q')) rows.push(...(await queueLatency(queue)));
     if (['r', 's', 't', 'u'].some((x) => ONLY.has(x))) await polling(gen);

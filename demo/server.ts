@@ -4,9 +4,11 @@
  *
  * - reindex:   duration grows with the collection; small ones answer inline, large ones become tasks with
  *              progress in statusMessage. Cancel-aware, and safe to re-run after a crash (it rebuilds from scratch).
- * - run_pipeline: a CI run (checkout, install, build, test, package), one statusMessage per stage. Cancel-aware;
- *              not safe to re-run (it publishes an artifact).
- * - migrate:   asks a human to approve a schema migration, with a deadline, before it touches anything.
+ * - run_pipeline: a CI run (checkout, install, build, test, package), one statusMessage per stage, each stage a durable
+ *              step: a server killed mid-pipeline resumes it at the stage it was in (finished stages are not run again;
+ *              `package` publishes an artifact, so it is not re-run blindly: interrupted, the run fails naming it).
+ * - migrate:   asks a human to approve a schema migration, with a deadline, before it touches anything; the wait is
+ *              parked (no process holds it, a restart loses nothing), and each migration step is a durable step.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import * as z from 'zod';
@@ -18,11 +20,14 @@ const wait = (ms: number, signal: AbortSignal): Promise<void> => delay(ms, undef
 
 const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 
-async function stage(ctx: TaskContext, name: string, ms: number, log: string[]): Promise<void> {
-  ctx.signal.throwIfAborted();
-  await ctx.status(`${name}…`);
-  await wait(ms, ctx.signal);
-  log.push(`✓ ${name} (${(ms / 1000).toFixed(1)} s)`);
+/** One pipeline stage as a durable step: runs once (the status says so), and a re-run returns what it recorded. */
+async function stage(ctx: TaskContext, name: string, label: string, ms: number, idempotent = true): Promise<string> {
+  const ran = await ctx.step(name, async ({ signal }) => {
+    await ctx.status(`${label}…`);
+    await wait(ms, signal);
+    return { attempt: ctx.attempt };
+  }, { idempotent });
+  return `✓ ${label} (${(ms / 1000).toFixed(1)} s${ran.attempt > 1 ? ', after a restart' : ''})`;
 }
 
 export default defineServer({
@@ -57,17 +62,20 @@ export default defineServer({
       'run_pipeline',
       {
         title: 'Run the CI pipeline',
-        description: 'Checks out a ref and runs install, build, test and package. Takes about 15 s.',
+        description: 'Checks out a ref and runs install, build, test and package. Takes about 15 s. Each stage is a durable step: after a crash it resumes at the stage it was in.',
         inputSchema: { repository: z.string().min(1), ref: z.string().default('main') },
         pollIntervalMs: 2000,
+        durable: true,
       },
       async ({ repository, ref }, ctx) => {
-        const log: string[] = [];
-        await stage(ctx, `checkout ${repository}@${ref}`, 1500, log);
-        await stage(ctx, 'install dependencies', 3000, log);
-        await stage(ctx, 'build', 4000, log);
-        await stage(ctx, 'test', 5000, log);
-        await stage(ctx, 'package', 1500, log);
+        const log = [
+          await stage(ctx, 'checkout', `checkout ${repository}@${ref}`, 1500),
+          await stage(ctx, 'install', 'install dependencies', 3000),
+          await stage(ctx, 'build', 'build', 4000),
+          await stage(ctx, 'test', 'test', 5000),
+          // Publishing is not repeated blindly: interrupted, the task fails naming the step, to be checked by hand.
+          await stage(ctx, 'package', 'package', 1500, false),
+        ];
         return text(`Pipeline for ${repository}@${ref} passed:\n${log.join('\n')}`);
       },
     );
@@ -76,13 +84,14 @@ export default defineServer({
       'migrate',
       {
         title: 'Apply a database migration (needs approval)',
-        description: 'Asks a human to approve the migration (within approvalTimeoutSeconds), then applies it step by step.',
+        description: 'Asks a human to approve the migration (within approvalTimeoutSeconds), then applies it step by step. The wait for approval holds no server process; each step is durable.',
         inputSchema: {
           database: z.string().min(1),
           migration: z.string().min(1),
           approvalTimeoutSeconds: z.number().int().min(5).max(86_400).default(600),
         },
         policy: 'always',
+        durable: true,
       },
       async ({ database, migration, approvalTimeoutSeconds }, ctx) => {
         await ctx.status(`waiting for approval to run ${migration} on ${database}`);
@@ -101,11 +110,13 @@ export default defineServer({
         if (answer.action !== 'accept' || answer.content?.approve !== true) {
           return text(`Migration ${migration} was not approved (${answer.action}); nothing was changed.`);
         }
+        // Each statement is safe to repeat (IF NOT EXISTS, a backfill that skips filled rows): idempotent steps.
         const steps = ['take a snapshot', 'add column orders.region', 'backfill orders.region', 'add index', 'verify'];
         for (const [i, step] of steps.entries()) {
-          ctx.signal.throwIfAborted();
-          await ctx.status(`step ${i + 1}/${steps.length}: ${step}`);
-          await wait(1000, ctx.signal);
+          await ctx.step(step, async ({ signal }) => {
+            await ctx.status(`step ${i + 1}/${steps.length}: ${step}`);
+            await wait(1000, signal);
+          }, { idempotent: true });
         }
         return text(`Applied ${migration} to ${database} (approved${answer.content?.reason ? `: ${String(answer.content.reason)}` : ''}).`);
       },

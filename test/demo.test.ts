@@ -2,7 +2,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { ROOT, callTool, getTask, rpc, tempDir, textOf, useServer, waitForTask } from './helpers.js';
+import { ROOT, callTool, getTask, rpc, startServer, tempDir, textOf, useServer, waitForTask } from './helpers.js';
+
+const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 
 describe('demo server', () => {
   const srv = useServer([], { module: join(ROOT, 'dist', 'demo', 'server.js') });
@@ -51,6 +53,43 @@ describe('demo server', () => {
     const done = await waitForTask(srv.url, t.result.taskId);
     assert.match(textOf(done.result), /was not approved \(decline\); nothing was changed/);
     assert.equal((await getTask(srv.url, t.result.taskId)).result.status, 'completed');
+  });
+});
+
+describe('demo server: a killed server resumes its work', () => {
+  it('kill -9 mid-pipeline and during an approval wait: after the restart the pipeline resumes at its stage, the migration is answered and applied', async () => {
+    const db = join(tempDir(), 'demo.db');
+    const args = ['--store', `sqlite:${db}`, '--heartbeat-ms', '200', '--lease-ms', '1500', '--no-poll-limit'];
+    let srv = await startServer(args, { module: DEMO });
+    try {
+      const pipeline = (await callTool(srv.url, 'run_pipeline', { repository: 'acme/shop' })).result.taskId as string;
+      const migration = (await callTool(srv.url, 'migrate', { database: 'orders-db', migration: '044_index' })).result.taskId as string;
+      await waitForTask(srv.url, migration, (t) => t.status === 'input_required');
+      await waitForTask(srv.url, pipeline, (t) => t.statusMessage === 'build…', { timeoutMs: 10_000 });
+      await srv.stop('SIGKILL');
+      srv = await startServer(args, { module: DEMO });
+      const waiting = await getTask(srv.url, migration);
+      assert.equal(waiting.result.status, 'input_required', 'the approval still waits');
+      await rpc(srv.url, 'tasks/update', { taskId: migration, inputResponses: { approval: { action: 'accept', content: { approve: true } } } });
+      const resumed = await waitForTask(srv.url, pipeline, (t) => t.status !== 'working' || t.statusMessage !== null, { timeoutMs: 5000 });
+      assert.notEqual(resumed.statusMessage, 'checkout acme/shop@main…', 'not started over');
+      const done = await waitForTask(srv.url, pipeline, undefined, { timeoutMs: 20_000 });
+      assert.equal(
+        textOf(done.result),
+        [
+          'Pipeline for acme/shop@main passed:',
+          '✓ checkout acme/shop@main (1.5 s)',
+          '✓ install dependencies (3.0 s)',
+          '✓ build (4.0 s, after a restart)',
+          '✓ test (5.0 s, after a restart)',
+          '✓ package (1.5 s, after a restart)',
+        ].join('\n'),
+      );
+      const applied = await waitForTask(srv.url, migration);
+      assert.equal(textOf(applied.result), 'Applied 044_index to orders-db (approved).');
+    } finally {
+      await srv.stop();
+    }
   });
 });
 

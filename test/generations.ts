@@ -29,6 +29,8 @@ export interface Wire {
   /** Messages from the server, with the method of the request they answer (or their own method). */
   seen: Array<{ method: string; message: Record<string, any> }>;
   failures: string[];
+  /** The client's answers to server requests (posted JSON-RPC responses): their id, and how the server took them. */
+  posted: Array<{ id: unknown; status: number; body: string }>;
   /** Throws if any message failed its schema. */
   assertClean(): Promise<void>;
 }
@@ -41,6 +43,7 @@ export function recordingFetch(): { fetch: typeof fetch; wire: Wire } {
   const wire: Wire = {
     seen: [],
     failures: [],
+    posted: [],
     async assertClean() {
       if (wire.failures.length) throw new Error(`server messages failed their schema:\n${wire.failures.join('\n')}`);
     },
@@ -52,6 +55,11 @@ export function recordingFetch(): { fetch: typeof fetch; wire: Wire } {
       request = typeof init?.body === 'string' ? JSON.parse(init.body) : undefined;
     } catch {
       request = undefined;
+    }
+    if (request && request.method === undefined && request.id !== undefined && ('result' in request || 'error' in request)) {
+      const body = await res.text();
+      wire.posted.push({ id: request.id, status: res.status, body });
+      return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
     }
     if (!request || typeof request.method !== 'string' || request.id === undefined || !res.body) return res;
     const modern = request.params?._meta?.['io.modelcontextprotocol/protocolVersion'] !== undefined;

@@ -46,6 +46,9 @@ Options for serve:
   --no-http                a worker replica: runs queued work (and recovery, sweeping), serves nothing
   --poll-interval-ms N     base pollIntervalMs advertised (default 500)
   --input-timeout-ms N     default deadline for input requests (default 900000)
+  --park-after-ms N        a durable tool's wait (input, sleep) is parked after this long: no process holds it,
+                           any replica resumes it when due (default 2000; 0 parks at once)
+  --max-result-bytes N     largest task result (JSON bytes); a larger one fails the task (default 1048576)
   --sweep-interval-ms N    sweeper period (default 30000)
   --heartbeat-ms N         heartbeat / orphan check period (default 5000)
   --lease-ms N             a replica silent this long is dead and its tasks are taken over
@@ -98,6 +101,8 @@ async function serve(argv: string[]): Promise<void> {
       'no-http': { type: 'boolean' },
       'poll-interval-ms': { type: 'string' },
       'input-timeout-ms': { type: 'string' },
+      'park-after-ms': { type: 'string' },
+      'max-result-bytes': { type: 'string' },
       'sweep-interval-ms': { type: 'string' },
       'heartbeat-ms': { type: 'string' },
       'lease-ms': { type: 'string' },
@@ -179,6 +184,8 @@ async function serve(argv: string[]): Promise<void> {
     toolLimits,
     ...opt('defaultPollIntervalMs', intFlag(values, 'poll-interval-ms', 1)),
     ...opt('defaultInputTimeoutMs', intFlag(values, 'input-timeout-ms', 1)),
+    ...opt('parkAfterMs', intFlag(values, 'park-after-ms', 0)),
+    ...opt('maxResultBytes', intFlag(values, 'max-result-bytes', 1)),
     ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
     ...opt('heartbeatMs', intFlag(values, 'heartbeat-ms', 1)),
     ...opt('leaseMs', leaseMs),

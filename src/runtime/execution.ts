@@ -1,14 +1,19 @@
 /**
  * One run of a handler, inline or as a task: the TaskContext the handler sees, its promotion to a durable task,
- * its status and input writes (fenced by owner), and the write of its outcome.
+ * its status and input writes (fenced by owner and epoch), and the write of its outcome. Durable steps are steps.ts,
+ * parked waits parking.ts, recorded deadlines and sleeps durable-time.ts; this file wires them to the run.
  */
 import { ErrorCode, TaskProtocolError, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
-import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type TaskRecord, type TaskStore } from '../store/types.js';
-import { TaskCancelledError, type ElicitOptions, type ElicitResult, type InputOptions, type TaskContext } from './context.js';
+import { sameRequest } from '../store/rules.js';
+import { IdempotencyConflictError, TaskValueRefused, TaskWriteRefused, type NewTask, type TaskRecord, type TaskStore, type WriteFence } from '../store/types.js';
+import { TaskCancelledError, type ElicitOptions, type ElicitResult, type InputOptions, type StepInfo, type StepOptions, type TaskContext } from './context.js';
+import { sleepUntil, sleepWakeAt } from './durable-time.js';
 import { newTaskId, requestHash } from './ids.js';
-import { waitForAnswers } from './input-wait.js';
+import { answersOf, waitForAnswers } from './input-wait.js';
 import { outcomeMessage, taskOutcome, type HandlerEnd } from './outcome.js';
+import { Waits } from './parking.js';
+import { StepRunner, type StepTarget } from './steps.js';
 import type { CallContext, Logger, RegisteredTool, Slot } from './types.js';
 
 /** What an execution needs from the runtime that runs it. */
@@ -22,14 +27,22 @@ export interface ExecutionHost {
   readonly defaultInputTimeoutMs: number;
   readonly inputRecheckMs: number;
   readonly isStopping: boolean;
+  /** A durable tool's wait parks once it has lasted this long with no step running. */
+  readonly parkAfterMs: number;
+  /** Default size limit of one step's value (JSON, UTF-8 bytes). */
+  readonly maxStepResultBytes: number;
+  /** Size limit of a task's result (JSON, UTF-8 bytes). */
+  readonly maxResultBytes: number;
   publish(taskId: string, kind?: SignalKind): void;
+  /** A task this replica parked becomes due at `t` (wake for it on time). */
+  wakeDueAt(t: number): void;
   /** The handler started / settled (every execution, inline or task). */
   handlerStarted(exec: Execution): void;
   handlerEnded(exec: Execution): void;
   /** The execution is now a task running here (cancel signals for it must reach it), or no longer. */
   track(exec: Execution): void;
-  untrack(taskId: string): void;
-  /** The task's outcome is committed (a slot of a deployment-wide limit may be free now). */
+  untrack(exec: Execution): void;
+  /** The task's outcome is committed, or it was parked (a slot of a deployment-wide limit may be free now). */
   taskFinished(exec: Execution): void;
 }
 
@@ -55,7 +68,8 @@ export function newTaskFor(
     pollIntervalMs: spec.pollIntervalMs ?? host.defaultPollIntervalMs,
     owner: row.owner,
     ...(row.queued ? { queued: true } : {}),
-    retrySafe: row.retrySafe ?? spec.retrySafe ?? false,
+    // A durable tool re-runs after a crash: its completed steps replay, the one in flight follows its own rule.
+    retrySafe: row.retrySafe ?? spec.retrySafe ?? spec.durable ?? false,
     idempotencyKey: key ?? null,
     requestHash: key ? requestHash(tool.name, args) : null,
     clientCapabilities: call.clientCapabilities,
@@ -90,6 +104,8 @@ export class Execution implements TaskContext {
   taskId: string | undefined;
   record: TaskRecord | undefined;
   owner: string;
+  /** The claim this run holds the task under (every write names it). */
+  epoch: number;
   attempt: number;
   /** Settles when the handler does. */
   done!: Promise<HandlerEnd>;
@@ -106,6 +122,11 @@ export class Execution implements TaskContext {
   abandoned = false;
   /** The handler slot admission (or a queue claim) took for this run; used once the handler starts. */
   slot: Slot | undefined;
+  /** The store let go of the task while the handler waited: it resumes elsewhere (or here) from its steps. */
+  parked = false;
+  private readonly steps: StepRunner;
+  private waitsOfRun: Waits | undefined;
+  private handlerEndNoted = false;
 
   constructor(
     readonly rt: ExecutionHost,
@@ -115,6 +136,7 @@ export class Execution implements TaskContext {
     fromRecord?: TaskRecord,
   ) {
     this.owner = rt.replicaId;
+    this.epoch = fromRecord?.epoch ?? 1;
     this.attempt = fromRecord?.attempts ?? 1;
     if (fromRecord) {
       this.taskId = fromRecord.taskId;
@@ -122,6 +144,70 @@ export class Execution implements TaskContext {
       this.promotion = Promise.resolve({ record: fromRecord, created: false });
       this.statusMessage = fromRecord.statusMessage;
     }
+    const signal = () => this.signal;
+    this.steps = new StepRunner({
+      store: rt.store,
+      log: rt.log,
+      get signal() {
+        return signal();
+      },
+      maxStepResultBytes: rt.maxStepResultBytes,
+      durable: () => this.durableTarget(),
+      lostOwnership: () => this.lostOwnership(),
+      abortFor: (reason) => this.abort(reason),
+      stepsChanged: () => this.waitsOfRun?.schedule(),
+    });
+  }
+
+  /** Who may write to the task: this replica, under the claim this run started with. */
+  get fence(): WriteFence {
+    return { owner: this.owner, epoch: this.epoch };
+  }
+
+  /** The task this run's steps are recorded in (promoting the call if it can be a task); undefined: it cannot be one. */
+  private async durableTarget(): Promise<StepTarget | undefined> {
+    await this.promote();
+    if (!this.taskId) return undefined;
+    return { taskId: this.taskId, fence: this.fence, expiresAt: this.record?.expiresAt ?? null };
+  }
+
+  /** A durable tool's waits, which may park the run (undefined for other tools: they wait in memory). */
+  private get waits(): Waits | undefined {
+    if (!this.tool.spec.durable) return undefined;
+    this.waitsOfRun ??= new Waits({
+      store: this.rt.store,
+      log: this.rt.log,
+      parkAfterMs: this.rt.parkAfterMs,
+      parkable: () => (this.taskId && !this.abandoned && !this.signal.aborted ? { taskId: this.taskId, fence: this.fence } : undefined),
+      stepsInFlight: () => this.steps.running,
+      parked: (rec) => this.onParked(rec),
+      cancelled: () => this.abort(new TaskCancelledError('cancelled')),
+      lostOwnership: () => this.lostOwnership(),
+    });
+    return this.waitsOfRun;
+  }
+
+  /** The store let go of the task: nothing of this run stays (no slot, no listener, no timer); the handler's pending
+   *  call never settles, and its signal aborts so that stray code of its own stops too. */
+  private onParked(rec: TaskRecord): void {
+    this.parked = true;
+    this.abandoned = true;
+    this.record = rec;
+    this.rt.untrack(this);
+    this.noteHandlerEnd();
+    // It no longer counts against a deployment-wide limit of its tool: another replica may start one.
+    this.rt.taskFinished(this);
+    this.rt.publish(rec.taskId);
+    if (rec.queuedAt !== null) this.rt.wakeDueAt(rec.queuedAt);
+    this.rt.log.debug('task parked: its handler waits with no process holding it', { taskId: rec.taskId, wakeAt: rec.queuedAt });
+    this.abort(new TaskCancelledError('parked'));
+  }
+
+  /** The slot and the registry entry of this run are given back once (when the handler settles, or when parked). */
+  private noteHandlerEnd(): void {
+    if (this.handlerEndNoted) return;
+    this.handlerEndNoted = true;
+    this.rt.handlerEnded(this);
   }
 
   get signal(): AbortSignal {
@@ -142,6 +228,7 @@ export class Execution implements TaskContext {
     if (this.abandoned) return;
     this.rt.log.warn('another replica took this task over; stopping this run', { taskId: this.taskId ?? null });
     this.abandoned = true;
+    this.waitsOfRun?.close();
     this.abort(new TaskCancelledError('taken-over'));
   }
 
@@ -160,7 +247,7 @@ export class Execution implements TaskContext {
         return { ok: false as const, error };
       }
     })();
-    void this.done.then(() => this.rt.handlerEnded(this));
+    void this.done.then(() => this.noteHandlerEnd());
   }
 
   /** Whether the task row has been (or is being) written. */
@@ -227,7 +314,7 @@ export class Execution implements TaskContext {
       const floor = this.tool.spec.pollIntervalMs ?? this.rt.defaultPollIntervalMs;
       const interval = this.statusEwma ? Math.max(floor, Math.round(this.statusEwma)) : undefined;
       try {
-        await this.rt.store.setProgress(taskId, this.owner, message, interval);
+        await this.rt.store.setProgress(taskId, this.owner, message, interval, this.epoch);
         this.rt.publish(taskId);
       } catch (e) {
         if (!(e instanceof TaskWriteRefused)) throw e;
@@ -243,7 +330,7 @@ export class Execution implements TaskContext {
       this.retrySafeOverride = safe;
       return;
     }
-    await this.rt.store.setRetrySafe(taskId, this.owner, safe);
+    await this.rt.store.setRetrySafe(taskId, this.owner, safe, this.epoch);
   }
 
   private checkCapability(request: InputRequest): void {
@@ -275,14 +362,30 @@ export class Execution implements TaskContext {
   async input<K extends string>(requests: Record<K, InputRequest>, options: InputOptions = {}): Promise<Record<K, JsonObject>> {
     const keys = Object.keys(requests) as K[];
     if (keys.length === 0) throw new TypeError('ctx.input: pass at least one request');
+    this.steps.assertOutside('ctx.input');
     for (const k of keys) this.checkCapability(requests[k]);
+    const timeoutMs = options.timeoutMs ?? this.tool.spec.inputTimeoutMs ?? this.rt.defaultInputTimeoutMs;
+    if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new TypeError(`ctx.input: timeoutMs must be a finite number > 0, got ${String(timeoutMs)}`);
     this.signal.throwIfAborted();
     const taskId = await this.ensureTask('Asking for input');
-    const timeoutMs = options.timeoutMs ?? this.tool.spec.inputTimeoutMs ?? this.rt.defaultInputTimeoutMs;
+    // A replay: every key was answered (or timed out) in an earlier run, for the same request. Nothing to write.
+    const known = this.record;
+    const replayed = known && keys.every((k) => known.inputResponses[k] && sameRequest(known.inputResponses[k]!.request, requests[k]));
+    const stored = replayed ? answersOf(keys, known, timeoutMs) : undefined;
+    if (stored) {
+      if ('error' in stored) throw stored.error;
+      return stored.value;
+    }
     const now = Date.now();
     const pending: Record<string, { request: InputRequest; deadline: number }> = {};
     for (const k of keys) pending[k] = { request: requests[k], deadline: now + timeoutMs };
-    const rec = await this.rt.store.requestInput(taskId, this.owner, pending, now);
+    let rec: TaskRecord;
+    try {
+      rec = await this.rt.store.requestInput(taskId, this.owner, pending, now, this.epoch);
+    } catch (e) {
+      if (e instanceof TaskWriteRefused && e.reason === 'fenced') this.lostOwnership();
+      throw e;
+    }
     this.record = rec;
     this.rt.publish(taskId);
     return waitForAnswers<K>({
@@ -294,7 +397,25 @@ export class Execution implements TaskContext {
       timeoutMs,
       recheckMs: this.rt.inputRecheckMs,
       signal: this.signal,
+      waits: this.waits,
     });
+  }
+
+  step<T>(name: string, fn: (step: StepInfo) => Promise<T> | T, options?: StepOptions): Promise<T> {
+    return this.steps.step(name, fn, options);
+  }
+
+  async sleep(name: string, ms: number): Promise<void> {
+    // The TTL the sleep is checked against is read fresh: a wait for input may have grown it since this run began.
+    const wakeAt = await this.steps.sleepRecord(name, ms, async (now, recordedExpiry) => {
+      let expiresAt = recordedExpiry;
+      if (this.taskId) {
+        const l = await this.rt.store.get(this.taskId);
+        if (l.state === 'found') expiresAt = l.record.expiresAt;
+      }
+      return sleepWakeAt(name, ms, now, expiresAt);
+    });
+    await sleepUntil(wakeAt, this.signal, this.waits);
   }
 
   async elicit(message: string, requestedSchema: JsonObject, options: ElicitOptions = {}): Promise<ElicitResult> {
@@ -308,20 +429,28 @@ export class Execution implements TaskContext {
     const p = await this.persist().catch(() => undefined);
     if (!p || (!p.created && !this.record)) return;
     const taskId = this.taskId!;
-    this.rt.untrack(taskId);
+    this.rt.untrack(this);
+    this.waitsOfRun?.close();
     if (this.abandoned) return;
+    if (result.ok) this.steps.ended();
     await this.statusChain.catch(() => undefined);
-    const outcome = taskOutcome(result, this.cancelReason);
-    const message = outcomeMessage(outcome, this.cancelReason);
+    let outcome = taskOutcome(result, this.cancelReason, this.rt.maxResultBytes);
+    let message = outcomeMessage(outcome, this.cancelReason);
     // The outcome must reach the store: a transient failure (database restarting) is retried with backoff for as
     // long as this replica lives; if it dies first, the task is recovered elsewhere like any other orphan.
     for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
       try {
-        await this.rt.store.finish(taskId, this.owner, outcome, message, Date.now());
+        await this.rt.store.finish(taskId, this.owner, outcome, message, Date.now(), this.epoch);
         this.rt.publish(taskId);
         this.rt.taskFinished(this);
         return;
       } catch (e) {
+        if (e instanceof TaskValueRefused) {
+          // The store cannot hold this result: the task fails saying so (nothing of the result was written).
+          outcome = { status: 'failed', error: { code: ErrorCode.InternalError, message: `The tool's result could not be stored: ${e.why}`, data: { reason: 'result_unstorable' } } };
+          message = outcome.error.message;
+          continue;
+        }
         if (e instanceof TaskWriteRefused) {
           this.rt.log.debug('outcome not written', { taskId, reason: e.reason });
           return;

@@ -2,6 +2,7 @@
 import { ErrorCode, TaskProtocolError, type JsonObject } from '../protocol/index.js';
 import type { Outcome } from '../store/types.js';
 import { InputTimeoutError, type TaskCancelledError } from './context.js';
+import { JsonValueError, jsonText, overLimit } from './json-value.js';
 import type { CallOutcome } from './types.js';
 
 export type HandlerEnd = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -23,11 +24,29 @@ export function toolErrorResult(e: unknown): JsonObject {
   return { content: [{ type: 'text', text: message }], isError: true };
 }
 
-/** Maps how a task's handler ended to its terminal outcome. */
-export function taskOutcome(r: HandlerEnd, cancel: TaskCancelledError | undefined): Outcome {
+/** Why a tool result cannot be stored as it is (not JSON, or over `maxBytes`), or undefined. */
+function unstorable(result: JsonObject, maxBytes: number): Outcome | undefined {
+  let text: string | undefined;
+  try {
+    text = jsonText(result, "the tool's result");
+  } catch (e) {
+    return { status: 'failed', error: { code: ErrorCode.InternalError, message: `${(e as JsonValueError).message}; it could not be stored`, data: { reason: 'result_not_json' } } };
+  }
+  const bytes = text === undefined ? undefined : overLimit(text, maxBytes);
+  if (bytes === undefined) return undefined;
+  return {
+    status: 'failed',
+    error: { code: ErrorCode.InternalError, message: `The tool's result is ${bytes} bytes of JSON, over the limit of ${maxBytes}; it was not stored (return a reference to large data instead)`, data: { reason: 'result_too_large', bytes, limit: maxBytes } },
+  };
+}
+
+/** Maps how a task's handler ended to its terminal outcome (a result that cannot be stored fails the task, saying why). */
+export function taskOutcome(r: HandlerEnd, cancel: TaskCancelledError | undefined, maxResultBytes = Infinity): Outcome {
   if (r.ok) {
     const v = asToolResult(r.value);
-    return v ? { status: 'completed', result: { ...v, resultType: 'complete' } } : { status: 'failed', error: NOT_A_TOOL_RESULT.toJSON() };
+    if (!v) return { status: 'failed', error: NOT_A_TOOL_RESULT.toJSON() };
+    const result = { ...v, resultType: 'complete' };
+    return unstorable(result, maxResultBytes) ?? { status: 'completed', result };
   }
   const e = r.error;
   if (cancel && cancel.reason === 'cancelled') return { status: 'cancelled' };

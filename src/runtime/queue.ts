@@ -11,10 +11,13 @@
  *   store's claim rule (oldest first, fair between principals, never a cancelled or expired task, deployment-wide
  *   limits respected), whenever a slot frees here, queued work or a freed deployment-wide slot is signalled by any
  *   replica, or the slow fallback poll fires.
+ * - Parked tasks (parking.ts) are resumed by the same claim once due: an answer signals the queue, and a WakeTimer
+ *   (durable-time.ts) wakes this replica when the earliest parked task's time comes.
  */
 import { missingTasksCapability, serverBusy, type CreateTaskResult, type JsonObject, type TaskProtocolError } from '../protocol/index.js';
 import { QUEUE_SIGNAL_ID, type SignalBus, type SignalKind } from '../store/local-bus.js';
 import type { TaskRecord, TaskStore, TaskView } from '../store/types.js';
+import { WakeTimer } from './durable-time.js';
 import { creationFailure, newTaskFor, type Execution } from './execution.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, Slot } from './types.js';
 
@@ -77,8 +80,11 @@ export class RunQueue {
   /** Claims are failing (store unreachable): said once, not at every poll. */
   private claimsFailing = false;
   private readonly unsubscribe: () => void;
+  /** Wakes this replica for the earliest parked task due before the next poll. */
+  private readonly wakeTimer: WakeTimer;
 
   constructor(private readonly host: QueueHost, private readonly opts: CapacityOptions) {
+    this.wakeTimer = new WakeTimer(host.store, () => this.wake(), 2 * opts.queuePollMs);
     const signals = host.bus.subscribeAll((s) => s.kind === 'queue' && this.wake(true));
     const resyncs = host.bus.onResync?.(() => this.wake());
     this.unsubscribe = () => {
@@ -100,14 +106,23 @@ export class RunQueue {
         throw new RangeError(`Tool "${name}" has a deployment-wide limit but policy "never": such a tool runs only as a task (claimed from the run queue)`);
       }
     }
-    this.timer = setInterval(() => this.wake(), this.opts.queuePollMs);
+    this.timer = setInterval(() => {
+      this.wake();
+      this.wakeTimer.refresh((e) => this.host.log.debug('could not read the next parked task due', { error: String(e) }));
+    }, this.opts.queuePollMs);
     this.timer.unref();
     this.wake();
   }
 
   stop(): void {
     if (this.timer) clearInterval(this.timer);
+    this.wakeTimer.stop();
     this.unsubscribe();
+  }
+
+  /** A task parked here becomes due at `t`. */
+  wakeDueAt(t: number): void {
+    this.wakeTimer.due(t);
   }
 
   private deploymentLimit(tool: string): number | undefined {
@@ -238,16 +253,17 @@ export class RunQueue {
   /** A queued task's view with its current place in the queue as the status message (read, never written: fresh on
    *  every poll without a write per position change). */
   async withPosition<V extends TaskView>(view: V): Promise<V> {
-    if (view.queuedAt === null) return view;
+    // A parked task waits for its time or an answer, not for a slot: it keeps what its handler last said.
+    if (view.queuedAt === null || view.parkedAt !== null) return view;
     const position = await this.host.store.queuePosition(view.taskId);
     return position === undefined ? view : { ...view, statusMessage: queuedMessage(position) };
   }
 
-  /** tasks/cancel of a queued task: cancelled at once, never started. false: it was claimed meanwhile. */
-  async cancelQueued(taskId: string): Promise<boolean> {
-    const rec = await this.host.store.cancelQueued(taskId, Date.now(), 'Cancelled before it started');
+  /** tasks/cancel of a queued or parked task: cancelled at once, no handler involved. false: it was claimed meanwhile. */
+  async cancelQueued(taskId: string, parked = false): Promise<boolean> {
+    const rec = await this.host.store.cancelQueued(taskId, Date.now(), parked ? 'Cancelled while parked (no handler was running)' : 'Cancelled before it started');
     if (!rec) return false;
-    this.depth = Math.max(0, this.depth - 1);
+    if (!parked) this.depth = Math.max(0, this.depth - 1);
     this.host.publish(taskId);
     return true;
   }

@@ -96,7 +96,7 @@ export class Recovery {
     await this.register();
     for (const [taskId, exec] of [...running]) {
       const l = await store.get(taskId);
-      if (l.state !== 'found' || l.record.owner !== replicaId || isTerminal(l.record.status)) {
+      if (l.state !== 'found' || l.record.owner !== replicaId || l.record.epoch !== exec.epoch || isTerminal(l.record.status)) {
         exec.lostOwnership();
         running.delete(taskId);
       }
@@ -155,7 +155,7 @@ export class Recovery {
     }
     const failure = whyNotRerun(rec, tool, maxAttempts);
     if (failure || !tool) {
-      const error = failure ?? notRegistered(rec);
+      const error = await namingStep(host.store, rec.taskId, failure ?? notRegistered(rec));
       host.alert({ kind: 'worker-lost', taskId: rec.taskId, tool: rec.tool, message: error.message });
       await host.finishQuietly(rec.taskId, { status: 'failed', error }, error.message);
       return;
@@ -163,6 +163,17 @@ export class Recovery {
     host.log.info('re-running task after a crash', { taskId: rec.taskId, tool: rec.tool, attempt: rec.attempts });
     host.rerun(rec, tool);
   }
+}
+
+/** A failure after a lost worker names the step that was running then, if a step was (its effect may have happened). */
+async function namingStep(store: TaskStore, taskId: string, error: JsonRpcErrorObject): Promise<JsonRpcErrorObject> {
+  const running = (await store.listSteps(taskId).catch(() => [])).filter((s) => s.state === 'started').map((s) => s.key);
+  if (running.length === 0) return error;
+  return {
+    ...error,
+    message: `${error.message} (step ${running.map((k) => `"${k}"`).join(', ')} was running; it may or may not have had its effect)`,
+    data: { ...(error.data as object), step: running[0]! },
+  };
 }
 
 function notRegistered(rec: TaskRecord): JsonRpcErrorObject {

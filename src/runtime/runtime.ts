@@ -18,7 +18,7 @@ import {
   type JsonObject,
   type JsonRpcErrorObject,
 } from '../protocol/index.js';
-import { LocalSignalBus, type SignalBus, type SignalKind } from '../store/local-bus.js';
+import { LocalSignalBus, QUEUE_SIGNAL_ID, type SignalBus, type SignalKind } from '../store/local-bus.js';
 import { TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore, type TaskSummary, type TaskView } from '../store/types.js';
 import { TaskCancelledError } from './context.js';
 import { Execution, creationFailure, type ExecutionHost } from './execution.js';
@@ -26,6 +26,7 @@ import { validateInputResponses } from './input.js';
 import { inlineOutcome, taskOutcome, type HandlerEnd } from './outcome.js';
 import { DEFAULT_POLL_LIMIT, DEFAULT_POLL_POLICY, PollGovernor, advertisedPollInterval, type PollPolicy } from './poll.js';
 import { RunQueue, type QueueHost } from './queue.js';
+import { MAX_STEP_BYTES } from './steps.js';
 import { Recovery, type RecoveryHost } from './recovery.js';
 import { sweepExpired, type SweepHost } from './sweeper.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, Slot, ToolSpec } from './types.js';
@@ -40,6 +41,14 @@ export { toolErrorResult } from './outcome.js';
 
 const DAY = 86_400_000;
 
+/** A late answer to an input whose deadline passed (the store recorded the timeout): refused, saying so. */
+function inputTimedOut(key: string, at: number): TaskProtocolError {
+  return new TaskProtocolError(ErrorCode.InvalidParams, `Input "${key}" timed out at ${new Date(at).toISOString()}; the answer came too late and was not taken`, {
+    reason: 'input_timeout',
+    key,
+  });
+}
+
 export class TaskRuntime extends EventEmitter implements ExecutionHost, RecoveryHost, SweepHost, QueueHost {
   readonly store: TaskStore;
   /** Metrics through @opentelemetry/api (undefined when turned off). */
@@ -53,6 +62,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   readonly defaultInputTimeoutMs: number;
   /** How often a handler waiting for input re-reads its row in case an answer's signal was missed. */
   readonly inputRecheckMs: number;
+  readonly parkAfterMs: number;
+  readonly maxStepResultBytes: number;
+  readonly maxResultBytes: number;
   readonly watchRecheckMs: number;
   readonly log: Logger;
   readonly pollPolicy: PollPolicy;
@@ -85,6 +97,14 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     this.defaultPollIntervalMs = options.defaultPollIntervalMs ?? 500;
     this.defaultInputTimeoutMs = options.defaultInputTimeoutMs ?? 15 * 60_000;
     this.inputRecheckMs = options.inputRecheckMs ?? 1000;
+    this.parkAfterMs = options.parkAfterMs ?? 2000;
+    this.maxStepResultBytes = options.maxStepResultBytes ?? 256 * 1024;
+    this.maxResultBytes = options.maxResultBytes ?? 1024 * 1024;
+    if (!Number.isInteger(this.parkAfterMs) || this.parkAfterMs < 0) throw new RangeError(`parkAfterMs must be an integer >= 0, got ${this.parkAfterMs}`);
+    if (!Number.isInteger(this.maxStepResultBytes) || this.maxStepResultBytes < 1 || this.maxStepResultBytes > MAX_STEP_BYTES) {
+      throw new RangeError(`maxStepResultBytes must be an integer from 1 to ${MAX_STEP_BYTES}, got ${this.maxStepResultBytes}`);
+    }
+    if (!Number.isInteger(this.maxResultBytes) || this.maxResultBytes < 1) throw new RangeError(`maxResultBytes must be an integer >= 1, got ${this.maxResultBytes}`);
     this.watchRecheckMs = options.watchRecheckMs ?? 5000;
     this.pollPolicy = { ...DEFAULT_POLL_POLICY, ...options.poll };
     this.governor = options.pollLimit === false ? undefined : new PollGovernor({ ...DEFAULT_POLL_LIMIT, ...options.pollLimit });
@@ -129,6 +149,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   defineTool<Args = JsonObject>(name: string, spec: ToolSpec<Args>): void {
     if (this.tools.has(name)) throw new Error(`Tool "${name}" is already defined`);
     if (spec.policy && !['auto', 'always', 'never'].includes(spec.policy)) throw new RangeError(`Tool "${name}": policy must be auto, always or never`);
+    if (spec.durable && spec.policy === 'never') throw new RangeError(`Tool "${name}": a durable tool's steps and waits are kept in its task, so its policy cannot be "never"`);
     this.tools.set(name, { name, spec: spec as unknown as ToolSpec<JsonObject> });
   }
 
@@ -171,8 +192,12 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   track(exec: Execution): void {
     this.running.set(exec.taskId!, exec);
   }
-  untrack(taskId: string): void {
-    this.running.delete(taskId);
+  /** The run no longer runs here (a later run of the same task, resumed here, keeps its entry). */
+  untrack(exec: Execution): void {
+    if (exec.taskId !== undefined && this.running.get(exec.taskId) === exec) this.running.delete(exec.taskId);
+  }
+  wakeDueAt(t: number): void {
+    this.queue.wakeDueAt(t);
   }
 
   // ---- RecoveryHost / SweepHost ----------------------------------------------------------------------------
@@ -423,19 +448,26 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const rec = await this.lookup(taskId, principal);
     const responses = validateInputResponses(inputResponses, rec.inputRequests);
     if (Object.keys(responses).length === 0) return { accepted: [] };
-    const { accepted } = await this.store.answerInput(rec.taskId, responses, Date.now());
-    if (accepted.length > 0) {
-      this.publish(rec.taskId, 'input');
-      this.publish(rec.taskId);
-    }
+    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, Date.now());
+    this.answered(record, accepted);
     return { accepted };
+  }
+
+  /** After answers were recorded: tell the waiting run, or (a parked task now due) the replicas that may resume it. */
+  private answered(record: TaskRecord, accepted: string[]): void {
+    if (accepted.length === 0) return;
+    this.publish(record.taskId, 'input');
+    this.publish(record.taskId);
+    if (record.parkedAt !== null && record.queuedAt !== null && record.queuedAt <= Date.now()) this.publish(QUEUE_SIGNAL_ID, 'queue');
   }
 
   async cancelTask(taskId: unknown, principal: string): Promise<void> {
     const rec = await this.lookup(taskId, principal);
     if (isTerminal(rec.status)) return;
-    if (rec.queuedAt !== null && (await this.queue.cancelQueued(rec.taskId))) return;
-    await this.store.requestCancel(rec.taskId, Date.now());
+    if (rec.queuedAt !== null && (await this.queue.cancelQueued(rec.taskId, rec.parkedAt !== null))) return;
+    const after = await this.store.requestCancel(rec.taskId, Date.now());
+    // Parked in between: no handler would see the cancel, so it ends here (a park after the request sees it instead).
+    if (after?.parkedAt != null && (await this.queue.cancelQueued(rec.taskId, true))) return;
     this.publish(rec.taskId, 'cancel');
     const exec = this.running.get(rec.taskId);
     if (exec) exec.abort(new TaskCancelledError('cancelled'));
@@ -502,15 +534,17 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
    */
   async answerFromClient(taskId: unknown, principal: string, key: string, answer: { result: unknown } | { error: JsonRpcErrorObject }): Promise<boolean> {
     const rec = await this.lookup(taskId, principal);
-    if (!rec.inputRequests[key]) return false;
+    if (!rec.inputRequests[key]) {
+      if (rec.inputResponses[key]?.timedOut) throw inputTimedOut(key, rec.inputResponses[key]!.answeredAt);
+      return false;
+    }
     const responses = 'error' in answer
       ? { [key]: { [INPUT_REFUSED]: { code: answer.error.code, message: String(answer.error.message ?? '') } } }
       : validateInputResponses({ [key]: answer.result }, rec.inputRequests);
-    const { accepted } = await this.store.answerInput(rec.taskId, responses, Date.now());
-    if (accepted.length > 0) {
-      this.publish(rec.taskId, 'input');
-      this.publish(rec.taskId);
-    }
+    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, Date.now());
+    this.answered(record, accepted);
+    // Past its deadline: the store recorded the timeout instead, and the answer is refused.
+    if (accepted.length === 0 && record.inputResponses[key]?.timedOut) throw inputTimedOut(key, record.inputResponses[key]!.answeredAt);
     return accepted.length > 0;
   }
 

@@ -34,7 +34,7 @@ export async function sweepExpired(host: SweepHost, opts: SweepOptions, now: num
         exec.abort(new TaskCancelledError('expired'));
       }
       if (!isTerminal(t.status)) {
-        const still = t.queued ? 'queued (it never started)' : t.status;
+        const still = t.queued ? 'queued (it never started)' : t.parked ? `${t.status}, parked (no handler held it)` : t.status;
         host.alert({ kind: 'expired-unfinished', taskId: t.taskId, tool: t.tool, message: `task ${t.taskId} (${t.tool}) reached its TTL while still ${still}` });
       } else if (t.status === 'failed' && !t.retrieved) {
         host.alert({ kind: 'failed-unretrieved', taskId: t.taskId, tool: t.tool, message: `task ${t.taskId} (${t.tool}) failed and expired without anyone reading the failure` });

@@ -73,9 +73,9 @@ export class RuntimeTelemetry {
         if (r.created) t.transition(r.record.tool, r.record.status);
         return r;
       },
-      requestInput: (s) => async (taskId: string, owner: string, requests: Record<string, PendingInput>, now: number) => {
+      requestInput: (s) => async (taskId: string, owner: string, requests: Record<string, PendingInput>, now: number, epoch?: number) => {
         const before = t.waitingSince.has(taskId);
-        const rec: TaskRecord = await s.requestInput(taskId, owner, requests, now);
+        const rec: TaskRecord = await s.requestInput(taskId, owner, requests, now, epoch);
         if (rec.status === 'input_required' && !before) {
           t.transition(rec.tool, 'input_required');
           if (t.waitingSince.size < 10_000) t.waitingSince.set(taskId, { since: rec.inputSince ?? now, tool: rec.tool });
@@ -90,8 +90,8 @@ export class RuntimeTelemetry {
         }
         return r;
       },
-      finish: (s) => async (taskId: string, owner: string | null, outcome: Outcome, message: string | null, now: number) => {
-        const rec = await s.finish(taskId, owner, outcome, message, now);
+      finish: (s) => async (taskId: string, owner: string | null, outcome: Outcome, message: string | null, now: number, epoch?: number) => {
+        const rec = await s.finish(taskId, owner, outcome, message, now, epoch);
         t.transition(rec.tool, rec.status);
         t.taskDuration.record(Math.max(0, now - rec.createdAt) / 1000, { 'gen_ai.tool.name': rec.tool, 'outlast.task.status': rec.status });
         const reason = (rec.error?.data as { reason?: unknown } | undefined)?.reason;

@@ -13,8 +13,15 @@ export interface ToolSpec<Args = JsonObject> {
   policy?: PromotionPolicy;
   /** Inline budget for `auto`, ms. Default: the runtime's. */
   inlineBudgetMs?: number;
-  /** Re-running the handler from the start after a crash is safe. Default false. */
+  /** Re-running the handler from the start after a crash is safe. Default false (true for a durable tool). */
   retrySafe?: boolean;
+  /**
+   * Every side effect of the handler is in a `ctx.step` and the code between steps is deterministic (the same inputs
+   * make the same calls). Then after a crash or a takeover the handler runs again with its completed steps replayed
+   * (implies retrySafe), and a wait for input or a long `ctx.sleep` is parked: no process holds it, and any replica
+   * resumes it when the answer comes or its time is due. Default false.
+   */
+  durable?: boolean;
   /** Runs (first run included) before a retry-safe task is failed instead of re-run. Default: the runtime's. */
   maxAttempts?: number;
   /** Retention from creation; null = unlimited. Default: the runtime's. */
@@ -115,6 +122,15 @@ export interface RuntimeOptions {
   pollLimit?: Partial<PollLimitOptions> | false;
   /** Default deadline of an input request. Default 15 min. */
   defaultInputTimeoutMs?: number;
+  /** A durable tool's wait (input, sleep) with no step running is parked once it has lasted this long: its handler
+   *  leaves memory and the task resumes on any replica when due. 0 parks at once. Default 2000 ms. */
+  parkAfterMs?: number;
+  /** Default size limit of one step's value, in UTF-8 bytes of its JSON (a step may set its own, up to 1 MiB).
+   *  Default 262,144 (256 KiB). */
+  maxStepResultBytes?: number;
+  /** Size limit of a task's result, in UTF-8 bytes of its JSON; a larger result fails the task saying so. Default
+   *  1,048,576 (1 MiB). */
+  maxResultBytes?: number;
   /** Period of the re-read that covers missed input signals. Default 1000 ms. */
   inputRecheckMs?: number;
   /** Period of the re-read behind each watch (listen stream) that covers missed change signals. Default 5000 ms. */

@@ -119,7 +119,7 @@ export class HandleTools {
         {
           type: 'text',
           text:
-            `"${record.tool}" ${record.queuedAt !== null ? 'is waiting for a free slot on the server' : 'is still running'}; it continues in the background as task ${id}. ` +
+            `"${record.tool}" ${record.queuedAt !== null && record.parkedAt === null ? 'is waiting for a free slot on the server' : 'is still running'}; it continues in the background as task ${id}. ` +
             `Call ${statusTool} with {"taskId": "${id}"} to follow it: each call waits up to ${maxWaitSeconds} s and returns the result once it is done. ` +
             `Do not call ${record.tool} again for this request: that would start the work a second time.`,
         },

@@ -10,11 +10,15 @@ export interface PendingInput {
   request: InputRequest;
   deadline: number;
 }
-/** An answered input: the request as asked and the answer, kept so a re-run gets it without asking. */
+/** An answered input: the request as asked and the answer, kept so a re-run gets it without asking. A request whose
+ *  deadline passed unanswered is recorded here too (`timedOut`, empty response): the store decided it, so a late answer
+ *  is refused and a re-run takes the same path. */
 export interface AnsweredInput {
   request: InputRequest;
   response: JsonObject;
   answeredAt: number;
+  /** The deadline passed before any answer (answeredAt is when that was recorded). */
+  timedOut?: true;
 }
 
 export interface TaskRecord {
@@ -40,10 +44,20 @@ export interface TaskRecord {
   inputRequests: Record<string, PendingInput>;
   inputResponses: Record<string, AnsweredInput>;
   cancelRequestedAt: number | null;
-  /** Replica currently responsible for running the handler (fencing token with `attempts`); null while queued. */
+  /** Replica currently responsible for running the handler (fencing token with `epoch`); null while queued or parked. */
   owner: string | null;
-  /** When the task joined the run queue (it waits for capacity, no handler runs); null once claimed, or never queued. */
+  /** From when the run queue's claim may take the task (no handler runs it): when it was queued for capacity, or, for a
+   *  parked task, when it must run again (its wake time, or the moment an answer came). Null while a handler owns it. */
   queuedAt: number | null;
+  /** Fencing epoch: bumped by every claim (queue, resume from parking, takeover). Writes of a run name the epoch it
+   *  started with and are refused once another claim happened, even from the same replica id. */
+  epoch: number;
+  /** When the task was parked: a durable handler waiting (input, sleep) with no process holding it; null otherwise.
+   *  Cleared by the claim that resumes it. */
+  parkedAt: number | null;
+  /** For a parked task: when it is due to run again even without an answer (its earliest input deadline or the end of
+   *  its sleep; earlier once an answer arrived). Null when not parked. */
+  wakeAt: number | null;
   attempts: number;
   retrySafe: boolean;
   idempotencyKey: string | null;
@@ -91,7 +105,7 @@ export interface ListCursor {
 /** What tasks/get and notifications/tasks need: a narrow read of the hot path. */
 export type TaskView = Pick<
   TaskRecord,
-  'taskId' | 'principal' | 'status' | 'statusMessage' | 'createdAt' | 'updatedAt' | 'ttlMs' | 'pollIntervalMs' | 'result' | 'error' | 'inputRequests' | 'retrievedAt' | 'version' | 'queuedAt'
+  'taskId' | 'principal' | 'status' | 'statusMessage' | 'createdAt' | 'updatedAt' | 'ttlMs' | 'pollIntervalMs' | 'result' | 'error' | 'inputRequests' | 'retrievedAt' | 'version' | 'queuedAt' | 'parkedAt'
 >;
 
 /** A task in a listing: what a list row shows, without arguments, results or inputs. */
@@ -110,15 +124,76 @@ export type Outcome =
   | { status: 'failed'; error: JsonRpcErrorObject }
   | { status: 'cancelled' };
 
-/** Why a write was refused. `terminal`: the task already finished; `fenced`: another owner holds it. */
-export type RefusalReason = 'terminal' | 'fenced' | 'missing';
+/** Why a write was refused. `terminal`: the task already finished; `fenced`: another owner (or a later claim) holds it;
+ *  `cancelled`: a cancel was requested, so no new step may start. */
+export type RefusalReason = 'terminal' | 'fenced' | 'missing' | 'cancelled';
+
+const REFUSALS: Record<RefusalReason, string> = {
+  terminal: 'the task is already terminal',
+  fenced: 'another replica (or a later run) owns the task now',
+  missing: 'the task no longer exists',
+  cancelled: 'a cancel was requested',
+};
 
 export class TaskWriteRefused extends Error {
   constructor(readonly taskId: string, readonly reason: RefusalReason) {
-    super(`Write to task ${taskId} refused: ${reason === 'terminal' ? 'the task is already terminal' : reason === 'fenced' ? 'another replica owns the task now' : 'the task no longer exists'}`);
+    super(`Write to task ${taskId} refused: ${REFUSALS[reason]}`);
     this.name = 'TaskWriteRefused';
   }
 }
+
+/** A value the store cannot hold as given (e.g. PostgreSQL's jsonb refuses U+0000): nothing was written. */
+export class TaskValueRefused extends Error {
+  constructor(readonly taskId: string, readonly why: string) {
+    super(`Task ${taskId}: the value could not be stored: ${why}`);
+    this.name = 'TaskValueRefused';
+  }
+}
+
+/** Who may write to a running task: the replica that claimed it, in the claim's epoch. */
+export interface WriteFence {
+  owner: string;
+  epoch: number;
+}
+
+/** A durable step as stored (table task_steps): one row per identity `name#n`. */
+export interface StepRecord {
+  taskId: string;
+  /** Identity: `name#n`, n counting the calls of that name in a run (1-based). */
+  key: string;
+  name: string;
+  /** `step`, or `sleep` (a durable timer: result `{"wakeAt": ms}`). */
+  kind: 'step' | 'sleep';
+  /** Call order in the run that first recorded it (replays compare it to spot reordered code). */
+  seq: number;
+  /** `started`: its function was running (recorded before it ran; only for steps not marked idempotent). */
+  state: 'started' | 'completed' | 'failed';
+  /** The epoch of the run that wrote it (a `started` row from an earlier epoch was in flight when its run stopped). */
+  epoch: number;
+  tries: number;
+  idempotent: boolean;
+  /** The exact JSON text of the value (null: the step returned nothing). Text, not jsonb: what is stored is returned. */
+  result: string | null;
+  /** A failed step's error, as it is thrown again on every replay. */
+  error: JsonRpcErrorObject | null;
+  /** Size of `result` in UTF-8 bytes. */
+  bytes: number;
+  startedAt: number;
+  finishedAt: number | null;
+}
+
+/** What a step write sets (the row for `key` is created or replaced). */
+export type StepWrite = Omit<StepRecord, 'taskId' | 'epoch'>;
+
+/** A wait to park: when the task must run again without an answer, and the input keys it waits for (if any). */
+export interface ParkRequest {
+  wakeAt: number;
+  awaiting: string[];
+}
+
+/** What a park did: `parked` (no owner now); `continue` (an awaited key was answered or timed out meanwhile, or the wake
+ *  time is here: the run goes on); `cancelled` (a cancel was requested: the run must stop). */
+export type ParkResult = { outcome: 'parked' | 'continue' | 'cancelled'; record: TaskRecord };
 
 export class IdempotencyConflictError extends Error {
   constructor(readonly key: string, readonly existingTaskId: string) {
@@ -136,16 +211,17 @@ export interface ReplicaInfo {
 }
 
 export interface SweepResult {
-  /** Tasks whose TTL passed and that are now tombstones; `status` is what they had before. */
-  expired: Array<{ taskId: string; status: TaskStatus; owner: string | null; tool: string; retrieved: boolean; queued: boolean }>;
+  /** Tasks whose TTL passed and that are now tombstones (their steps deleted with them); `status` is what they had
+   *  before. `queued`: still waiting in the run queue (never started); `parked`: a durable wait with no process. */
+  expired: Array<{ taskId: string; status: TaskStatus; owner: string | null; tool: string; retrieved: boolean; queued: boolean; parked: boolean }>;
   /** Tombstones purged for good. */
   purged: number;
 }
 
 /**
- * One claim from the run queue: which queued tasks `owner` may start now. The rule (every backend, one statement;
- * rules.nextClaim states it), applied once per task taken: never a task whose cancel was requested or whose TTL
- * passed; only a tool with room left in `room` (what the claimer serves and may still start); never a tool whose
+ * One claim from the run queue: which claimable tasks `owner` may start now (queued for capacity, or parked and due:
+ * queuedAt <= now). The rule (every backend, one statement; rules.nextClaim states it), applied once per task taken:
+ * never a task whose cancel was requested or whose TTL passed (rules.readsExpired); only a tool with room left in `room` (what the claimer serves and may still start); never a tool whose
  * deployment-wide limit in `limits` is reached by the tasks running anywhere (counted under concurrent claimers);
  * among the principals with eligible work, the one with the fewest running tasks first (so one caller's backlog
  * cannot starve another's single task), then the oldest queued.
@@ -173,27 +249,36 @@ export interface TaskStore {
    *  same principal and tool, returns the existing record (`created: false`) or throws IdempotencyConflictError
    *  when the request hash differs. */
   create(task: NewTask): Promise<{ record: TaskRecord; created: boolean }>;
+  /** The task; a task whose TTL passed reads `expired` at once, on every replica, swept or not (rules.readsExpired,
+   *  on the store's clock), except while it waits for input. */
   get(taskId: string): Promise<TaskLookup>;
-  /** The narrow read behind tasks/get (one indexed read of the fields on the wire). */
+  /** The narrow read behind tasks/get (one indexed read of the fields on the wire); expiry as for get. */
   view(taskId: string): Promise<TaskLookup<TaskView>>;
 
   /** Notes that the terminal outcome was read (the only write a terminal task accepts). */
   markRetrieved(taskId: string, now: number): Promise<void>;
-  /** Status message and poll interval; refused once terminal or when `owner` no longer holds the task. */
-  setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number): Promise<TaskRecord>;
-  setRetrySafe(taskId: string, owner: string, retrySafe: boolean): Promise<TaskRecord>;
+  /** Status message and poll interval; refused once terminal or when `owner` (in `epoch`, if given) no longer holds
+   *  the task. */
+  setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number, epoch?: number): Promise<TaskRecord>;
+  setRetrySafe(taskId: string, owner: string, retrySafe: boolean, epoch?: number): Promise<TaskRecord>;
   /** Adds outstanding input requests (keeping the deadline of keys already outstanding) and moves the task
-   *  to input_required. Throws if a key was already answered with a different request. */
-  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord>;
-  /** Answers the outstanding keys among `responses` (others are ignored). When none stay outstanding the task
-   *  returns to working and its TTL grows by the time it waited. */
+   *  to input_required; keys whose deadline passed are recorded timed out first (rules.askInput). Throws if a key was
+   *  already answered with a different request. */
+  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number, epoch?: number): Promise<TaskRecord>;
+  /** Answers the outstanding keys among `responses` (others are ignored, and so are keys whose deadline passed: they
+   *  are recorded timed out instead). When none stay outstanding the task returns to working and its TTL grows by the
+   *  time it waited; a parked task becomes claimable at once (rules.answerInput). */
   answerInput(taskId: string, responses: Record<string, JsonObject>, now: number): Promise<{ record: TaskRecord; accepted: string[] }>;
+  /** Records every outstanding key whose deadline passed as timed out (rules.expireInputs), whoever asks: time decides,
+   *  not the replica that asked. undefined: the task is gone. */
+  expireInput(taskId: string, now: number): Promise<TaskRecord | undefined>;
   /** Records the intent to cancel (durable). Returns the record; a terminal task is returned unchanged. */
   requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined>;
   /** Unfinished tasks of `owner` whose cancel was requested (the fallback when a cancel signal was missed). */
   pendingCancels(owner: string): Promise<string[]>;
-  /** Moves the task to a terminal state. Refused when already terminal or fenced. */
-  finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord>;
+  /** Moves the task to a terminal state. Refused when already terminal or fenced (owner, and epoch if given). A value
+   *  the backend cannot hold is refused with TaskValueRefused (nothing written). */
+  finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number, epoch?: number): Promise<TaskRecord>;
 
   /** Replica liveness (leases). */
   registerReplica(info: ReplicaInfo): Promise<void>;
@@ -201,21 +286,35 @@ export interface TaskStore {
   heartbeat(replicaId: string, now: number): Promise<boolean>;
   removeReplica(replicaId: string): Promise<void>;
   listReplicas(): Promise<ReplicaInfo[]>;
-  /** Unfinished tasks whose owner is not among `liveOwners` (or that have no owner). */
+  /** Unfinished tasks whose owner is not among `liveOwners` (or that have no owner); never a queued or parked task. */
   listOrphans(liveOwners: string[], limit: number): Promise<TaskRecord[]>;
-  /** Takes over an unfinished task from `fromOwner` for a re-run: owner := newOwner, attempts += 1, status
-   *  working, outstanding inputs kept. Refused if someone else took it first. */
+  /** Takes over an unfinished task from `fromOwner` for a re-run: owner := newOwner, attempts += 1, epoch += 1,
+   *  outstanding inputs kept. Refused if someone else took it first. */
   takeOver(taskId: string, fromOwner: string | null, newOwner: string, now: number): Promise<TaskRecord>;
 
   /** The run queue (a module of each backend: queue.ts). Tasks waiting for capacity now. */
   queueDepth(): Promise<number>;
   /** 1-based place of a queued task in the queue, oldest first (undefined: not queued). */
   queuePosition(taskId: string): Promise<number | undefined>;
-  /** Claims up to `claim.max` queued tasks for `claim.owner` (owner set, queuedAt and status message cleared), in
-   *  the order of the rule (see QueueClaim). Empty: nothing may start now. */
+  /** Claims up to `claim.max` claimable tasks for `claim.owner`: queued ones and parked ones that are due
+   *  (queuedAt <= now). Owner set, epoch bumped, queuedAt and parkedAt cleared (a queued task's status message too),
+   *  in the order of the rule (see QueueClaim). Empty: nothing may start now. */
   claimQueued(claim: QueueClaim): Promise<TaskRecord[]>;
-  /** Ends a task that is still queued `cancelled` at once (it never started). undefined: it is not queued (any more). */
+  /** Ends a task that is queued or parked `cancelled` at once (no handler runs it). undefined: a handler owns it. */
   cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined>;
+  /** The earliest future time a parked task becomes due (undefined: none), so a replica can wake for it on time. */
+  nextWake(now: number): Promise<number | undefined>;
+
+  /** Parking (a module of each backend: parking.ts): the run fenced by `fence` lets go of the task. Applies
+   *  rules.parkChange: owner cleared, parkedAt set, claimable from `wait.wakeAt`; not when an awaited key was answered
+   *  (or timed out) meanwhile, nor once a cancel was requested. Refused (TaskWriteRefused) when fenced or terminal. */
+  park(taskId: string, fence: WriteFence, wait: ParkRequest, now: number): Promise<ParkResult>;
+
+  /** Durable steps (a module of each backend: steps.ts). The task's steps, in `seq` order. */
+  listSteps(taskId: string): Promise<StepRecord[]>;
+  /** Creates or replaces the step row `step.key`, in one conditional statement: only while `fence` holds the task and
+   *  it is unfinished (a `started` row also needs no cancel requested). Refused with TaskWriteRefused otherwise. */
+  writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void>;
 
   /** A secret shared by every process on this store (e.g. the key that seals MRTR requestState): the stored value of
    *  `name`, or `generate()` stored first by whichever process asked first. */

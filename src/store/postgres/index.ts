@@ -5,22 +5,28 @@
  */
 import pg from 'pg';
 import { isTerminal, type JsonObject, type TaskOrigin, type TaskStatus } from '../../protocol/index.js';
-import { answerInput, askInput, refusalOf, type InputChange } from '../rules.js';
+import { answerInput, askInput, expireInputs, parkChange, readsExpired, refusalOf, type InputChange } from '../rules.js';
 import {
   IdempotencyConflictError,
+  TaskValueRefused,
   TaskWriteRefused,
   type NewTask,
   type Outcome,
   type PendingInput,
   type ListCursor,
+  type ParkRequest,
+  type ParkResult,
   type QueueClaim,
   type ReplicaInfo,
+  type StepRecord,
+  type StepWrite,
   type SweepResult,
   type TaskLookup,
   type TaskRecord,
   type TaskStore,
   type TaskSummary,
   type TaskView,
+  type WriteFence,
 } from '../types.js';
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
@@ -28,6 +34,9 @@ import { PgSignalBus, quoteIdent } from './bus.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
 import { SETTINGS_QUERIES } from './settings.js';
+import { PARKING_QUERIES } from './parking.js';
+import { STEPS_QUERIES } from './steps.js';
+import { stepValues, toStep, type StepRow } from '../step-row.js';
 import { applyHistorySetting, postgresOps } from './ops.js';
 import type { OperatorStore } from '../types.js';
 
@@ -71,6 +80,8 @@ interface Row {
   cancel_requested_at: number | null;
   owner: string | null;
   queued_at: number | null;
+  epoch: number;
+  parked_at: number | null;
   attempts: number;
   retry_safe: boolean;
   idem_key: string | null;
@@ -80,6 +91,8 @@ interface Row {
   progress_token: string | number | null;
   version: number;
   retrieved_at: number | null;
+  /** The database's clock when the row was read (public reads only): expiry is decided by the store's time. */
+  store_now?: number;
 }
 
 interface PendingCreate {
@@ -114,6 +127,9 @@ function newRecord(t: NewTask): TaskRecord {
     cancelRequestedAt: null,
     owner: t.queued ? null : t.owner,
     queuedAt: t.queued ? t.createdAt : null,
+    epoch: 1,
+    parkedAt: null,
+    wakeAt: null,
     attempts: 1,
     retrySafe: t.retrySafe,
     idempotencyKey: t.idempotencyKey ?? null,
@@ -126,7 +142,9 @@ function newRecord(t: NewTask): TaskRecord {
   };
 }
 
-const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at';
+const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at';
+/** The database's clock, epoch ms: every replica reading a task's expiry reads the same time. */
+const STORE_NOW = '(extract(epoch FROM now()) * 1000)::float8 AS store_now';
 const UNFINISHED = `status IN ('working','input_required')`;
 
 function toView(r: Row): TaskView {
@@ -145,6 +163,7 @@ function toView(r: Row): TaskView {
     retrievedAt: r.retrieved_at,
     version: r.version,
     queuedAt: r.queued_at,
+    parkedAt: r.parked_at,
   };
 }
 
@@ -158,6 +177,8 @@ function toRecord(r: Row): TaskRecord {
     inputResponses: r.input_responses,
     cancelRequestedAt: r.cancel_requested_at,
     owner: r.owner,
+    epoch: r.epoch,
+    wakeAt: r.parked_at === null ? null : r.queued_at,
     attempts: r.attempts,
     retrySafe: r.retry_safe,
     idempotencyKey: r.idem_key,
@@ -167,6 +188,9 @@ function toRecord(r: Row): TaskRecord {
     progressToken: r.progress_token,
   };
 }
+
+/** The JSON escape of U+0000 (an odd number of backslashes before u0000; an escaped backslash followed by "u0000" is text). */
+const NUL_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u0000/;
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
@@ -184,25 +208,26 @@ const Q = {
     ON CONFLICT DO NOTHING RETURNING task_id`,
   byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
   get: 'SELECT * FROM tasks WHERE task_id = $1',
-  view: `SELECT ${VIEW_COLUMNS} FROM tasks WHERE task_id = $1`,
+  read: `SELECT *, ${STORE_NOW} FROM tasks WHERE task_id = $1`,
+  view: `SELECT ${VIEW_COLUMNS}, ${STORE_NOW} FROM tasks WHERE task_id = $1`,
   tomb: 'SELECT principal, expired_at FROM tombstones WHERE task_id = $1',
   retrieved: `UPDATE tasks SET retrieved_at = $2 WHERE task_id = $1 AND retrieved_at IS NULL AND status IN ('completed','failed','cancelled')`,
   progress: `UPDATE tasks SET status_message = $3, poll_interval_ms = COALESCE($4, poll_interval_ms), updated_at = $5, version = version + 1
-    WHERE task_id = $1 AND owner = $2 AND ${UNFINISHED} RETURNING *`,
-  retrySafe: `UPDATE tasks SET retry_safe = $3, version = version + 1 WHERE task_id = $1 AND owner = $2 AND ${UNFINISHED} RETURNING *`,
+    WHERE task_id = $1 AND owner = $2 AND epoch = COALESCE($6::int, epoch) AND ${UNFINISHED} RETURNING *`,
+  retrySafe: `UPDATE tasks SET retry_safe = $3, version = version + 1 WHERE task_id = $1 AND owner = $2 AND epoch = COALESCE($4::int, epoch) AND ${UNFINISHED} RETURNING *`,
   setInput: `UPDATE tasks SET status = $3, input_requests = $4, input_responses = $5, input_since = $6, ttl_ms = $7, expires_at = $8,
-      updated_at = $9, version = version + 1
+      queued_at = $10, updated_at = $9, version = version + 1
     WHERE task_id = $1 AND version = $2 RETURNING *`,
   cancel: `UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, $2), version = version + 1
     WHERE task_id = $1 AND ${UNFINISHED} RETURNING *`,
   pendingCancels: `SELECT task_id FROM tasks WHERE owner = $1 AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`,
   // The TTL grows by the time spent waiting for input (same rule as rules.ttlAfterWait, in SQL: one statement).
   finish: `UPDATE tasks SET status = $3, result = $4, error = $5, status_message = COALESCE($6, status_message),
-      input_requests = '{}', input_since = NULL, queued_at = NULL,
+      input_requests = '{}', input_since = NULL, queued_at = NULL, parked_at = NULL,
       ttl_ms = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN ttl_ms ELSE ttl_ms + GREATEST(0, $7 - input_since) END,
       expires_at = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN expires_at ELSE created_at + ttl_ms + GREATEST(0, $7 - input_since) END,
       updated_at = $7, version = version + 1
-    WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND ${UNFINISHED} RETURNING *`,
+    WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND epoch = COALESCE($8::int, epoch) AND ${UNFINISHED} RETURNING *`,
   // Replica times are kept on the database's clock: the caller's `now` is applied as an offset from its own clock.
   replicaUpsert: `INSERT INTO replicas (replica_id, host, pid, started_at, heartbeat_at)
       VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8 / 1000))
@@ -212,7 +237,7 @@ const Q = {
   replicaDelete: 'DELETE FROM replicas WHERE replica_id = $1',
   // A queued task has no owner and is nobody's orphan: it waits for a claim.
   orphans: `SELECT * FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL AND (owner IS NULL OR owner <> ALL($1::text[])) LIMIT $2`,
-  takeOver: `UPDATE tasks SET owner = $3, attempts = attempts + 1, updated_at = $4, version = version + 1
+  takeOver: `UPDATE tasks SET owner = $3, attempts = attempts + 1, epoch = epoch + 1, updated_at = $4, version = version + 1
     WHERE task_id = $1 AND owner IS NOT DISTINCT FROM $2 AND ${UNFINISHED} RETURNING *`,
   // Several replicas sweep at once: SKIP LOCKED hands each expired row to exactly one of them.
   sweep: `WITH victims AS (
@@ -220,7 +245,9 @@ const Q = {
       ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED
     ), gone AS (
       DELETE FROM tasks t USING victims v WHERE t.task_id = v.task_id
-      RETURNING t.task_id, t.principal, t.status, t.owner, t.tool, t.retrieved_at, t.queued_at
+      RETURNING t.task_id, t.principal, t.status, t.owner, t.tool, t.retrieved_at, t.queued_at, t.parked_at
+    ), steps AS (
+      DELETE FROM task_steps s USING gone g WHERE s.task_id = g.task_id
     ), tomb AS (
       INSERT INTO tombstones (task_id, principal, expired_at, purge_at) SELECT task_id, principal, $1, $1 + $2 FROM gone
       ON CONFLICT (task_id) DO UPDATE SET expired_at = excluded.expired_at, purge_at = excluded.purge_at
@@ -232,6 +259,8 @@ const Q = {
   ...LISTING_QUERIES,
   ...QUEUE_QUERIES,
   ...SETTINGS_QUERIES,
+  ...PARKING_QUERIES,
+  ...STEPS_QUERIES,
 };
 
 type QueryName = keyof typeof Q;
@@ -336,8 +365,9 @@ export class PostgresTaskStore implements TaskStore {
     return (await this.q(name, values)).rows[0];
   }
 
-  private async refusal(taskId: string, owner?: string | null): Promise<TaskWriteRefused> {
-    return refusalOf(taskId, await this.row('get', [taskId]), owner);
+  private async refusal(taskId: string, owner?: string | null, epoch?: number): Promise<TaskWriteRefused> {
+    const row = await this.row('get', [taskId]);
+    return refusalOf(taskId, row && { status: row.status, owner: row.owner, epoch: row.epoch, cancelRequestedAt: row.cancel_requested_at }, owner, epoch);
   }
 
   /**
@@ -405,13 +435,15 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async get(taskId: string): Promise<TaskLookup> {
-    const row = await this.row('get', [taskId]);
-    return row ? { state: 'found', record: toRecord(row) } : this.tombstone(taskId);
+    const row = await this.row('read', [taskId]);
+    if (!row) return this.tombstone(taskId);
+    return unlessExpired(row) ?? { state: 'found', record: toRecord(row) };
   }
 
   async view(taskId: string): Promise<TaskLookup<TaskView>> {
     const row = await this.row('view', [taskId]);
-    return row ? { state: 'found', record: toView(row) } : this.tombstone(taskId);
+    if (!row) return this.tombstone(taskId);
+    return unlessExpired(row) ?? { state: 'found', record: toView(row) };
   }
 
   private async tombstone(taskId: string): Promise<TaskLookup<never>> {
@@ -423,15 +455,15 @@ export class PostgresTaskStore implements TaskStore {
     await this.q('retrieved', [taskId, now]);
   }
 
-  async setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number): Promise<TaskRecord> {
-    const row = await this.row('progress', [taskId, owner, statusMessage, pollIntervalMs ?? null, Date.now()]);
-    if (!row) throw await this.refusal(taskId, owner);
+  async setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number, epoch?: number): Promise<TaskRecord> {
+    const row = await this.row('progress', [taskId, owner, statusMessage, pollIntervalMs ?? null, Date.now(), epoch ?? null]);
+    if (!row) throw await this.refusal(taskId, owner, epoch);
     return toRecord(row);
   }
 
-  async setRetrySafe(taskId: string, owner: string, retrySafe: boolean): Promise<TaskRecord> {
-    const row = await this.row('retrySafe', [taskId, owner, retrySafe]);
-    if (!row) throw await this.refusal(taskId, owner);
+  async setRetrySafe(taskId: string, owner: string, retrySafe: boolean, epoch?: number): Promise<TaskRecord> {
+    const row = await this.row('retrySafe', [taskId, owner, retrySafe, epoch ?? null]);
+    if (!row) throw await this.refusal(taskId, owner, epoch);
     return toRecord(row);
   }
 
@@ -445,18 +477,27 @@ export class PostgresTaskStore implements TaskStore {
       if (!change) return out(rec);
       const c = change;
       const written = await this.row('setInput', [
-        taskId, rec.version, c.status, JSON.stringify(c.inputRequests), JSON.stringify(c.inputResponses), c.inputSince, c.ttlMs, c.expiresAt, now,
+        taskId, rec.version, c.status, JSON.stringify(c.inputRequests), JSON.stringify(c.inputResponses), c.inputSince, c.ttlMs, c.expiresAt, now, c.queuedAt,
       ]);
       if (written) return out(toRecord(written));
       if (attempt >= 50) throw new Error(`Task ${taskId} is being written too often to update its input; retry`);
     }
   }
 
-  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord> {
+  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number, epoch?: number): Promise<TaskRecord> {
     return this.readModifyWrite(taskId, (rec) => {
-      if (rec.owner !== owner || isTerminal(rec.status)) throw refusalOf(taskId, rec, owner);
+      if (rec.owner !== owner || (epoch !== undefined && rec.epoch !== epoch) || isTerminal(rec.status)) throw refusalOf(taskId, rec, owner, epoch);
       return { change: askInput(rec, requests, now), out: (r) => r };
     }, now);
+  }
+
+  async expireInput(taskId: string, now: number): Promise<TaskRecord | undefined> {
+    try {
+      return await this.readModifyWrite(taskId, (rec) => ({ change: expireInputs(rec, now).change, out: (r) => r }), now);
+    } catch (e) {
+      if (e instanceof TaskWriteRefused && e.reason === 'missing') return undefined;
+      throw e;
+    }
   }
 
   answerInput(taskId: string, responses: Record<string, JsonObject>, now: number): Promise<{ record: TaskRecord; accepted: string[] }> {
@@ -475,14 +516,15 @@ export class PostgresTaskStore implements TaskStore {
     return (await this.q<{ task_id: string }>('pendingCancels', [owner])).rows.map((r) => r.task_id);
   }
 
-  async finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord> {
-    const row = await this.row('finish', [
-      taskId, owner, outcome.status,
-      outcome.status === 'completed' ? JSON.stringify(outcome.result) : null,
-      outcome.status === 'failed' ? JSON.stringify(outcome.error) : null,
-      statusMessage, now,
-    ]);
-    if (!row) throw await this.refusal(taskId, owner ?? undefined);
+  async finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number, epoch?: number): Promise<TaskRecord> {
+    const result = outcome.status === 'completed' ? JSON.stringify(outcome.result) : null;
+    const error = outcome.status === 'failed' ? JSON.stringify(outcome.error) : null;
+    // jsonb cannot hold U+0000: refused as a value (nothing written), not retried as if the database were down.
+    if ((result !== null && NUL_ESCAPE.test(result)) || (error !== null && NUL_ESCAPE.test(error))) {
+      throw new TaskValueRefused(taskId, 'PostgreSQL cannot store the character U+0000 in a JSON value');
+    }
+    const row = await this.row('finish', [taskId, owner, outcome.status, result, error, statusMessage, now, epoch ?? null]);
+    if (!row) throw await this.refusal(taskId, owner ?? undefined, epoch);
     return toRecord(row);
   }
 
@@ -515,11 +557,15 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult> {
-    const gone = (await this.q<{ task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null; queued_at: number | null }>(
-      'sweep', [now, tombstoneRetentionMs, limit])).rows;
+    const gone = (await this.q<{
+      task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null; queued_at: number | null; parked_at: number | null;
+    }>('sweep', [now, tombstoneRetentionMs, limit])).rows;
     const purged = (await this.q('purge', [now, limit])).rowCount ?? 0;
     return {
-      expired: gone.map((r) => ({ taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null, queued: r.queued_at !== null })),
+      expired: gone.map((r) => ({
+        taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null,
+        queued: r.queued_at !== null && r.parked_at === null, parked: r.parked_at !== null,
+      })),
       purged,
     };
   }
@@ -541,6 +587,32 @@ export class PostgresTaskStore implements TaskStore {
     return row ? toRecord(row) : undefined;
   }
 
+  async nextWake(now: number): Promise<number | undefined> {
+    return (await this.q<{ t: number | null }>('nextWake', [now])).rows[0]?.t ?? undefined;
+  }
+
+  async park(taskId: string, fence: WriteFence, wait: ParkRequest, now: number): Promise<ParkResult> {
+    for (let attempt = 0; ; attempt++) {
+      const row = await this.row('get', [taskId]);
+      if (!row) throw new TaskWriteRefused(taskId, 'missing');
+      const rec = toRecord(row);
+      const p = parkChange(rec, fence, wait, now);
+      if (p.outcome !== 'parked') return { outcome: p.outcome, record: rec };
+      const parked = await this.row('park', [taskId, rec.version, p.change.parkedAt, p.change.queuedAt]);
+      if (parked) return { outcome: 'parked', record: toRecord(parked) };
+      if (attempt >= 50) throw new Error(`Task ${taskId} is being written too often to park it; retry`);
+    }
+  }
+
+  async listSteps(taskId: string): Promise<StepRecord[]> {
+    return (await this.q<StepRow>('listSteps', [taskId])).rows.map(toStep);
+  }
+
+  async writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
+    const r = await this.q('writeStep', [taskId, fence.owner, fence.epoch, ...stepValues(step)]);
+    if ((r.rowCount ?? 0) === 0) throw await this.refusal(taskId, fence.owner, fence.epoch);
+  }
+
   async sharedSecret(name: string, generate: () => string): Promise<string> {
     await this.q('settingInsert', [name, generate(), Date.now()]);
     return (await this.q<{ value: string }>('settingRead', [name])).rows[0]!.value;
@@ -556,6 +628,12 @@ export class PostgresTaskStore implements TaskStore {
       : (await this.q<SummaryRow>('listByPrincipal', [principal, limit])).rows;
     return rows.map(toSummary);
   }
+}
+
+/** A row past its TTL reads expired at once, swept or not, on the database's clock. */
+function unlessExpired(row: Row): { state: 'expired'; principal: string; expiredAt: number } | undefined {
+  if (!readsExpired({ status: row.status, expiresAt: row.expires_at }, row.store_now ?? Date.now())) return undefined;
+  return { state: 'expired', principal: row.principal, expiredAt: row.expires_at! };
 }
 
 /** host:port/database of a connection, without credentials (for error messages). */

@@ -1,5 +1,6 @@
 /**
- * The run queue on PostgreSQL: its statements, one per transition, and the claim function (created by migration 3).
+ * The run queue on PostgreSQL: its statements, one per transition, and the claim function (created by migration 3,
+ * replaced by migration 4, which made parked tasks claimable once due and a claim bump the fencing epoch).
  *
  * A claim is one statement, `SELECT * FROM outlast_claim(...)`: a function, because a deployment-wide tool limit
  * needs a count taken after a lock (in READ COMMITTED every statement of a function sees what committed before it;
@@ -18,12 +19,17 @@
 import type { QueueClaim } from '../types.js';
 
 const RUNNING = `r.owner IS NOT NULL AND r.status IN ('working','input_required')`;
-const ELIGIBLE = `q.queued_at IS NOT NULL AND q.cancel_requested_at IS NULL AND (q.expires_at IS NULL OR q.expires_at > p_now)
+// rules.claimable: due (a parked task's queued_at is its wake time; a queued task is always due), not cancelled, not
+// expired (no TTL runs while a task waits for input).
+const ELIGIBLE = `q.queued_at IS NOT NULL AND (q.parked_at IS NULL OR q.queued_at <= p_now) AND q.cancel_requested_at IS NULL
+          AND (q.status = 'input_required' OR q.expires_at IS NULL OR q.expires_at > p_now)
           AND q.tool = ANY(p_tools) AND NOT (q.tool = ANY(v_full))`;
 
-/** Part of migration 3: the claim function. */
+/** The claim function, as migration 4 left it. Migration 3 creates it and migration 4 replaces it with the same text:
+ *  PL/pgSQL checks the columns a body names only when it runs, so on a new database migration 3 may create the latest
+ *  body before migration 4 adds the columns it uses. */
 export const CLAIM_FUNCTION = `
-CREATE FUNCTION outlast_claim(p_owner text, p_now bigint, p_tools text[], p_room integer[], p_limited text[], p_limits integer[], p_max integer)
+CREATE OR REPLACE FUNCTION outlast_claim(p_owner text, p_now bigint, p_tools text[], p_room integer[], p_limited text[], p_limits integer[], p_max integer)
 RETURNS SETOF tasks LANGUAGE plpgsql
 -- A burst fills the queue faster than statistics follow: with estimates from a nearly empty queue the planner would
 -- fetch and sort a principal's whole backlog for each task taken. Walking the (principal, queued_at) index in order
@@ -85,7 +91,9 @@ BEGIN
             CONTINUE;
           END IF;
         END IF;
-        RETURN QUERY UPDATE tasks SET owner = p_owner, queued_at = NULL, status_message = NULL, updated_at = p_now, version = version + 1
+        -- A parked task keeps its status message (what its handler last said); a queued one loses "Queued: ...".
+        RETURN QUERY UPDATE tasks SET owner = p_owner, queued_at = NULL, parked_at = NULL, epoch = epoch + 1,
+            status_message = CASE WHEN parked_at IS NULL THEN NULL ELSE status_message END, updated_at = p_now, version = version + 1
           WHERE task_id = v_id RETURNING *;
         v_taken := v_taken + 1;
         v_i := array_position(p_tools, v_tool);
@@ -102,14 +110,16 @@ END $$;
 /** Named statements of the queue (merged into the store's statement table). */
 export const QUEUE_QUERIES = {
   claim: 'SELECT * FROM outlast_claim($1, $2, $3, $4, $5, $6, $7)',
-  // Only while still queued: a claim holding the row makes this wait, then match nothing (the owner cancels it).
-  cancelQueued: `UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, $2), queued_at = NULL,
+  // Only while still queued or parked: a claim holding the row makes this wait, then match nothing (the owner cancels it).
+  cancelQueued: `UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, $2), queued_at = NULL, parked_at = NULL,
+      input_requests = '{}', input_since = NULL,
       status_message = $3, updated_at = $2, version = version + 1
     WHERE task_id = $1 AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING *`,
-  queueDepth: 'SELECT count(*)::int AS n FROM tasks WHERE queued_at IS NOT NULL',
-  queuePosition: `SELECT (SELECT count(*) FROM tasks q WHERE q.queued_at IS NOT NULL
+  // Work waiting for capacity; parked tasks wait for their time or an answer, not for a slot.
+  queueDepth: 'SELECT count(*)::int AS n FROM tasks WHERE queued_at IS NOT NULL AND parked_at IS NULL',
+  queuePosition: `SELECT (SELECT count(*) FROM tasks q WHERE q.queued_at IS NOT NULL AND q.parked_at IS NULL
       AND (q.queued_at < me.queued_at OR (q.queued_at = me.queued_at AND q.task_id < me.task_id)))::int + 1 AS n
-    FROM tasks me WHERE me.task_id = $1 AND me.queued_at IS NOT NULL`,
+    FROM tasks me WHERE me.task_id = $1 AND me.queued_at IS NOT NULL AND me.parked_at IS NULL`,
 };
 
 /** The parameters of the claim statement: room and limits as parallel arrays (room capped to an integer). */

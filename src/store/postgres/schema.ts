@@ -7,6 +7,7 @@
  * database's clock, so lease checks do not depend on the replicas' clocks agreeing.
  */
 import { CLAIM_FUNCTION } from './queue.js';
+import { STEPS_TABLE } from './steps.js';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
@@ -94,6 +95,17 @@ CREATE TABLE settings (
   value      text NOT NULL,
   created_at bigint NOT NULL
 );
+${CLAIM_FUNCTION}
+`,
+  },
+  {
+    // Work that outlasts its process: a fencing epoch bumped by every claim, parked waits (no owner, claimable from
+    // queued_at = their wake time, so the claim function is replaced), and durable steps.
+    version: 4,
+    sql: `
+ALTER TABLE tasks ADD COLUMN epoch integer NOT NULL DEFAULT 1;
+ALTER TABLE tasks ADD COLUMN parked_at bigint;
+${STEPS_TABLE}
 ${CLAIM_FUNCTION}
 `,
   },

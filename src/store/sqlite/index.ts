@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 import { isTerminal, type JsonObject, type TaskOrigin, type TaskStatus } from '../../protocol/index.js';
-import { answerInput, askInput, refusalOf, ttlAfterWait, type InputChange } from '../rules.js';
+import { answerInput, askInput, expireInputs, parkChange, readsExpired, refusalOf, ttlAfterWait, type InputChange } from '../rules.js';
 import {
   IdempotencyConflictError,
   TaskWriteRefused,
@@ -12,20 +12,27 @@ import {
   type Outcome,
   type PendingInput,
   type ListCursor,
+  type ParkRequest,
+  type ParkResult,
   type QueueClaim,
   type ReplicaInfo,
+  type StepRecord,
+  type StepWrite,
   type SweepResult,
   type TaskLookup,
   type TaskRecord,
   type TaskStore,
   type TaskSummary,
   type TaskView,
+  type WriteFence,
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
 import { openSqlite } from './open.js';
 import { claimRows, prepareQueue } from './queue.js';
 import { prepareSettings } from './settings.js';
 import { prepareListing, type Listing } from './listing.js';
+import { prepareParking, type SqliteParking } from './parking.js';
+import { prepareSteps, type SqliteSteps } from './steps.js';
 import { applyHistorySetting, sqliteOps } from './ops.js';
 import type { OperatorStore } from '../types.js';
 
@@ -62,6 +69,8 @@ interface Row {
   cancel_requested_at: number | null;
   owner: string | null;
   queued_at: number | null;
+  epoch: number;
+  parked_at: number | null;
   attempts: number;
   retry_safe: number;
   idem_key: string | null;
@@ -73,7 +82,7 @@ interface Row {
   retrieved_at: number | null;
 }
 
-const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at';
+const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at';
 
 function toView(r: Row): TaskView {
   return {
@@ -91,6 +100,7 @@ function toView(r: Row): TaskView {
     retrievedAt: r.retrieved_at,
     version: r.version,
     queuedAt: r.queued_at,
+    parkedAt: r.parked_at,
   };
 }
 
@@ -116,6 +126,9 @@ function toRecord(r: Row): TaskRecord {
     cancelRequestedAt: r.cancel_requested_at,
     owner: r.owner,
     queuedAt: r.queued_at,
+    epoch: r.epoch,
+    parkedAt: r.parked_at,
+    wakeAt: r.parked_at === null ? null : r.queued_at,
     attempts: r.attempts,
     retrySafe: r.retry_safe === 1,
     idempotencyKey: r.idem_key,
@@ -147,6 +160,11 @@ export class SqliteTaskStore implements TaskStore {
   private queueQ!: ReturnType<typeof prepareQueue>;
   private secret!: ReturnType<typeof prepareSettings>;
   private listing!: Listing;
+  private steps!: SqliteSteps;
+  private parking!: SqliteParking;
+  /** The write transactions, made once (better-sqlite3 prepares a transaction's statements when it is made). */
+  private runOne!: Database.Transaction<(op: () => unknown) => unknown>;
+  private runBatch!: Database.Transaction<(batch: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>) => void>;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path;
@@ -167,6 +185,22 @@ export class SqliteTaskStore implements TaskStore {
     this.queueQ = prepareQueue(db);
     this.secret = prepareSettings(db);
     this.listing = prepareListing(db);
+    this.steps = prepareSteps(db);
+    this.parking = prepareParking(db);
+    this.runOne = db.transaction((op: () => unknown) => op());
+    this.runBatch = db.transaction((batch: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>) => {
+      batch.forEach((p, i) => {
+        this.s.savepoint.run();
+        try {
+          outcomes[i] = { ok: true, value: p.op() };
+          this.s.release.run();
+        } catch (error) {
+          this.s.rollbackTo.run();
+          this.s.release.run();
+          outcomes[i] = { ok: false, value: error };
+        }
+      });
+    });
     applyHistorySetting(db, this.options.history);
     this.ops = sqliteOps(db, (op) => this.write(op), (taskId) => this.get(taskId));
   }
@@ -189,14 +223,14 @@ export class SqliteTaskStore implements TaskStore {
       rollbackTo: db.prepare('ROLLBACK TO outlast_write'),
       tomb: db.prepare('SELECT principal, expired_at FROM tombstones WHERE task_id = ?'),
       progress: db.prepare(`UPDATE tasks SET status_message = ?, poll_interval_ms = COALESCE(?, poll_interval_ms),
-          updated_at = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING *`),
-      retrySafe: db.prepare(`UPDATE tasks SET retry_safe = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING *`),
+          updated_at = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND epoch = COALESCE(?, epoch) AND ${UNFINISHED} RETURNING *`),
+      retrySafe: db.prepare(`UPDATE tasks SET retry_safe = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND epoch = COALESCE(?, epoch) AND ${UNFINISHED} RETURNING *`),
       setInput: db.prepare(`UPDATE tasks SET status = ?, input_requests = ?, input_responses = ?, input_since = ?,
-          ttl_ms = ?, expires_at = ?, updated_at = ?, version = version + 1 WHERE task_id = ? AND version = ? RETURNING *`),
+          ttl_ms = ?, expires_at = ?, queued_at = ?, updated_at = ?, version = version + 1 WHERE task_id = ? AND version = ? RETURNING *`),
       cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?), version = version + 1
           WHERE task_id = ? AND ${UNFINISHED}`),
       finish: db.prepare(`UPDATE tasks SET status = @status, result = @result, error = @error,
-          status_message = COALESCE(@statusMessage, status_message), input_requests = '{}', input_since = NULL, queued_at = NULL,
+          status_message = COALESCE(@statusMessage, status_message), input_requests = '{}', input_since = NULL, queued_at = NULL, parked_at = NULL,
           ttl_ms = @ttlMs, expires_at = @expiresAt, updated_at = @now, version = version + 1
         WHERE task_id = @taskId AND version = @version RETURNING *`),
       pendingCancels: db.prepare(`SELECT task_id FROM tasks WHERE owner = ? AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`),
@@ -208,11 +242,11 @@ export class SqliteTaskStore implements TaskStore {
       // A queued task has no owner and is nobody's orphan: it waits for a claim.
       orphans: db.prepare(`SELECT * FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL
         AND (owner IS NULL OR owner NOT IN (SELECT value FROM json_each(?))) LIMIT ?`),
-      takeOver: db.prepare(`UPDATE tasks SET owner = ?, attempts = attempts + 1, updated_at = ?, version = version + 1
+      takeOver: db.prepare(`UPDATE tasks SET owner = ?, attempts = attempts + 1, epoch = epoch + 1, updated_at = ?, version = version + 1
         WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING *`),
       retrieved: db.prepare(`UPDATE tasks SET retrieved_at = ? WHERE task_id = ? AND retrieved_at IS NULL
         AND status IN ('completed','failed','cancelled')`),
-      expired: db.prepare(`SELECT task_id, principal, status, owner, tool, retrieved_at, queued_at FROM tasks
+      expired: db.prepare(`SELECT task_id, principal, status, owner, tool, retrieved_at, queued_at, parked_at FROM tasks
         WHERE expires_at IS NOT NULL AND expires_at <= ? AND status <> 'input_required' LIMIT ?`),
       deleteTask: db.prepare('DELETE FROM tasks WHERE task_id = ?'),
       insertTomb: db.prepare(`INSERT OR REPLACE INTO tombstones (task_id, principal, expired_at, purge_at) VALUES (?, ?, ?, ?)`),
@@ -254,21 +288,20 @@ export class SqliteTaskStore implements TaskStore {
     const batch = this.queue;
     if (batch.length === 0 || !this.db) return;
     this.queue = [];
+    if (batch.length === 1) {
+      // Alone in its transaction: a refused write rolls back the whole of it, no savepoint needed.
+      const p = batch[0]!;
+      let value: unknown;
+      try {
+        value = this.runOne.immediate(p.op);
+      } catch (error) {
+        return p.reject(error);
+      }
+      return p.resolve(value as never);
+    }
     const outcomes: Array<{ ok: boolean; value: unknown }> = new Array(batch.length);
     try {
-      this.db.transaction(() => {
-        batch.forEach((p, i) => {
-          this.s.savepoint.run();
-          try {
-            outcomes[i] = { ok: true, value: p.op() };
-            this.s.release.run();
-          } catch (error) {
-            this.s.rollbackTo.run();
-            this.s.release.run();
-            outcomes[i] = { ok: false, value: error };
-          }
-        });
-      }).immediate();
+      this.runBatch.immediate(batch, outcomes);
     } catch (error) {
       for (const p of batch) p.reject(error);
       return;
@@ -321,15 +354,21 @@ export class SqliteTaskStore implements TaskStore {
   async get(taskId: string): Promise<TaskLookup> {
     this.ensureOpen();
     const row = this.s.get.get(taskId) as Row | undefined;
-    if (row) return { state: 'found', record: toRecord(row) };
+    if (row) return this.unlessExpired(row) ?? { state: 'found', record: toRecord(row) };
     return this.tombstone(taskId);
   }
 
   async view(taskId: string): Promise<TaskLookup<TaskView>> {
     this.ensureOpen();
     const row = this.s.view.get(taskId) as Row | undefined;
-    if (row) return { state: 'found', record: toView(row) };
+    if (row) return this.unlessExpired(row) ?? { state: 'found', record: toView(row) };
     return this.tombstone(taskId);
+  }
+
+  /** A row past its TTL reads expired at once, swept or not (one file, one clock: the machine's). */
+  private unlessExpired(row: Row): { state: 'expired'; principal: string; expiredAt: number } | undefined {
+    if (!readsExpired({ status: row.status, expiresAt: row.expires_at }, Date.now())) return undefined;
+    return { state: 'expired', principal: row.principal, expiredAt: row.expires_at! };
   }
 
   private tombstone(taskId: string): { state: 'expired'; principal: string; expiredAt: number } | { state: 'missing' } {
@@ -339,36 +378,47 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   /** Why an update matched no row. */
-  private refusal(taskId: string, owner?: string | null): TaskWriteRefused {
-    return refusalOf(taskId, this.s.get.get(taskId) as Row | undefined, owner);
+  private refusal(taskId: string, owner?: string | null, epoch?: number): TaskWriteRefused {
+    const row = this.s.get.get(taskId) as Row | undefined;
+    return refusalOf(taskId, row && { status: row.status, owner: row.owner, epoch: row.epoch }, owner, epoch);
   }
 
   async markRetrieved(taskId: string, now: number): Promise<void> {
     await this.write(() => this.s.retrieved.run(now, taskId));
   }
 
-  setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number): Promise<TaskRecord> {
+  setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number, epoch?: number): Promise<TaskRecord> {
     return this.write(() => {
-      const row = this.s.progress.get(statusMessage, pollIntervalMs ?? null, Date.now(), taskId, owner) as Row | undefined;
-      if (!row) throw this.refusal(taskId, owner);
+      const row = this.s.progress.get(statusMessage, pollIntervalMs ?? null, Date.now(), taskId, owner, epoch ?? null) as Row | undefined;
+      if (!row) throw this.refusal(taskId, owner, epoch);
       return toRecord(row);
     });
   }
 
-  setRetrySafe(taskId: string, owner: string, retrySafe: boolean): Promise<TaskRecord> {
+  setRetrySafe(taskId: string, owner: string, retrySafe: boolean, epoch?: number): Promise<TaskRecord> {
     return this.write(() => {
-      const row = this.s.retrySafe.get(retrySafe ? 1 : 0, taskId, owner) as Row | undefined;
-      if (!row) throw this.refusal(taskId, owner);
+      const row = this.s.retrySafe.get(retrySafe ? 1 : 0, taskId, owner, epoch ?? null) as Row | undefined;
+      if (!row) throw this.refusal(taskId, owner, epoch);
       return toRecord(row);
     });
   }
 
-  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number): Promise<TaskRecord> {
+  requestInput(taskId: string, owner: string, requests: Record<string, PendingInput>, now: number, epoch?: number): Promise<TaskRecord> {
     return this.write(() => {
       const row = this.s.get.get(taskId) as Row | undefined;
-      if (!row || row.owner !== owner || isTerminal(row.status)) throw this.refusal(taskId, owner);
+      if (!row || row.owner !== owner || (epoch !== undefined && row.epoch !== epoch) || isTerminal(row.status)) throw this.refusal(taskId, owner, epoch);
       const rec = toRecord(row);
       return toRecord(this.writeInput(rec, askInput(rec, requests, now), now));
+    });
+  }
+
+  expireInput(taskId: string, now: number): Promise<TaskRecord | undefined> {
+    return this.write(() => {
+      const row = this.s.get.get(taskId) as Row | undefined;
+      if (!row) return undefined;
+      const rec = toRecord(row);
+      const { change } = expireInputs(rec, now);
+      return change ? toRecord(this.writeInput(rec, change, now)) : rec;
     });
   }
 
@@ -385,7 +435,7 @@ export class SqliteTaskStore implements TaskStore {
 
   private writeInput(rec: TaskRecord, c: InputChange, now: number): Row {
     return this.s.setInput.get(c.status, JSON.stringify(c.inputRequests), JSON.stringify(c.inputResponses), c.inputSince, c.ttlMs, c.expiresAt,
-      now, rec.taskId, rec.version) as Row;
+      c.queuedAt, now, rec.taskId, rec.version) as Row;
   }
 
   requestCancel(taskId: string, now: number): Promise<TaskRecord | undefined> {
@@ -401,12 +451,13 @@ export class SqliteTaskStore implements TaskStore {
     return (this.s.pendingCancels.all(owner) as Array<{ task_id: string }>).map((r) => r.task_id);
   }
 
-  finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number): Promise<TaskRecord> {
+  finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number, epoch?: number): Promise<TaskRecord> {
     return this.write(() => {
       const row = this.s.get.get(taskId) as Row | undefined;
       if (!row) throw new TaskWriteRefused(taskId, 'missing');
       if (isTerminal(row.status)) throw new TaskWriteRefused(taskId, 'terminal');
       if (owner !== null && row.owner !== owner) throw new TaskWriteRefused(taskId, 'fenced');
+      if (epoch !== undefined && row.epoch !== epoch) throw new TaskWriteRefused(taskId, 'fenced');
       const { ttlMs, expiresAt } = ttlAfterWait({ createdAt: row.created_at, ttlMs: row.ttl_ms, expiresAt: row.expires_at, inputSince: row.input_since }, now);
       return toRecord(this.s.finish.get({
         taskId,
@@ -458,15 +509,19 @@ export class SqliteTaskStore implements TaskStore {
     this.ensureOpen();
     return this.db.transaction(() => {
       const rows = this.s.expired.all(now, limit) as Array<{
-        task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null; queued_at: number | null;
+        task_id: string; principal: string; status: TaskStatus; owner: string | null; tool: string; retrieved_at: number | null; queued_at: number | null; parked_at: number | null;
       }>;
       for (const r of rows) {
         this.s.deleteTask.run(r.task_id);
+        this.steps.deleteOf(r.task_id);
         this.s.insertTomb.run(r.task_id, r.principal, now, now + tombstoneRetentionMs);
       }
       const purged = this.s.purge.run(now, limit).changes;
       return {
-        expired: rows.map((r) => ({ taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null, queued: r.queued_at !== null })),
+        expired: rows.map((r) => ({
+          taskId: r.task_id, status: r.status, owner: r.owner, tool: r.tool, retrieved: r.retrieved_at !== null,
+          queued: r.queued_at !== null && r.parked_at === null, parked: r.parked_at !== null,
+        })),
         purged,
       };
     }).immediate();
@@ -491,6 +546,32 @@ export class SqliteTaskStore implements TaskStore {
       const row = this.queueQ.cancel.get({ taskId, now, statusMessage }) as Row | undefined;
       return row ? toRecord(row) : undefined;
     });
+  }
+
+  async nextWake(now: number): Promise<number | undefined> {
+    this.ensureOpen();
+    return (this.parking.nextWake.get(now) as { t: number | null }).t ?? undefined;
+  }
+
+  park(taskId: string, fence: WriteFence, wait: ParkRequest, now: number): Promise<ParkResult> {
+    return this.write(() => {
+      const row = this.s.get.get(taskId) as Row | undefined;
+      if (!row) throw new TaskWriteRefused(taskId, 'missing');
+      const rec = toRecord(row);
+      const p = parkChange(rec, fence, wait, now);
+      if (p.outcome !== 'parked') return { outcome: p.outcome, record: rec };
+      const parked = this.parking.park.get({ taskId, version: rec.version, parkedAt: p.change.parkedAt, queuedAt: p.change.queuedAt }) as Row;
+      return { outcome: 'parked' as const, record: toRecord(parked) };
+    });
+  }
+
+  async listSteps(taskId: string): Promise<StepRecord[]> {
+    this.ensureOpen();
+    return this.steps.list(taskId);
+  }
+
+  writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
+    return this.write(() => this.steps.write(taskId, fence, step));
   }
 
   async sharedSecret(name: string, generate: () => string): Promise<string> {

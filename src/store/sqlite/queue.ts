@@ -1,7 +1,8 @@
 /**
  * The run queue on SQLite: its statements, one per transition. The processes sharing one file take turns on its
  * write lock, so a claim (one UPDATE run inside the store's write transaction) sees every claim before it and
- * the deployment-wide tool limits hold exactly. The claim rule is rules.nextClaim, stated in SQL.
+ * the deployment-wide tool limits hold exactly. The claim rule is rules.nextClaim, stated in SQL. A parked task is in
+ * the queue with its wake time as queued_at: the same claim resumes it once that time has come (rules.claimable).
  */
 import type Database from 'better-sqlite3';
 import type { QueueClaim } from '../types.js';
@@ -27,12 +28,13 @@ WITH RECURSIVE
   heads(task_id) AS (
     SELECT (SELECT q.task_id FROM tasks q
       WHERE q.principal = principals.p AND q.queued_at IS NOT NULL AND q.cancel_requested_at IS NULL
-        AND (q.expires_at IS NULL OR q.expires_at > @now)
+        AND (q.parked_at IS NULL OR q.queued_at <= @now) AND (q.status = 'input_required' OR q.expires_at IS NULL OR q.expires_at > @now)
         AND q.tool IN (SELECT value FROM json_each(@tools)) AND q.tool NOT IN (SELECT tool FROM full_tools)
       ORDER BY q.queued_at, q.task_id LIMIT 1)
     FROM principals WHERE principals.p IS NOT NULL
   )
-UPDATE tasks SET owner = @owner, queued_at = NULL, status_message = NULL, updated_at = @now, version = version + 1
+UPDATE tasks SET owner = @owner, queued_at = NULL, parked_at = NULL, epoch = epoch + 1,
+  status_message = CASE WHEN parked_at IS NULL THEN NULL ELSE status_message END, updated_at = @now, version = version + 1
 WHERE task_id = (
   SELECT t.task_id FROM heads h JOIN tasks t ON t.task_id = h.task_id
   ORDER BY (SELECT count(*) FROM tasks r WHERE r.principal = t.principal AND ${RUNNING}), t.queued_at, t.task_id
@@ -49,14 +51,16 @@ export interface QueueStatements {
 export function prepareQueue(db: Database.Database): QueueStatements {
   return {
     claim: db.prepare(CLAIM),
-    // Only while still queued: a task claimed meanwhile is cancelled through its owner instead.
-    cancel: db.prepare(`UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, @now), queued_at = NULL,
+    // Only while still queued or parked: a task claimed meanwhile is cancelled through its owner instead.
+    cancel: db.prepare(`UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, @now), queued_at = NULL, parked_at = NULL,
+        input_requests = '{}', input_since = NULL,
         status_message = @statusMessage, updated_at = @now, version = version + 1
       WHERE task_id = @taskId AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING *`),
-    depth: db.prepare('SELECT count(*) AS n FROM tasks WHERE queued_at IS NOT NULL'),
-    position: db.prepare(`SELECT (SELECT count(*) FROM tasks q WHERE q.queued_at IS NOT NULL
+    // Work waiting for capacity; parked tasks wait for their time or an answer, not for a slot.
+    depth: db.prepare('SELECT count(*) AS n FROM tasks WHERE queued_at IS NOT NULL AND parked_at IS NULL'),
+    position: db.prepare(`SELECT (SELECT count(*) FROM tasks q WHERE q.queued_at IS NOT NULL AND q.parked_at IS NULL
         AND (q.queued_at < me.queued_at OR (q.queued_at = me.queued_at AND q.task_id < me.task_id))) + 1 AS n
-      FROM tasks me WHERE me.task_id = ? AND me.queued_at IS NOT NULL`),
+      FROM tasks me WHERE me.task_id = ? AND me.queued_at IS NOT NULL AND me.parked_at IS NULL`),
   };
 }
 

@@ -82,6 +82,32 @@ CREATE TABLE settings (
 `,
   },
   {
+    // Work that outlasts its process: a fencing epoch bumped by every claim, parked waits (no owner, claimable from
+    // queued_at = their wake time), and durable steps.
+    version: 4,
+    sql: `
+ALTER TABLE tasks ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE tasks ADD COLUMN parked_at INTEGER;
+CREATE TABLE task_steps (
+  task_id     TEXT NOT NULL,
+  step_key    TEXT NOT NULL,
+  name        TEXT NOT NULL,
+  kind        TEXT NOT NULL CHECK (kind IN ('step','sleep')),
+  seq         INTEGER NOT NULL,
+  state       TEXT NOT NULL CHECK (state IN ('started','completed','failed')),
+  epoch       INTEGER NOT NULL,
+  tries       INTEGER NOT NULL,
+  idempotent  INTEGER NOT NULL,
+  result      TEXT,
+  error       TEXT,
+  bytes       INTEGER NOT NULL,
+  started_at  INTEGER NOT NULL,
+  finished_at INTEGER,
+  PRIMARY KEY (task_id, step_key)
+);
+`,
+  },
+  {
     // Operations (dashboard, alerts). Numbered 5: 3 and 4 belong to the run queue and durable steps.
     version: 5,
     sql: `

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { nextClaim, type QueuedTask } from '../rules.js';
 import { opsKit } from './ops.js';
-import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type TaskStore } from '../types.js';
+import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type StepWrite, type TaskStore } from '../types.js';
 
 export interface StoreKitOptions {
   /** Opens a store. Without a location: on new, empty data. With one: on that data. Returns the location. */
@@ -39,6 +39,14 @@ const ELICIT = { method: 'elicitation/create' as const, params: { mode: 'form', 
 async function claimOne(store: TaskStore, owner: string, tools: string[], limits: Record<string, number> = {}, now = Date.now()) {
   const room = Object.fromEntries(tools.map((t) => [t, 100]));
   return (await store.claimQueued({ owner, now, room, max: 1, limits }))[0];
+}
+
+/** A step write: the row for `key` in `state` (result: JSON text or null). */
+function step(key: string, seq: number, state: StepWrite['state'], result: string | null): StepWrite {
+  return {
+    key, name: key.slice(0, key.lastIndexOf('#')), kind: 'step', seq, state, tries: 1, idempotent: false,
+    result, error: null, bytes: result === null ? 0 : Buffer.byteLength(result), startedAt: Date.now(), finishedAt: state === 'started' ? null : Date.now(),
+  };
 }
 
 async function refusal(p: Promise<unknown>): Promise<string> {
@@ -356,7 +364,20 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
         const { record } = await store.create(t);
         let cancelRequestedAt: number | null = null;
         if (rand(10) === 0) cancelRequestedAt = (await store.requestCancel(record.taskId, now))!.cancelRequestedAt;
-        queued.push({ taskId: record.taskId, principal, tool, queuedAt: record.queuedAt!, expiresAt: record.expiresAt, cancelRequestedAt });
+        queued.push({ taskId: record.taskId, principal, tool, status: 'working', queuedAt: record.queuedAt!, parkedAt: null, expiresAt: record.expiresAt, cancelRequestedAt });
+      }
+      // Parked tasks: due or not yet, some waiting for input past their TTL (claimable: no TTL runs during a wait).
+      for (let i = 0; i < 20; i++) {
+        const principal = principals[rand(4)]!;
+        const tool = tools[rand(3)]!;
+        const waits = rand(2) === 0;
+        const { record } = await store.create(newTask({ principal, tool, owner: 'parker', createdAt: now - 60_000 + i, ttlMs: rand(3) === 0 ? 1000 : 600_000 }));
+        if (waits) await store.requestInput(record.taskId, 'parker', { q: { request: ELICIT, deadline: now + 3_600_000 } }, now - 59_000);
+        const wakeAt = rand(3) === 0 ? now + 30_000 : now - 30_000 + i * 11;
+        const parked = await store.park(record.taskId, { owner: 'parker', epoch: 1 }, { wakeAt, awaiting: waits ? ['q'] : [] }, now - 40_000);
+        assert.equal(parked.outcome, 'parked');
+        const r = parked.record;
+        queued.push({ taskId: r.taskId, principal, tool, status: r.status, queuedAt: r.queuedAt!, parkedAt: r.parkedAt, expiresAt: r.expiresAt, cancelRequestedAt: null });
       }
       // Claims of 1 to 4 tasks with little room per tool: each must take what the rule takes, one task at a time.
       let claimed = 0;
@@ -385,6 +406,7 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       }
       // The limit of t1 stopped some claims, t3 is never served: the queue is not simply emptied.
       assert.ok(claimed >= 10 && queued.some((q) => q.tool === 't1' && q.cancelRequestedAt === null), `claimed ${claimed}`);
+      assert.ok(queued.some((q) => q.queuedAt > now && q.tool !== 't3'), 'a parked task not yet due stayed');
     });
 
     it('queue: a deployment-wide tool limit holds under concurrent claimers on separate connections', async () => {
@@ -416,6 +438,169 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       const swept = await store.create(newTask({ queued: true, owner: null, createdAt: Date.now() - 10_000, ttlMs: 1000 }));
       const r = await store.sweep(Date.now(), 1000, 100);
       assert.deepEqual(r.expired.map((e) => [e.taskId, e.queued]), [[swept.record.taskId, true]]);
+    });
+
+    it('epoch: 1 at creation, bumped by every claim and takeover; a write naming an older epoch is fenced, even from the same replica id', async () => {
+      const { store } = await open();
+      const { record } = await store.create(newTask({ owner: 'a' }));
+      assert.equal(record.epoch, 1);
+      assert.equal((await store.setProgress(record.taskId, 'a', 'first', undefined, 1)).epoch, 1);
+      // The same replica id claims it again (re-registered after it was presumed dead): a new epoch.
+      const again = await store.takeOver(record.taskId, 'a', 'a', Date.now());
+      assert.equal(again.epoch, 2);
+      assert.equal(await refusal(store.setProgress(record.taskId, 'a', 'zombie', undefined, 1)), 'fenced');
+      assert.equal(await refusal(store.setRetrySafe(record.taskId, 'a', true, 1)), 'fenced');
+      assert.equal(await refusal(store.requestInput(record.taskId, 'a', { k: { request: ELICIT, deadline: Date.now() + 1000 } }, Date.now(), 1)), 'fenced');
+      assert.equal(await refusal(store.finish(record.taskId, 'a', { status: 'completed', result: {} }, null, Date.now(), 1)), 'fenced');
+      assert.equal(await refusal(store.writeStep(record.taskId, { owner: 'a', epoch: 1 }, step('s#1', 1, 'completed', '1'))), 'fenced');
+      const done = await store.finish(record.taskId, 'a', { status: 'completed', result: { ok: true } }, null, Date.now(), 2);
+      assert.deepEqual([done.status, done.epoch], ['completed', 2]);
+      const q = await store.create(newTask({ queued: true, owner: null }));
+      assert.equal((await claimOne(store, 'r1', ['build']))?.taskId, q.record.taskId);
+      const claimed = await store.get(q.record.taskId);
+      assert.ok(claimed.state === 'found' && claimed.record.epoch === 2 && claimed.record.owner === 'r1');
+    });
+
+    it('steps: written only while the run holds the task, listed in call order with their exact JSON text, swept with the task', async () => {
+      const { store } = await open();
+      const { record } = await store.create(newTask({ owner: 'a' }));
+      const id = record.taskId;
+      const a1 = { owner: 'a', epoch: 1 };
+      await store.writeStep(id, a1, step('charge#1', 2, 'started', null));
+      // Key order, U+0000 and non-ASCII as written: the text is the value, not a re-encoding of it.
+      const exact = '{"z":1,"a":"nul \\u0000 é 😀","n":[1.5,null]}';
+      await store.writeStep(id, a1, step('charge#1', 2, 'completed', exact));
+      await store.writeStep(id, a1, step('fetch#1', 1, 'completed', null));
+      const rows = await store.listSteps(id);
+      assert.deepEqual(rows.map((r) => [r.key, r.seq, r.state, r.epoch, r.result]), [['fetch#1', 1, 'completed', 1, null], ['charge#1', 2, 'completed', 1, exact]]);
+      assert.equal(rows[1]!.bytes, Buffer.byteLength(exact));
+      assert.deepEqual(JSON.parse(rows[1]!.result!), { z: 1, a: 'nul \u0000 é 😀', n: [1.5, null] });
+      await store.writeStep(id, a1, { ...step('bad#1', 3, 'failed', null), error: { code: -32603, message: 'boom', data: { reason: 'x' } } });
+      assert.deepEqual((await store.listSteps(id)).find((r) => r.key === 'bad#1')?.error, { code: -32603, message: 'boom', data: { reason: 'x' } });
+      // Another replica took the task over: the old run's step writes are refused, the new one's accepted.
+      await store.takeOver(id, 'a', 'b', Date.now());
+      assert.equal(await refusal(store.writeStep(id, a1, step('late#1', 4, 'completed', '1'))), 'fenced');
+      assert.equal(await refusal(store.writeStep(id, { owner: 'b', epoch: 1 }, step('late#1', 4, 'completed', '1'))), 'fenced');
+      await store.writeStep(id, { owner: 'b', epoch: 2 }, step('next#1', 4, 'started', null));
+      assert.equal((await store.listSteps(id)).find((r) => r.key === 'next#1')?.epoch, 2);
+      // After a cancel request no step may start; a step that ran may still record how it ended.
+      await store.requestCancel(id, Date.now());
+      assert.equal(await refusal(store.writeStep(id, { owner: 'b', epoch: 2 }, step('more#1', 5, 'started', null))), 'cancelled');
+      await store.writeStep(id, { owner: 'b', epoch: 2 }, step('next#1', 4, 'completed', '"ok"'));
+      await store.finish(id, 'b', { status: 'cancelled' }, null, Date.now());
+      assert.equal(await refusal(store.writeStep(id, { owner: 'b', epoch: 2 }, step('after#1', 6, 'completed', '1'))), 'terminal');
+      assert.equal(await refusal(store.writeStep('no-such-task', a1, step('x#1', 1, 'completed', '1'))), 'missing');
+      // A swept task takes its steps with it.
+      const old = await store.create(newTask({ owner: 'a', createdAt: Date.now() - 10_000, ttlMs: 1000 }));
+      await store.writeStep(old.record.taskId, a1, step('s#1', 1, 'completed', '1'));
+      await store.sweep(Date.now(), 60_000, 100);
+      assert.deepEqual(await store.listSteps(old.record.taskId), []);
+      assert.equal((await store.listSteps(id)).length, 4);
+    });
+
+    it('park: no owner, nobody\'s orphan, not queued work; the claim resumes it once due (epoch bumped, status message kept)', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const { record } = await store.create(newTask({ owner: 'a', createdAt: t0, statusMessage: 'sleeping until the build is ready' }));
+      const p = await store.park(record.taskId, { owner: 'a', epoch: 1 }, { wakeAt: t0 + 5000, awaiting: [] }, t0 + 10);
+      assert.equal(p.outcome, 'parked');
+      assert.deepEqual([p.record.owner, p.record.parkedAt, p.record.wakeAt, p.record.queuedAt, p.record.status], [null, t0 + 10, t0 + 5000, t0 + 5000, 'working']);
+      const v = await store.view(record.taskId);
+      assert.ok(v.state === 'found' && v.record.parkedAt === t0 + 10);
+      assert.deepEqual(await store.listOrphans([], 100), [], 'a parked task is nobody\'s orphan');
+      assert.equal(await store.queueDepth(), 0, 'nor work waiting for capacity');
+      assert.equal(await store.queuePosition(record.taskId), undefined);
+      assert.equal(await store.nextWake(t0 + 20), t0 + 5000);
+      assert.equal(await claimOne(store, 'r1', ['build'], {}, t0 + 4999), undefined, 'not before its wake time');
+      const resumed = await claimOne(store, 'r1', ['build'], {}, t0 + 5000);
+      assert.deepEqual(
+        [resumed?.taskId, resumed?.owner, resumed?.epoch, resumed?.parkedAt, resumed?.wakeAt, resumed?.queuedAt, resumed?.statusMessage, resumed?.attempts],
+        [record.taskId, 'r1', 2, null, null, null, 'sleeping until the build is ready', 1],
+      );
+      assert.equal(await store.nextWake(t0 + 20), undefined);
+      // The run that parked it no longer holds it: its writes are refused.
+      assert.equal(await refusal(store.setProgress(record.taskId, 'a', 'zombie', undefined, 1)), 'fenced');
+      assert.equal(await refusal(store.park(record.taskId, { owner: 'a', epoch: 1 }, { wakeAt: t0 + 9000, awaiting: [] }, t0 + 6000)), 'fenced');
+    });
+
+    it('park: not when an awaited key was answered meanwhile, nor after a cancel request; an answer wakes a parked task, a cancel ends it at once', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const fence = { owner: 'a', epoch: 1 };
+      const answered = await store.create(newTask({ owner: 'a', createdAt: t0 }));
+      await store.requestInput(answered.record.taskId, 'a', { q: { request: ELICIT, deadline: t0 + 60_000 } }, t0);
+      await store.answerInput(answered.record.taskId, { q: { action: 'accept', content: { name: 'x' } } }, t0 + 1);
+      const c = await store.park(answered.record.taskId, fence, { wakeAt: t0 + 60_000, awaiting: ['q'] }, t0 + 2);
+      assert.deepEqual([c.outcome, c.record.owner], ['continue', 'a']);
+      const cancelled = await store.create(newTask({ owner: 'a', createdAt: t0 }));
+      await store.requestCancel(cancelled.record.taskId, t0);
+      assert.equal((await store.park(cancelled.record.taskId, fence, { wakeAt: t0 + 60_000, awaiting: [] }, t0 + 2)).outcome, 'cancelled');
+      // Parked on input: an answer through any connection makes it claimable at once, with the TTL grown by the wait.
+      const waiting = await store.create(newTask({ owner: 'a', createdAt: t0, ttlMs: 10_000 }));
+      await store.requestInput(waiting.record.taskId, 'a', { q: { request: ELICIT, deadline: t0 + 3_600_000 } }, t0 + 100);
+      const parked = await store.park(waiting.record.taskId, fence, { wakeAt: t0 + 3_600_000, awaiting: ['q'] }, t0 + 200);
+      assert.deepEqual([parked.outcome, parked.record.status], ['parked', 'input_required']);
+      assert.equal(await claimOne(store, 'r1', ['build'], {}, t0 + 1000), undefined);
+      const a = await store.answerInput(waiting.record.taskId, { q: { action: 'accept', content: { name: 'y' } } }, t0 + 2100);
+      assert.deepEqual([a.accepted, a.record.status, a.record.queuedAt, a.record.ttlMs], [['q'], 'working', t0 + 2100, 12_000]);
+      const resumed = await claimOne(store, 'r2', ['build'], {}, t0 + 2101);
+      assert.deepEqual([resumed?.taskId, resumed?.owner, resumed?.epoch], [waiting.record.taskId, 'r2', 2]);
+      assert.deepEqual(resumed?.inputResponses.q?.response, { action: 'accept', content: { name: 'y' } });
+      // Cancel of a parked task: cancelled at once, no handler involved.
+      const other = await store.create(newTask({ owner: 'a', createdAt: t0 }));
+      await store.requestInput(other.record.taskId, 'a', { q: { request: ELICIT, deadline: t0 + 3_600_000 } }, t0);
+      await store.park(other.record.taskId, fence, { wakeAt: t0 + 3_600_000, awaiting: ['q'] }, t0 + 1);
+      const done = await store.cancelQueued(other.record.taskId, t0 + 5, 'Cancelled while parked');
+      assert.deepEqual([done?.status, done?.parkedAt, done?.queuedAt, done?.inputRequests], ['cancelled', null, null, {}]);
+    });
+
+    it('input deadlines are decided by the store: a key past its deadline is recorded timed out, a late answer is refused, a replay sees the timeout', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const { record } = await store.create(newTask({ owner: 'a', createdAt: t0, ttlMs: 10_000 }));
+      const id = record.taskId;
+      await store.requestInput(id, 'a', { early: { request: ELICIT, deadline: t0 + 1000 }, late: { request: ELICIT, deadline: t0 + 5000 } }, t0);
+      assert.equal((await store.expireInput(id, t0 + 999))?.status, 'input_required', 'nothing is due yet');
+      const r = (await store.expireInput(id, t0 + 1000))!;
+      assert.deepEqual(Object.keys(r.inputRequests), ['late']);
+      assert.deepEqual([r.inputResponses.early?.timedOut, r.status], [true, 'input_required']);
+      // An answer that comes after the deadline is refused even when nobody recorded the timeout yet.
+      const lateAnswer = await store.answerInput(id, { early: { action: 'accept' }, late: { action: 'accept', content: { x: 1 } } }, t0 + 6000);
+      assert.deepEqual(lateAnswer.accepted, []);
+      assert.deepEqual([lateAnswer.record.inputResponses.late?.timedOut, lateAnswer.record.status], [true, 'working']);
+      assert.equal(lateAnswer.record.ttlMs, 16_000, 'the TTL grew by the wait');
+      // A replay that asks the same keys again is not asked anything: both stay timed out.
+      const replay = await store.requestInput(id, 'a', { early: { request: ELICIT, deadline: t0 + 99_000 }, late: { request: ELICIT, deadline: t0 + 99_000 } }, t0 + 7000);
+      assert.deepEqual([replay.status, Object.keys(replay.inputRequests), replay.inputResponses.early?.timedOut], ['working', [], true]);
+      // A replay after the deadline that nobody recorded records it.
+      const other = await store.create(newTask({ owner: 'a', createdAt: t0 }));
+      await store.requestInput(other.record.taskId, 'a', { k: { request: ELICIT, deadline: t0 + 100 } }, t0);
+      const again = await store.requestInput(other.record.taskId, 'a', { k: { request: ELICIT, deadline: t0 + 60_000 } }, t0 + 200);
+      assert.deepEqual([again.status, again.inputResponses.k?.timedOut], ['working', true]);
+      assert.equal(await store.expireInput('no-such-task', t0), undefined);
+      // A replay is recognised whatever order the store keeps a request's keys in (jsonb sorts them).
+      const form = { method: 'elicitation/create' as const, params: { mode: 'form', message: 'Who?', requestedSchema: { type: 'object', properties: { a: { type: 'string' } }, required: ['a'] } } };
+      const keyed = await store.create(newTask({ owner: 'a', createdAt: t0 }));
+      await store.requestInput(keyed.record.taskId, 'a', { who: { request: form, deadline: t0 + 60_000 } }, t0);
+      await store.answerInput(keyed.record.taskId, { who: { action: 'accept', content: { a: 'x' } } }, t0 + 1);
+      const asked = await store.requestInput(keyed.record.taskId, 'a', { who: { request: structuredClone(form), deadline: t0 + 60_000 } }, t0 + 2);
+      assert.deepEqual(Object.keys(asked.inputRequests), [], 'a replay, not a new question');
+    });
+
+    it('expiry is read at once: a task past its TTL reads expired before any sweep, except while it waits for input', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const past = await store.create(newTask({ createdAt: t0 - 10_000, ttlMs: 5_000, principal: 'erin' }));
+      const done = await store.create(newTask({ createdAt: t0 - 10_000, ttlMs: 5_000 }));
+      await store.finish(done.record.taskId, 'replica-a', { status: 'completed', result: {} }, null, t0 - 9_000);
+      const waiting = await store.create(newTask({ createdAt: t0 - 10_000, ttlMs: 5_000 }));
+      await store.requestInput(waiting.record.taskId, 'replica-a', { q: { request: ELICIT, deadline: t0 + 60_000 } }, t0 - 9_000);
+      for (const id of [past.record.taskId, done.record.taskId]) {
+        assert.deepEqual(await store.get(id), { state: 'expired', principal: id === past.record.taskId ? 'erin' : 'alice', expiredAt: t0 - 5_000 });
+        assert.equal((await store.view(id)).state, 'expired');
+      }
+      assert.equal((await store.view(waiting.record.taskId)).state, 'found');
+      assert.equal((await store.count()).tasks, 3, 'nothing was swept: the read decided');
     });
 
     it('sharedSecret: generated once, the same for every connection, even when asked at once', async () => {

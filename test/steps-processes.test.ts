@@ -1,0 +1,348 @@
+/**
+ * Work that outlasts its process, with real server processes and real signals: durable steps across kill -9 (a
+ * restarted SQLite server, and three PostgreSQL replicas), a paused owner (SIGSTOP past its lease, then SIGCONT) that
+ * writes nothing after the takeover, parked waits that survive every replica that ran them, a durable sleep that wakes
+ * at its original time, late answers refused after a recorded input timeout, and expiry read at once on every replica.
+ * The `steps` and `park` fixtures are the contract's.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { postgresStoreFromUrl } from '../src/store/postgres/index.js';
+import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import type { TaskRecord, TaskStore } from '../src/store/types.js';
+import { FIXTURES, callTool, getTask, rpc, sleep, startServer, tempDir, textOf, waitForTask } from './helpers.js';
+import { connectV1 } from './generations.js';
+import { useCluster } from './replicas.js';
+import { has, starts, stepEvents, untilLogged } from './steps-log.js';
+
+const FORM_ANSWER = (answer: string) => ({ answer: { action: 'accept', content: { answer } } });
+
+async function created(url: string, tool: string, args: Record<string, unknown>): Promise<string> {
+  const r = await callTool(url, tool, args);
+  assert.equal(r.error, undefined, JSON.stringify(r.error));
+  assert.equal(r.result.resultType, 'task');
+  return r.result.taskId as string;
+}
+
+/** The task's row as the store has it (found), read through a store of the test's own. */
+async function row(store: TaskStore, taskId: string): Promise<TaskRecord> {
+  const l = await store.get(taskId);
+  assert.equal(l.state, 'found');
+  return (l as { record: TaskRecord }).record;
+}
+
+async function untilParked(store: TaskStore, taskId: string, timeoutMs = 10_000): Promise<TaskRecord> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await row(store, taskId);
+    if (r.parkedAt !== null) return r;
+    if (Date.now() > end) assert.fail(`task ${taskId} was not parked in ${timeoutMs} ms (owner ${r.owner}, status ${r.status})`);
+    await sleep(25);
+  }
+}
+
+/** A fixture server on one SQLite file that can be killed and started again. */
+function sqliteServer() {
+  const path = join(tempDir(), 'tasks.db');
+  const args = ['--store', `sqlite:${path}`, '--heartbeat-ms', '200', '--lease-ms', '1500', '--park-after-ms', '200', '--queue-poll-ms', '200'];
+  return { path, start: () => startServer(args), store: () => new SqliteTaskStore(path) };
+}
+
+describe('durable steps across kill -9 and a restart (one SQLite file)', () => {
+  it('killed between steps B and C: the task completes with A, B, C each run once', async () => {
+    const s = sqliteServer();
+    const log = join(tempDir(), 'between.log');
+    let srv = await s.start();
+    try {
+      const id = await created(srv.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 1 });
+      await untilLogged([log], has('END', 's2'), 'B ended');
+      assert.equal(has('START', 's3')(stepEvents(log)), false, 'killed before C started');
+      await srv.stop('SIGKILL');
+      srv = await s.start();
+      const done = await waitForTask(srv.url, id);
+      assert.equal(done.status, 'completed');
+      assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
+      assert.deepEqual(starts(log), { s1: 1, s2: 1, s3: 1 });
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  it('killed inside B: not idempotent, the task fails naming B (B ran once, C never); idempotent, B runs twice and the task completes', async () => {
+    const s = sqliteServer();
+    const strict = join(tempDir(), 'strict.log');
+    const redo = join(tempDir(), 'redo.log');
+    let srv = await s.start();
+    try {
+      const args = { count: 3, stepSeconds: 1.5, gapSeconds: 0.1 };
+      const strictId = await created(srv.url, 'steps', { ...args, log: strict });
+      const redoId = await created(srv.url, 'steps', { ...args, log: redo, idempotent: true });
+      await untilLogged([strict, redo], has('START', 's2'), 'B running');
+      assert.equal([strict, redo].some((p) => has('END', 's2')(stepEvents(p))), false, 'killed inside B');
+      await srv.stop('SIGKILL');
+      srv = await s.start();
+      const failed = await waitForTask(srv.url, strictId);
+      assert.equal(failed.status, 'failed');
+      assert.deepEqual([failed.error.data.reason, failed.error.data.step], ['step_interrupted', 's2#1']);
+      assert.match(failed.error.message, /Step "s2#1" was running when the server running this task stopped; it is not marked idempotent/);
+      const done = await waitForTask(srv.url, redoId);
+      assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
+      assert.deepEqual(starts(strict), { s1: 1, s2: 1 }, 'B once, C never');
+      assert.deepEqual(starts(redo), { s1: 1, s2: 2, s3: 1 }, 'the idempotent B twice');
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  it('a parked wait for input survives kill -9: answered after the restart, it completes without re-running its finished step', async () => {
+    const s = sqliteServer();
+    const store = s.store();
+    await store.init();
+    let srv = await s.start();
+    const firstPid = srv.pid;
+    try {
+      const id = await created(srv.url, 'park', { message: 'Ship it?', sleepSeconds: 0 });
+      const parked = await untilParked(store, id);
+      assert.deepEqual([parked.owner, parked.status], [null, 'input_required']);
+      await srv.stop('SIGKILL');
+      srv = await s.start();
+      const waiting = await getTask(srv.url, id);
+      assert.equal(waiting.result.status, 'input_required');
+      const upd = await rpc(srv.url, 'tasks/update', { taskId: id, inputResponses: FORM_ANSWER('after the crash') });
+      assert.equal(upd.error, undefined);
+      const done = await waitForTask(srv.url, id);
+      assert.match(textOf(done.result), new RegExp(`^The answer is: after the crash \\(prepared in ${firstPid} at \\d+; woke at \\d+ in ${srv.pid}; attempt 1\\)$`));
+    } finally {
+      await srv.stop();
+      await store.close();
+    }
+  });
+
+  it('a durable sleep across kill -9 wakes at its original time', async () => {
+    const s = sqliteServer();
+    const store = s.store();
+    await store.init();
+    // Parked only after 60 s: the 3 s sleep is held in memory when the process is killed.
+    let srv = await startServer(['--store', `sqlite:${s.path}`, '--heartbeat-ms', '200', '--lease-ms', '1500', '--park-after-ms', '60000']);
+    try {
+      const id = await created(srv.url, 'park', { message: 'Nap?', sleepSeconds: 3 });
+      await waitForTask(srv.url, id, (t) => t.status === 'input_required');
+      const answeredAt = Date.now();
+      await rpc(srv.url, 'tasks/update', { taskId: id, inputResponses: FORM_ANSWER('nap') });
+      await waitForTask(srv.url, id, (t) => t.statusMessage === 'answered; sleeping');
+      await sleep(800);
+      await srv.stop('SIGKILL');
+      srv = await s.start();
+      const restartedAt = Date.now();
+      const done = await waitForTask(srv.url, id);
+      const woke = Number(/woke at (\d+)/.exec(textOf(done.result))![1]);
+      const nap = (await store.listSteps(id)).find((r) => r.key === 'nap#1')!;
+      const due = JSON.parse(nap.result!).wakeAt as number;
+      assert.equal(nap.kind, 'sleep');
+      assert.ok(due - answeredAt >= 3000 && due - answeredAt < 3000 + 1000, `the wake time was recorded ${due - answeredAt} ms after the answer`);
+      assert.ok(woke >= due && woke - due < 700, `woke ${woke - due} ms after its recorded time`);
+      assert.ok(woke < restartedAt + 3000 - 500, 'not a fresh 3 s sleep from the restart');
+      assert.match(textOf(done.result), /attempt 2\)$/);
+    } finally {
+      await srv.stop();
+      await store.close();
+    }
+  });
+});
+
+const LEASE_MS = 1500;
+const HEARTBEAT_MS = 200;
+
+describe(`durable steps on three PostgreSQL replicas (lease ${LEASE_MS} ms, heartbeat ${HEARTBEAT_MS} ms)`, () => {
+  const c = useCluster(3, ['--lease-ms', String(LEASE_MS), '--heartbeat-ms', String(HEARTBEAT_MS)], { module: FIXTURES });
+
+  it('kill -9 of the owner between B and C: another replica completes it, A, B, C each run once', async () => {
+    const [a, b] = c.cluster.replicas;
+    const log = join(tempDir(), 'pg-between.log');
+    const id = await created(a!.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 1 });
+    await untilLogged([log], has('END', 's2', a!.pid), 'B ended');
+    await a!.stop('SIGKILL');
+    const done = await waitForTask(b!.url, id, undefined, { timeoutMs: LEASE_MS + 10_000 });
+    assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
+    assert.deepEqual(starts(log), { s1: 1, s2: 1, s3: 1 });
+    assert.notEqual(stepEvents(log).find((e) => e.step === 's3')!.pid, a!.pid);
+    await c.cluster.add();
+  });
+
+  it('kill -9 of the owner inside B: not idempotent, the task fails naming B and C never runs; idempotent, B runs again elsewhere and the task completes', async () => {
+    const [, b, cc] = c.cluster.replicas;
+    const strict = join(tempDir(), 'pg-strict.log');
+    const redo = join(tempDir(), 'pg-redo.log');
+    const args = { count: 3, stepSeconds: 2, gapSeconds: 0.1 };
+    const strictId = await created(b!.url, 'steps', { ...args, log: strict });
+    const redoId = await created(b!.url, 'steps', { ...args, log: redo, idempotent: true });
+    await untilLogged([strict, redo], has('START', 's2', b!.pid), 'B running');
+    await b!.stop('SIGKILL');
+    const failed = await waitForTask(cc!.url, strictId, undefined, { timeoutMs: LEASE_MS + 10_000 });
+    assert.deepEqual([failed.status, failed.error.data.reason, failed.error.data.step], ['failed', 'step_interrupted', 's2#1']);
+    const done = await waitForTask(cc!.url, redoId, undefined, { timeoutMs: LEASE_MS + 10_000 });
+    assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
+    assert.deepEqual(starts(strict), { s1: 1, s2: 1 });
+    assert.deepEqual(starts(redo), { s1: 1, s2: 2, s3: 1 });
+    await c.cluster.add();
+  });
+
+  it('SIGSTOP of the owner inside B past its lease, then SIGCONT: the new owner completes the task, the paused one writes nothing after the takeover', async () => {
+    const x = c.cluster.replicas[2]!;
+    const other = c.cluster.replicas[3]!;
+    const store = postgresStoreFromUrl(c.cluster.storeUrl);
+    await store.init();
+    const log = join(tempDir(), 'pg-paused.log');
+    const id = await created(x.url, 'steps', { log, count: 3, stepSeconds: 2, gapSeconds: 0.1, idempotent: true });
+    await untilLogged([log], has('START', 's2', x.pid), 'B running on the replica to pause');
+    process.kill(x.pid, 'SIGSTOP');
+    let continued = false;
+    try {
+      // Only the lease tells a paused process: another replica runs B again, then C.
+      await untilLogged([log], (e) => e.some((s) => s.kind === 'START' && s.step === 's2' && s.pid !== x.pid), 'B again elsewhere', LEASE_MS + 10_000);
+      const done = await waitForTask(other.url, id, undefined, { timeoutMs: 15_000 });
+      assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
+      const before = await store.listSteps(id);
+      process.kill(x.pid, 'SIGCONT');
+      continued = true;
+      // The paused run wakes inside B: its step ends (its own effect) but its writes are refused and it stops.
+      await sleep(2500 + 1000);
+      assert.deepEqual(await store.listSteps(id), before, 'no row written by the paused owner after the takeover');
+      assert.deepEqual(before.map((r) => [r.key, r.state, r.epoch]), [['s1#1', 'completed', 1], ['s2#1', 'completed', 2], ['s3#1', 'completed', 2]]);
+      const after = await getTask(other.url, id);
+      assert.deepEqual(after.result.result, done.result, 'the result stands');
+      assert.equal(stepEvents(log).some((e) => e.step === 's3' && e.pid === x.pid), false, 'the paused owner never started C');
+      assert.match(x.stderr(), /presumed dead|took this task over/);
+    } finally {
+      if (!continued) process.kill(x.pid, 'SIGCONT');
+      await store.close();
+    }
+  });
+});
+
+describe('parked waits and durable time on three PostgreSQL replicas (park after 300 ms)', () => {
+  const c = useCluster(3, ['--lease-ms', '4000', '--heartbeat-ms', '250', '--park-after-ms', '300', '--queue-poll-ms', '500'], { module: FIXTURES });
+
+  it('cancel of a parked task through another replica ends it at once', async () => {
+    const [a, b] = c.cluster.replicas;
+    const store = postgresStoreFromUrl(c.cluster.storeUrl);
+    await store.init();
+    try {
+      const id = await created(a!.url, 'park', { message: 'Cancel me?', sleepSeconds: 0 });
+      await untilParked(store, id);
+      const t0 = Date.now();
+      const r = await rpc(b!.url, 'tasks/cancel', { taskId: id });
+      assert.equal(r.error, undefined);
+      const t = (await getTask(a!.url, id)).result;
+      assert.deepEqual([t.status, t.statusMessage], ['cancelled', 'Cancelled while parked (no handler was running)']);
+      assert.ok(Date.now() - t0 < 1000);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a late answer after the input deadline is refused on every replica, even while the replica that asked is paused and cannot time it out', async () => {
+    const [a, b, cc] = c.cluster.replicas;
+    const store = postgresStoreFromUrl(c.cluster.storeUrl);
+    await store.init();
+    try {
+      const id = await created(a!.url, 'ask', { message: 'Quick?', timeoutSeconds: 1 });
+      await waitForTask(b!.url, id, (t) => t.status === 'input_required');
+      process.kill(a!.pid, 'SIGSTOP');
+      try {
+        await sleep(1400); // past the deadline; the asking replica's timer cannot fire
+        for (const r of [b!, cc!]) {
+          const upd = await rpc(r.url, 'tasks/update', { taskId: id, inputResponses: FORM_ANSWER('too late') });
+          assert.equal(upd.error, undefined, 'acknowledged (keys not outstanding are ignored), not taken');
+        }
+        const rec = await row(store, id);
+        assert.equal(rec.inputResponses.answer?.timedOut, true, 'the store recorded the timeout instead of the answer');
+      } finally {
+        process.kill(a!.pid, 'SIGCONT');
+      }
+      const done = await waitForTask(b!.url, id);
+      assert.deepEqual([done.status, done.error.data.reason], ['failed', 'input_timeout']);
+      // A 2025-11-25 client answering late: its posted answer is refused by whichever replica takes it.
+      const v1 = await connectV1(c.cluster.front.url, { elicit: async () => (await sleep(1500), { action: 'accept', content: { answer: 'late too' } }) });
+      try {
+        const err = await v1.client.experimental.tasks.callToolStream({ name: 'ask', arguments: { message: 'Now?', timeoutSeconds: 1 } }, undefined, { task: {} } as never);
+        const msgs: Array<{ type: string; error?: { message: string } }> = [];
+        for await (const m of err) msgs.push(m as never);
+        assert.equal(msgs.at(-1)!.type, 'error');
+        assert.match(msgs.at(-1)!.error!.message, /No answer to input "answer" within 1 s/);
+        const end = Date.now() + 5000;
+        while (!v1.wire.posted.some((p) => String(p.id).startsWith('outlast-input/')) && Date.now() < end) await sleep(50);
+        const posted = v1.wire.posted.filter((p) => String(p.id).startsWith('outlast-input/'));
+        assert.equal(posted.length, 1);
+        assert.equal(posted[0]!.status, 400, 'the replica that took the late answer refused it');
+        assert.match(posted[0]!.body, /Input \\?"answer\\?" timed out at .*the answer came too late and was not taken/);
+      } finally {
+        await v1.close();
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('tasks/get right after the TTL says expired on every replica, on both wires, with no sweep in between', async () => {
+    const { front, replicas } = c.cluster;
+    const v1 = await connectV1(front.url);
+    let taskId = '';
+    let createdAt = 0;
+    for await (const m of v1.client.experimental.tasks.callToolStream({ name: 'sleep', arguments: { seconds: 60 } }, undefined, { task: { ttl: 2000 } } as never)) {
+      if (m.type === 'taskCreated') {
+        taskId = m.task.taskId;
+        createdAt = Date.parse(m.task.createdAt);
+        break;
+      }
+    }
+    await v1.close();
+    const clients = await Promise.all(replicas.map((r) => connectV1(r.url)));
+    try {
+      await sleep(Math.max(0, createdAt + 1500 - Date.now()));
+      const before = await Promise.all(replicas.map((r) => getTask(r.url, taskId)));
+      assert.deepEqual(before.map((g) => g.result.status), ['working', 'working', 'working']);
+      await sleep(Math.max(0, createdAt + 2000 + 50 - Date.now()));
+      const modern = await Promise.all(replicas.map((r) => getTask(r.url, taskId)));
+      const legacy = await Promise.all(clients.map((x) => x.client.experimental.tasks.getTask(taskId).then(() => 'found', (e: Error) => e.message)));
+      assert.ok(Date.now() - createdAt < 2000 + 1000, 'read right after the TTL');
+      for (const g of modern) {
+        assert.equal(g.error?.code, -32602);
+        assert.match(g.error?.message ?? '', /Task has expired/);
+      }
+      for (const m of legacy) assert.match(m, /Task has expired/);
+    } finally {
+      await Promise.all(clients.map((x) => x.close()));
+    }
+  });
+
+  it('a parked task survives every replica that ran it being killed: answered through another, it completes without re-running its step, and its durable sleep wakes at its original time', async () => {
+    const [a, b, cc] = c.cluster.replicas;
+    const store = postgresStoreFromUrl(c.cluster.storeUrl);
+    await store.init();
+    try {
+      const id = await created(a!.url, 'park', { message: 'Deploy?', sleepSeconds: 3 });
+      await untilParked(store, id);
+      await a!.stop('SIGKILL');
+      const answeredAt = Date.now();
+      const upd = await rpc(b!.url, 'tasks/update', { taskId: id, inputResponses: FORM_ANSWER('yes') });
+      assert.equal(upd.error, undefined);
+      // Resumed by a claim (B or C), then parked again in its 3 s sleep.
+      await waitForTask(b!.url, id, (t) => t.statusMessage === 'answered; sleeping', { timeoutMs: 5000 });
+      const sleeping = await untilParked(store, id);
+      const due = sleeping.wakeAt!;
+      assert.ok(due - answeredAt >= 3000 && due - answeredAt < 3000 + 1000, `due ${due - answeredAt} ms after the answer`);
+      await Promise.all([b!.stop('SIGKILL'), cc!.stop('SIGKILL')]);
+      const d = await c.cluster.add();
+      const done = await waitForTask(d.url, id, undefined, { timeoutMs: 15_000 });
+      const text = textOf(done.result);
+      assert.match(text, new RegExp(`^The answer is: yes \\(prepared in ${a!.pid} at \\d+; woke at \\d+ in ${d.pid}; attempt 1\\)$`), 'the step ran once, on the first replica');
+      const woke = Number(/woke at (\d+)/.exec(text)![1]);
+      assert.ok(woke >= due && woke - due < 700, `woke ${woke - due} ms after its recorded time`);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
