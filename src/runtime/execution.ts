@@ -2,6 +2,7 @@
  * One run of a handler, inline or as a task: the TaskContext the handler sees, its promotion to a durable task,
  * its status and input writes (fenced by owner), and the write of its outcome.
  */
+import { context } from '@opentelemetry/api';
 import { ErrorCode, TaskProtocolError, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
 import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type TaskRecord, type TaskStore } from '../store/types.js';
@@ -9,6 +10,7 @@ import { TaskCancelledError, type ElicitOptions, type ElicitResult, type InputOp
 import { newTaskId, requestHash } from './ids.js';
 import { waitForAnswers } from './input-wait.js';
 import { outcomeMessage, taskOutcome, type HandlerEnd } from './outcome.js';
+import { AttemptSpan, carrierOf, type AttemptOrigin } from './tracing.js';
 import type { CallContext, Logger, RegisteredTool, Slot } from './types.js';
 
 /** What an execution needs from the runtime that runs it. */
@@ -61,6 +63,7 @@ export function newTaskFor(
     clientCapabilities: call.clientCapabilities,
     origin: call.origin ?? (call.handleAfterMs !== undefined && !call.tasksDeclared ? 'handle' : 'extension'),
     progressToken: call.progressToken ?? null,
+    traceContext: carrierOf(call.traceContext ?? context.active()),
   };
 }
 
@@ -106,6 +109,9 @@ export class Execution implements TaskContext {
   abandoned = false;
   /** The handler slot admission (or a queue claim) took for this run; used once the handler starts. */
   slot: Slot | undefined;
+  /** This attempt's `execute_tool` span (from start) and where it hangs. */
+  private span: AttemptSpan | undefined;
+  private readonly traceOrigin: AttemptOrigin;
 
   constructor(
     readonly rt: ExecutionHost,
@@ -116,6 +122,7 @@ export class Execution implements TaskContext {
   ) {
     this.owner = rt.replicaId;
     this.attempt = fromRecord?.attempts ?? 1;
+    this.traceOrigin = fromRecord ? { stored: fromRecord.traceContext, attempt: fromRecord.attempts } : { parent: call.traceContext };
     if (fromRecord) {
       this.taskId = fromRecord.taskId;
       this.record = fromRecord;
@@ -142,6 +149,7 @@ export class Execution implements TaskContext {
     if (this.abandoned) return;
     this.rt.log.warn('another replica took this task over; stopping this run', { taskId: this.taskId ?? null });
     this.abandoned = true;
+    this.span?.lost();
     this.abort(new TaskCancelledError('taken-over'));
   }
 
@@ -153,14 +161,19 @@ export class Execution implements TaskContext {
 
   start(): void {
     this.rt.handlerStarted(this);
-    this.done = (async () => {
+    const span = (this.span = new AttemptSpan(this.tool.name, this.attempt, this.taskId, this.traceOrigin));
+    // The handler runs in its span's context: spans it makes are children of this attempt.
+    this.done = context.with(span.context, async () => {
       try {
         return { ok: true as const, value: await this.tool.spec.handler(this.args, this) };
       } catch (error) {
         return { ok: false as const, error };
       }
-    })();
-    void this.done.then(() => this.rt.handlerEnded(this));
+    });
+    void this.done.then((r) => {
+      span.end(r, this.cancelReason, this.persisting && !this.abandoned);
+      this.rt.handlerEnded(this);
+    });
   }
 
   /** Whether the task row has been (or is being) written. */
@@ -177,6 +190,7 @@ export class Execution implements TaskContext {
           if (r.created) {
             this.taskId = r.record.taskId;
             this.record = r.record;
+            this.span?.persisted(r.record.taskId, r.record.status);
             // No change signal: nobody can be watching an id that has not been handed out yet.
             this.rt.track(this);
             // A status set while the row was being committed is written now.
@@ -285,7 +299,8 @@ export class Execution implements TaskContext {
     const rec = await this.rt.store.requestInput(taskId, this.owner, pending, now);
     this.record = rec;
     this.rt.publish(taskId);
-    return waitForAnswers<K>({
+    this.span?.status(rec.status);
+    const answers = await waitForAnswers<K>({
       store: this.rt.store,
       bus: this.rt.bus,
       taskId,
@@ -295,6 +310,8 @@ export class Execution implements TaskContext {
       recheckMs: this.rt.inputRecheckMs,
       signal: this.signal,
     });
+    this.span?.status('working');
+    return answers;
   }
 
   async elicit(message: string, requestedSchema: JsonObject, options: ElicitOptions = {}): Promise<ElicitResult> {
