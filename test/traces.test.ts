@@ -28,6 +28,8 @@ const NO_TASKS = { elicitation: {} };
 
 /** Set by the test that wants the first run of `reindex` to hang until its runtime stops. */
 let holdReindex = false;
+/** `gate` runs until this is resolved. */
+let openGate: () => void = () => undefined;
 
 function define(outlast: Outlast): Outlast {
   return outlast
@@ -39,6 +41,10 @@ function define(outlast: Outlast): Outlast {
     .tool('refuse', { policy: 'never' }, async () => ({ content: [{ type: 'text', text: 'no' }], isError: true }))
     .tool('explode', { policy: 'always' }, async () => {
       throw new TaskProtocolError(ErrorCode.InvalidParams, 'bad target');
+    })
+    .tool('gate', { policy: 'always' }, async () => {
+      await new Promise<void>((r) => (openGate = r));
+      return { content: [{ type: 'text', text: 'opened' }] };
     })
     .tool('reindex', { policy: 'always', retrySafe: true }, async (_args, ctx) => {
       if (holdReindex && ctx.attempt === 1) await new Promise((_r, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)));
@@ -52,9 +58,10 @@ interface Node {
   stop(): Promise<void>;
 }
 
-async function node(db: string, replicaId: string, opts: { tracePolls?: boolean } = {}): Promise<Node> {
-  const outlast = define(new Outlast({ store: new SqliteTaskStore(db), replicaId, heartbeatMs: 200, leaseMs: 1000 }));
-  const http = await serveHttp(outlast, () => new McpServer({ name: 'traces', version: '0' }), { port: 0, serverInfo: { name: 'traces', version: '0' }, ...opts });
+async function node(db: string, replicaId: string, opts: { tracePolls?: boolean; maxRunning?: number } = {}): Promise<Node> {
+  const { tracePolls, maxRunning } = opts;
+  const outlast = define(new Outlast({ store: new SqliteTaskStore(db), replicaId, heartbeatMs: 200, leaseMs: 1000, maxRunning, queuePollMs: 100 }));
+  const http = await serveHttp(outlast, () => new McpServer({ name: 'traces', version: '0' }), { port: 0, serverInfo: { name: 'traces', version: '0' }, tracePolls });
   return {
     outlast,
     http,
@@ -199,6 +206,25 @@ describe('traces with an SDK registered', () => {
       assert.ok(gets.some((s) => s.attributes['outlast.task.id'] === 'no-such-task' && s.attributes['error.type'] === String(ErrorCode.InvalidParams)));
     } finally {
       await polled.stop();
+    }
+  });
+
+  it("a queued task's first run, claimed later, continues the trace of the call that queued it", async () => {
+    const busy = await node(join(tempDir(), 'tasks.db'), 'replica-busy', { maxRunning: 1 });
+    try {
+      exporter.reset();
+      const gate = await callTool(busy.http.url, 'gate', {});
+      const queued = await callTool(busy.http.url, 'work', {}, { meta: { traceparent: TRACEPARENT } });
+      assert.equal(queued.result.status, 'working');
+      assert.match(String(queued.result.statusMessage), /queue/i, 'it waits in the run queue');
+      const [request] = await named('tools/call work');
+      openGate();
+      await waitForTask(busy.http.url, gate.result.taskId);
+      await waitForTask(busy.http.url, queued.result.taskId);
+      const [run] = await named('execute_tool work');
+      assert.deepEqual([tid(run!), run!.parentSpanContext?.spanId, run!.links.length], [TRACE_ID, sid(request!), 0]);
+    } finally {
+      await busy.stop();
     }
   });
 
