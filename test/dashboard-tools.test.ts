@@ -4,13 +4,10 @@
  * window left out, and a window it does not offer refused.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import type { Browser } from 'playwright-core';
+import { describe, it } from 'node:test';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { HOST } from '../src/runtime/recovery.js';
-import { startServer, tempDir, type ServerProcess } from './helpers.js';
-import { artifact, launchBrowser } from './browser.js';
+import { artifact, countDialogs, useDashboard } from './browser.js';
 
 const ACT = 'act-token-0123456789';
 const XSS_TOOL = '<img src=x onerror="window.__pwned=1">';
@@ -38,30 +35,13 @@ async function seed(path: string): Promise<void> {
 }
 
 describe('dashboard: how long each tool takes', () => {
-  let browser: Browser;
-  let server: ServerProcess;
-  let base: string;
-  before(async () => {
-    const db = join(tempDir(), 'tasks.db');
-    await seed(db);
-    server = await startServer(['--store', `sqlite:${db}`, '--dashboard', '--operator', `${ACT}=anna`]);
-    base = server.url.replace(/\/mcp$/, '/dashboard');
-    browser = await launchBrowser();
-  });
-  after(async () => {
-    await browser?.close();
-    await server?.stop();
-  });
+  const d = useDashboard(seed, ['--operator', `${ACT}=anna`]);
 
   it("the Tools page shows each tool's finished count, failures and p50/p95 of the last hour; a name with markup is text", async () => {
-    const page = await browser.newPage();
-    let dialogs = 0;
-    page.on('dialog', (d) => {
-      dialogs++;
-      void d.dismiss();
-    });
+    const page = await d.browser.newPage();
+    const dialogs = countDialogs(page);
     await page.setExtraHTTPHeaders({ authorization: `Bearer ${ACT}` });
-    await page.goto(base);
+    await page.goto(d.base);
     await page.click('nav a:has-text("Tools")');
     await page.waitForSelector('[data-testid=tools]');
     const cells = async (row: string) => page.locator(`${row} td`).allInnerTexts();
@@ -71,7 +51,7 @@ describe('dashboard: how long each tool takes', () => {
     assert.deepEqual(await rows.nth(1).locator('td').allInnerTexts(), [XSS_TOOL, '1', '0', '0', '250 ms', '250 ms', '250 ms']);
     assert.equal(await page.locator('#live img').count(), 0);
     assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
-    assert.equal(dialogs, 0);
+    assert.equal(dialogs(), 0);
     await page.screenshot({ path: artifact('dashboard-tools.png'), fullPage: true });
     // The tool name links to its tasks.
     await page.click('[data-testid=tools] tr[data-tool="reindex"] a');
@@ -81,12 +61,12 @@ describe('dashboard: how long each tool takes', () => {
   });
 
   it('a window it does not offer is refused; without a token nothing is shown', async () => {
-    const bad = await fetch(`${base}/tools?window=__proto__`, { headers: { authorization: `Bearer ${ACT}` } });
+    const bad = await fetch(`${d.base}/tools?window=__proto__`, { headers: { authorization: `Bearer ${ACT}` } });
     assert.equal(bad.status, 400);
     assert.match(await bad.text(), /The window is one of 15m, 1h, 24h/);
-    const day = await fetch(`${base}/tools?window=24h`, { headers: { authorization: `Bearer ${ACT}` } });
+    const day = await fetch(`${d.base}/tools?window=24h`, { headers: { authorization: `Bearer ${ACT}` } });
     assert.match(await day.text(), /<td data-testid="finished">21<\/td>/, 'the run of two hours ago is in the last 24 hours');
-    const anonymous = await fetch(`${base}/tools`);
+    const anonymous = await fetch(`${d.base}/tools`);
     assert.equal(anonymous.status, 401);
     assert.doesNotMatch(await anonymous.text(), /reindex/);
   });
