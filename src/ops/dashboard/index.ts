@@ -42,7 +42,7 @@ export interface Dashboard {
 
 const PAGE_SIZE = 50;
 /** Most finished tasks the tools page reads (the most recent ones of its window): its cost does not grow with the store. */
-const TOOL_STATS_CAP = 5000;
+const TOOL_STATS_CAP = 2000;
 const BULK_MAX = 1000;
 const SECURITY_HEADERS: Record<string, string> = {
   'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
