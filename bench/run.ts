@@ -48,6 +48,7 @@
  *       first 10,000 to the last; a control that builds fromJsonSchema tools per request shows what a leak looks like.
  *   (l) the dashboard's pages (overview with counts, task list unfiltered and filtered) p99 over HTTP with
  *       1,000,000 tasks stored vs 1,000, SQLite and PostgreSQL (bench/dashboard-scale.ts). Target ratio <= 2.
+ *       (l.tools): the Tools page alone (per-tool durations of the last hour; its read is capped), same ratio.
  *   (m) durable creations/s with metrics (SDK registered) and the transition history on vs both off, SQLite and
  *       PostgreSQL (bench/ops-overhead.ts). Target ratio >= 0.9.
  *

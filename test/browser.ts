@@ -3,11 +3,11 @@
  * never downloads a browser. The browser process is started through launchServer so the test knows its pid and
  * stops it by that pid if closing fails.
  */
-import { after } from 'node:test';
+import { after, before } from 'node:test';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type BrowserServer } from 'playwright-core';
-import { ROOT } from './helpers.js';
+import { chromium, type Browser, type BrowserServer, type Page } from 'playwright-core';
+import { ROOT, startServer, tempDir, type ServerProcess } from './helpers.js';
 
 export const CHROMIUM = process.env.OUTLAST_CHROMIUM ?? '/usr/bin/chromium';
 export const ARTIFACTS = join(ROOT, 'test-artifacts');
@@ -45,3 +45,39 @@ after(async () => {
   }
   servers.clear();
 });
+
+/** What a dashboard suite works with (filled in by its `before`). */
+export interface DashboardSuite {
+  browser: Browser;
+  server: ServerProcess;
+  /** The dashboard's address (…/dashboard). */
+  base: string;
+}
+
+/** For the enclosing suite: a SQLite store filled by `seed`, a real `outlast serve --dashboard` on it with `args`, and
+ *  a browser; all stopped after the suite. */
+export function useDashboard(seed: (db: string) => Promise<void>, args: string[]): DashboardSuite {
+  const suite = {} as DashboardSuite;
+  before(async () => {
+    const db = join(tempDir(), 'tasks.db');
+    await seed(db);
+    suite.server = await startServer(['--store', `sqlite:${db}`, '--dashboard', ...args]);
+    suite.base = suite.server.url.replace(/\/mcp$/, '/dashboard');
+    suite.browser = await launchBrowser();
+  });
+  after(async () => {
+    await suite.browser?.close();
+    await suite.server?.stop();
+  });
+  return suite;
+}
+
+/** Counts the dialogs a page opens (script from a task's text would open one), dismissing each. */
+export function countDialogs(page: Page): () => number {
+  let n = 0;
+  page.on('dialog', (d) => {
+    n++;
+    void d.dismiss();
+  });
+  return () => n;
+}

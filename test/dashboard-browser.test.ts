@@ -12,9 +12,9 @@ import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { HOST } from '../src/runtime/recovery.js';
 import { TaskClient } from '../src/client/task-client.js';
 import { TaskCancelledError } from '../src/client/errors.js';
-import { BIN, FIXTURES, ROOT, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { BIN, FIXTURES, ROOT, sleep, tempDir } from './helpers.js';
 import { startCluster, type Cluster } from './replicas.js';
-import { artifact, launchBrowser } from './browser.js';
+import { artifact, countDialogs, launchBrowser, useDashboard } from './browser.js';
 
 const ACT = 'act-token-0123456789';
 const LOOK = 'look-token-0123456789';
@@ -60,22 +60,14 @@ async function signIn(page: Page, base: string, token: string): Promise<void> {
 }
 
 describe('dashboard in a browser (SQLite)', () => {
+  let seeded: { failedUnread: string; xss: string };
+  const suite = useDashboard(async (db) => void (seeded = await seed(db)), ['--operator', `${ACT}=anna`, '--operator-readonly', `${LOOK}=lou`]);
   let browser: Browser;
-  let server: ServerProcess;
   let base: string;
   let mcp: string;
-  let seeded: { failedUnread: string; xss: string };
-  before(async () => {
-    const db = join(tempDir(), 'tasks.db');
-    seeded = await seed(db);
-    server = await startServer(['--store', `sqlite:${db}`, '--dashboard', '--operator', `${ACT}=anna`, '--operator-readonly', `${LOOK}=lou`]);
-    mcp = server.url;
-    base = server.url.replace(/\/mcp$/, '/dashboard');
-    browser = await launchBrowser();
-  });
-  after(async () => {
-    await browser?.close();
-    await server?.stop();
+  before(() => {
+    ({ browser, base } = suite);
+    mcp = suite.server.url;
   });
 
   it('without a token: 401 and the sign-in page, never data; a bad token is refused', async () => {
@@ -185,18 +177,14 @@ describe('dashboard in a browser (SQLite)', () => {
 
   it('a status message carrying markup renders as text', async () => {
     const page = await browser.newPage();
-    let dialogs = 0;
-    page.on('dialog', (d) => {
-      dialogs++;
-      void d.dismiss();
-    });
+    const dialogs = countDialogs(page);
     await signIn(page, base, ACT);
     await page.goto(`${base}/tasks/${seeded.xss}`);
     assert.equal(await page.locator('[data-testid=status-message]').innerText(), XSS);
     await page.goto(`${base}/tasks?tool=seeded`);
     assert.equal(await page.locator('#live img').count(), 0);
     assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
-    assert.equal(dialogs, 0);
+    assert.equal(dialogs(), 0);
     await page.close();
   });
 

@@ -62,6 +62,7 @@ Options for serve:
   --handle-after-ms N      how long such a call runs before it is answered with a handle (default 20000)
   --no-direct-task-methods serve tasks/get|update|cancel through the SDK's per-request McpServer
                            (default: answered by the HTTP front from the store, same checks and answers)
+  --trace-polls            a server span for every tasks/get too (when an OpenTelemetry SDK is registered)
   --log-level L            debug | info | warn | error (default info)
 
 ${OPS_HELP}
@@ -113,6 +114,7 @@ async function serve(argv: string[]): Promise<void> {
       'no-handles': { type: 'boolean' },
       'handle-after-ms': { type: 'string' },
       'no-direct-task-methods': { type: 'boolean' },
+      'trace-polls': { type: 'boolean' },
       'log-level': { type: 'string' },
       ...OPS_OPTIONS,
     },
@@ -235,6 +237,7 @@ async function serve(argv: string[]): Promise<void> {
         bearer,
         serverInfo: mod.info,
         directTaskMethods: !values['no-direct-task-methods'],
+        tracePolls: !!values['trace-polls'],
         ...opt('maxBodyBytes', intFlag(values, 'max-body-bytes', 1)),
         onerror: (e) => log.serverError(e),
         ...(ops.dashboard

@@ -3,6 +3,7 @@
  * its status and input writes (fenced by owner and epoch), and the write of its outcome. Durable steps are steps.ts,
  * parked waits parking.ts, recorded deadlines and sleeps durable-time.ts; this file wires them to the run.
  */
+import { context } from '@opentelemetry/api';
 import { ErrorCode, TaskProtocolError, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
 import { sameRequest } from '../store/rules.js';
@@ -14,6 +15,7 @@ import { answersOf, waitForAnswers } from './input-wait.js';
 import { outcomeMessage, taskOutcome, type HandlerEnd } from './outcome.js';
 import { Waits } from './parking.js';
 import { StepRunner, type StepTarget } from './steps.js';
+import { AttemptSpan, carrierOf, type AttemptOrigin } from './tracing.js';
 import type { CallContext, Logger, RegisteredTool, Slot } from './types.js';
 
 /** What an execution needs from the runtime that runs it. */
@@ -75,6 +77,8 @@ export function newTaskFor(
     clientCapabilities: call.clientCapabilities,
     origin: call.origin ?? (call.handleAfterMs !== undefined && !call.tasksDeclared ? 'handle' : 'extension'),
     progressToken: call.progressToken ?? null,
+    // The creating request's trace context: a queued first run continues it, a re-run after a takeover links to it.
+    traceContext: carrierOf(call.traceContext ?? context.active()),
   };
 }
 
@@ -127,6 +131,9 @@ export class Execution implements TaskContext {
   private readonly steps: StepRunner;
   private waitsOfRun: Waits | undefined;
   private handlerEndNoted = false;
+  /** This attempt's `execute_tool` span (from start) and where it hangs. */
+  private span: AttemptSpan | undefined;
+  private readonly traceOrigin: AttemptOrigin;
 
   constructor(
     readonly rt: ExecutionHost,
@@ -138,6 +145,7 @@ export class Execution implements TaskContext {
     this.owner = rt.replicaId;
     this.epoch = fromRecord?.epoch ?? 1;
     this.attempt = fromRecord?.attempts ?? 1;
+    this.traceOrigin = fromRecord ? { stored: fromRecord.traceContext, attempt: fromRecord.attempts } : { parent: call.traceContext };
     if (fromRecord) {
       this.taskId = fromRecord.taskId;
       this.record = fromRecord;
@@ -191,6 +199,7 @@ export class Execution implements TaskContext {
    *  call never settles, and its signal aborts so that stray code of its own stops too. */
   private onParked(rec: TaskRecord): void {
     this.parked = true;
+    this.span?.parked(rec.queuedAt);
     this.abandoned = true;
     this.record = rec;
     this.rt.untrack(this);
@@ -229,6 +238,7 @@ export class Execution implements TaskContext {
     this.rt.log.warn('another replica took this task over; stopping this run', { taskId: this.taskId ?? null });
     this.abandoned = true;
     this.waitsOfRun?.close();
+    this.span?.lost();
     this.abort(new TaskCancelledError('taken-over'));
   }
 
@@ -240,14 +250,19 @@ export class Execution implements TaskContext {
 
   start(): void {
     this.rt.handlerStarted(this);
-    this.done = (async () => {
+    const span = (this.span = new AttemptSpan(this.tool.name, this.attempt, this.taskId, this.traceOrigin));
+    // The handler runs in its span's context: spans it makes are children of this attempt.
+    this.done = context.with(span.context, async () => {
       try {
         return { ok: true as const, value: await this.tool.spec.handler(this.args, this) };
       } catch (error) {
         return { ok: false as const, error };
       }
-    })();
-    void this.done.then(() => this.noteHandlerEnd());
+    });
+    void this.done.then((r) => {
+      span.end(r, this.cancelReason, this.persisting && !this.abandoned);
+      this.noteHandlerEnd();
+    });
   }
 
   /** Whether the task row has been (or is being) written. */
@@ -264,6 +279,7 @@ export class Execution implements TaskContext {
           if (r.created) {
             this.taskId = r.record.taskId;
             this.record = r.record;
+            this.span?.persisted(r.record.taskId, r.record.status);
             // No change signal: nobody can be watching an id that has not been handed out yet.
             this.rt.track(this);
             // A status set while the row was being committed is written now.
@@ -388,7 +404,8 @@ export class Execution implements TaskContext {
     }
     this.record = rec;
     this.rt.publish(taskId);
-    return waitForAnswers<K>({
+    this.span?.status(rec.status);
+    const answers = await waitForAnswers<K>({
       store: this.rt.store,
       bus: this.rt.bus,
       taskId,
@@ -399,6 +416,8 @@ export class Execution implements TaskContext {
       signal: this.signal,
       waits: this.waits,
     });
+    this.span?.status('working');
+    return answers;
   }
 
   step<T>(name: string, fn: (step: StepInfo) => Promise<T> | T, options?: StepOptions): Promise<T> {

@@ -1,4 +1,5 @@
 /** The runtime's vocabulary: what a tool declares, what a call carries, what the runtime is configured with. */
+import type { Context } from '@opentelemetry/api';
 import type { CreateTaskResult, JsonObject, TaskOrigin } from '../protocol/index.js';
 import type { SignalBus } from '../store/local-bus.js';
 import type { TaskRecord, TaskStore } from '../store/types.js';
@@ -72,6 +73,9 @@ export interface CallContext {
   /** Aborts when the request is abandoned (before promotion only). */
   signal?: AbortSignal | undefined;
   preflight?: JsonObject | undefined;
+  /** The trace context of the request (its server span): the handler's span is its child, and the task keeps it.
+   *  Default: the active context. */
+  traceContext?: Context | undefined;
 }
 
 export type CallOutcome =

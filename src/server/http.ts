@@ -5,6 +5,7 @@
  * `subscriptions/listen` with `taskIds` pushing `notifications/tasks`.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { context } from '@opentelemetry/api';
 import type { AddressInfo } from 'node:net';
 import { toNodeHandler, localhostHostValidation, localhostOriginValidation } from '@modelcontextprotocol/node';
 import { createMcpHandler, type McpHttpHandler, type AuthInfo, type Implementation, type McpRequestContext, type McpServer } from '@modelcontextprotocol/server';
@@ -24,6 +25,7 @@ import type { Outlast } from './outlast.js';
 import { answerPostedResponse, isInputResponse } from './legacy.js';
 import { createDirectTaskPath } from './direct.js';
 import { requestMetrics } from './request-metrics.js';
+import { requestSpans } from './request-spans.js';
 import { checkDashboardExposure, createDashboard, isLoopbackHost, type Dashboard, type DashboardOptions } from '../ops/dashboard/index.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
@@ -53,6 +55,9 @@ export interface HttpServeOptions {
   dashboard?: Omit<DashboardOptions, 'store' | 'bus' | 'host'>;
   /** Serves GET /metrics (e.g. the Prometheus exporter's handler). */
   metrics?: (req: IncomingMessage, res: ServerResponse) => void;
+  /** A server span for every tasks/get too (default false: polls are the hot path; other requests always get one
+   *  once the application registers an OpenTelemetry tracer provider). */
+  tracePolls?: boolean;
 }
 
 export type ServerFactory = (ctx: McpRequestContext) => McpServer | Promise<McpServer>;
@@ -130,6 +135,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
   const direct =
     options.serverInfo && options.directTaskMethods !== false ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods }) : undefined;
   const observe = requestMetrics();
+  const traceRequest = requestSpans({ polls: options.tracePolls });
 
   const server = createServer(async (req, res) => {
     try {
@@ -180,56 +186,64 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
       }
       const msg = parsed as { id?: unknown; method?: unknown; params?: Record<string, unknown> } | null;
       observe(msg, res);
-      if (isInputResponse(msg)) {
-        // A 2025-11-25 client answering an input request sent on some replica's tasks/result stream.
-        const r = await answerPostedResponse(outlast.runtime, msg, who);
-        if (r.status === 202) res.writeHead(202).end();
-        else jsonRpcError(res, 400, null, r.error.code, r.error.message);
-        return;
-      }
-      if (msg && typeof msg === 'object' && !Array.isArray(msg)) {
-        if (msg.method === 'tasks/get' && typeof msg.params?.taskId === 'string') {
-          const waitMs = outlast.runtime.pollBackoff(msg.params.taskId, who);
-          if (waitMs > 0) {
-            jsonRpcError(res, 429, msg.id, RATE_LIMITED_CODE, `Polling faster than the advertised pollIntervalMs; retry in ${waitMs} ms`, { retryAfterMs: waitMs }, {
-              'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))),
-            });
-            return;
-          }
-        }
-        if (msg.method === 'tools/call' && typeof msg.params?.name === 'string') {
-          // No capacity for it now (nothing stored): 503 with Retry-After before the SDK dispatches it. The caller can
-          // wait in the run queue if it follows tasks (2026 extension, 2025-11-25 task-augmented call) or handles.
-          const caps = (msg.params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META];
-          const canWait = declaresTasks(caps) || msg.params.task !== undefined || outlast.handles !== undefined;
-          const busy = outlast.runtime.capacityRefusal(msg.params.name, canWait);
-          if (busy) {
-            const waitMs = (busy.data as { retryAfterMs: number }).retryAfterMs;
-            jsonRpcError(res, 503, msg.id, busy.code, busy.message, busy.data, { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) });
-            return;
-          }
-        }
-        if (msg.method === 'tasks/update' && msg.params && 'inputResponses' in msg.params) {
-          const ir = msg.params.inputResponses;
-          if (typeof ir !== 'object' || ir === null || Array.isArray(ir)) {
-            // The SDK turns a non-object inputResponses into {} before any handler sees it: refuse it here.
-            jsonRpcError(res, 400, msg.id, ErrorCode.InvalidParams, 'Invalid inputResponses: expected an object mapping each input request key to its response');
-            return;
-          }
-        }
-        const taskIds = (msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds;
-        if (msg.method === 'subscriptions/listen' && taskIds !== undefined) {
-          await serveTaskListen(req, res, msg as ListenRequest, who);
-          return;
-        }
-      }
-      if (direct && (await direct.serve(req, res, parsed, who))) return;
-      await nodeHandler(req, res, parsed);
+      // The request's server span (when it gets one) is the context it is answered in: a handler's span hangs under it.
+      const traced = traceRequest(msg, req, res);
+      if (traced) await context.with(traced, () => answer(req, res, msg, parsed, who));
+      else await answer(req, res, msg, parsed, who);
     } catch (e) {
       onerror(e as Error);
       jsonRpcError(res, 500, null, ErrorCode.InternalError, 'Internal error');
     }
   });
+
+  /** A parsed request, past the front's checks of every request: the front's own refusals, the direct path, or the SDK. */
+  async function answer(req: IncomingMessage, res: ServerResponse, msg: { id?: unknown; method?: unknown; params?: Record<string, unknown> } | null, parsed: unknown, who: string): Promise<void> {
+    if (isInputResponse(msg)) {
+      // A 2025-11-25 client answering an input request sent on some replica's tasks/result stream.
+      const r = await answerPostedResponse(outlast.runtime, msg, who);
+      if (r.status === 202) res.writeHead(202).end();
+      else jsonRpcError(res, 400, null, r.error.code, r.error.message);
+      return;
+    }
+    if (msg && typeof msg === 'object' && !Array.isArray(msg)) {
+      if (msg.method === 'tasks/get' && typeof msg.params?.taskId === 'string') {
+        const waitMs = outlast.runtime.pollBackoff(msg.params.taskId, who);
+        if (waitMs > 0) {
+          jsonRpcError(res, 429, msg.id, RATE_LIMITED_CODE, `Polling faster than the advertised pollIntervalMs; retry in ${waitMs} ms`, { retryAfterMs: waitMs }, {
+            'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))),
+          });
+          return;
+        }
+      }
+      if (msg.method === 'tools/call' && typeof msg.params?.name === 'string') {
+        // No capacity for it now (nothing stored): 503 with Retry-After before the SDK dispatches it. The caller can
+        // wait in the run queue if it follows tasks (2026 extension, 2025-11-25 task-augmented call) or handles.
+        const caps = (msg.params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META];
+        const canWait = declaresTasks(caps) || msg.params.task !== undefined || outlast.handles !== undefined;
+        const busy = outlast.runtime.capacityRefusal(msg.params.name, canWait);
+        if (busy) {
+          const waitMs = (busy.data as { retryAfterMs: number }).retryAfterMs;
+          jsonRpcError(res, 503, msg.id, busy.code, busy.message, busy.data, { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) });
+          return;
+        }
+      }
+      if (msg.method === 'tasks/update' && msg.params && 'inputResponses' in msg.params) {
+        const ir = msg.params.inputResponses;
+        if (typeof ir !== 'object' || ir === null || Array.isArray(ir)) {
+          // The SDK turns a non-object inputResponses into {} before any handler sees it: refuse it here.
+          jsonRpcError(res, 400, msg.id, ErrorCode.InvalidParams, 'Invalid inputResponses: expected an object mapping each input request key to its response');
+          return;
+        }
+      }
+      const taskIds = (msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds;
+      if (msg.method === 'subscriptions/listen' && taskIds !== undefined) {
+        await serveTaskListen(req, res, msg as ListenRequest, who);
+        return;
+      }
+    }
+    if (direct && (await direct.serve(req, res, parsed, who))) return;
+    await nodeHandler(req, res, parsed);
+  }
 
   interface ListenRequest {
     id?: unknown;

@@ -22,6 +22,7 @@ import { TASK_METHODS } from './task-methods.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
 import { LegacyTasks, requestedTask, type LegacyOptions } from './legacy.js';
+import { requestTraceContext } from './request-spans.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -303,6 +304,7 @@ export class Outlast {
         idempotencyKey: key,
         signal: ctx.mcpReq.signal,
         preflight,
+        traceContext: requestTraceContext(meta.traceparent !== undefined ? meta : ctxMeta),
       });
     } catch (e) {
       throw toProtocolError(e);

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import type { TaskStatus } from '../protocol/index.js';
 import { SUMMARY_COLUMNS, toSummary, type SummaryRow } from './summary.js';
-import type { AlertRecord, ListCursor, NewAlert, OpsCounts, OpsTaskFilter, OpsTaskPage, OpsTaskRow, TaskEvent } from './types.js';
+import type { AlertRecord, ListCursor, NewAlert, OpsCounts, OpsTaskFilter, OpsTaskPage, OpsTaskRow, TaskEvent, ToolStats } from './types.js';
 
 export const OPS_ROW_COLUMNS = `${SUMMARY_COLUMNS}, owner, attempts, retrieved_at, acknowledged_at, cancel_requested_at, input_since, error`;
 
@@ -105,6 +105,48 @@ export function listingPage(rows: Array<OpsRow & { hit: number | string; rn: num
   if (lastRead && matches.length < limit) return { rows: matches, next: { createdAt: lastRead.created_at, taskId: lastRead.task_id }, scanned: read };
   if (lastRead) return { rows: matches, next: { createdAt: matches[matches.length - 1]!.createdAt, taskId: matches[matches.length - 1]!.taskId } };
   return { rows: matches };
+}
+
+/** The finished condition; the partial index `tasks_ops_finished` is built on exactly this. */
+export const FINISHED = `status IN ('completed','failed','cancelled')`;
+
+/**
+ * Per-tool counts and nearest-rank percentiles of creation-to-finish time, over the `$2` most recent finishes at or
+ * after `$1` (a range of the finished index, newest first), in either dialect (`param(i)` renders a placeholder).
+ * Cancelled tasks are counted but ranked apart, so the percentiles describe runs that reached their end.
+ */
+export function toolStatsQuery(param: (i: number) => string): string {
+  return `WITH recent AS (
+      SELECT tool, status, updated_at, updated_at - created_at AS ms FROM tasks WHERE ${FINISHED} AND updated_at >= ${param(1)}
+      ORDER BY updated_at DESC LIMIT ${param(2)}
+    ), ranked AS (
+      SELECT tool, status, updated_at, ms, row_number() OVER (PARTITION BY tool, status = 'cancelled' ORDER BY ms) AS rn,
+        count(*) OVER (PARTITION BY tool, status = 'cancelled') AS n FROM recent
+    )
+    SELECT tool, count(*) AS finished, sum(CASE WHEN status = 'failed' THEN 1 ELSE 0 END) AS failed,
+      sum(CASE WHEN status = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
+      max(CASE WHEN status <> 'cancelled' AND rn = (n + 1) / 2 THEN ms END) AS p50,
+      max(CASE WHEN status <> 'cancelled' AND rn = (95 * n + 99) / 100 THEN ms END) AS p95,
+      max(CASE WHEN status <> 'cancelled' THEN ms END) AS max_ms, min(updated_at) AS oldest
+    FROM ranked GROUP BY tool ORDER BY count(*) DESC, tool`;
+}
+
+export interface ToolStatsDbRow {
+  tool: string;
+  finished: number | string;
+  failed: number | string;
+  cancelled: number | string;
+  p50: number | string | null;
+  p95: number | string | null;
+  max_ms: number | string | null;
+  oldest: number | string;
+}
+
+export function toToolStats(rows: ToolStatsDbRow[], cap: number): ToolStats {
+  const num = (v: number | string | null) => (v === null ? null : Number(v));
+  const tools = rows.map((r) => ({ tool: r.tool, finished: Number(r.finished), failed: Number(r.failed), cancelled: Number(r.cancelled), p50Ms: num(r.p50), p95Ms: num(r.p95), maxMs: num(r.max_ms) }));
+  const read = tools.reduce((n, t) => n + t.finished, 0);
+  return { tools, capped: read >= cap, from: rows.length ? Math.min(...rows.map((r) => Number(r.oldest))) : null };
 }
 
 /** A filter asking for unread failures of another status matches nothing (unread means failed). */

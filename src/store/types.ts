@@ -71,6 +71,15 @@ export interface TaskRecord {
   version: number;
   /** When a caller first read the terminal outcome (null: nobody has). */
   retrievedAt: number | null;
+  /** The trace context of the call that created the task (null: none was traced), so a run started from the row
+   *  (a queue claim, a re-run after a takeover) is tied to it. */
+  traceContext: TraceCarrier | null;
+}
+
+/** W3C Trace Context as it travels in `_meta` (SEP-414) and is kept with a task: `traceparent` and `tracestate`. */
+export interface TraceCarrier {
+  traceparent: string;
+  tracestate?: string;
 }
 
 export interface NewTask {
@@ -94,6 +103,7 @@ export interface NewTask {
   /** Default `extension`. */
   origin?: TaskOrigin;
   progressToken?: string | number | null;
+  traceContext?: TraceCarrier | null;
 }
 
 /** Where a page of a listing starts: after this task (newest first). */
@@ -438,6 +448,29 @@ export interface NewAlert {
   createdAt: number;
 }
 
+/** How long one tool's tasks took, creation to terminal state, over the tasks that finished in a window. */
+export interface ToolStatsRow {
+  tool: string;
+  /** Tasks that finished in the window (completed, failed or cancelled). */
+  finished: number;
+  failed: number;
+  cancelled: number;
+  /** Nearest-rank percentiles and the longest, ms, over the completed and failed ones (a cancel says nothing of
+   *  how long the work takes); null when all were cancelled. */
+  p50Ms: number | null;
+  p95Ms: number | null;
+  maxMs: number | null;
+}
+
+export interface ToolStats {
+  /** Most finished tasks first. */
+  tools: ToolStatsRow[];
+  /** More tasks finished in the window than one read takes: the figures cover the most recent ones, since `from`. */
+  capped: boolean;
+  /** When the oldest finish read happened (null: none). */
+  from: number | null;
+}
+
 /** An unfinished task waiting for a human: what the overview shows. */
 export type WaitingTask = Pick<TaskRecord, 'taskId' | 'principal' | 'tool' | 'statusMessage' | 'inputSince' | 'inputRequests' | 'createdAt'>;
 
@@ -450,6 +483,9 @@ export interface OperatorStore {
   /** Tasks waiting for input, longest waiting first (a partial index of input_required tasks). */
   waiting(limit: number): Promise<WaitingTask[]>;
   detail(taskId: string): Promise<OpsTaskDetail | undefined>;
+  /** Per tool: counts and durations of the tasks that finished at or after `since`, reading at most the `cap` most
+   *  recent finishes (one range of a partial index of finished tasks), so its cost is bounded by `cap`, not the store. */
+  toolStats(since: number, cap: number): Promise<ToolStats>;
   /** The task's history, oldest first (at most `limit` events). */
   history(taskId: string, limit: number): Promise<TaskEvent[]>;
   /** Records an operator's cancel (who and why) on an unfinished task, whoever its principal is. Returns the

@@ -11,7 +11,7 @@ import { OperatorAuth, COOKIE, type Operator, type OperatorTokens } from './auth
 import { LIVE_JS, STYLE_CSS } from './assets.js';
 import type { Html } from './html.js';
 import { LiveHub } from './live.js';
-import { STATUSES, alertsPage, errorPage, filterQuery, layout, listPage, loginPage, overviewPage, taskPage, type PageContext } from './pages.js';
+import { STATUSES, TOOL_WINDOWS, alertsPage, errorPage, filterQuery, layout, listPage, loginPage, overviewPage, taskPage, toolsPage, type PageContext } from './pages.js';
 
 export { OperatorAuth, type Operator, type OperatorTokens } from './auth.js';
 
@@ -41,6 +41,8 @@ export interface Dashboard {
 }
 
 const PAGE_SIZE = 50;
+/** Most finished tasks the tools page reads (the most recent ones of its window): its cost does not grow with the store. */
+const TOOL_STATS_CAP = 2000;
 const BULK_MAX = 1000;
 const SECURITY_HEADERS: Record<string, string> = {
   'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -171,6 +173,14 @@ export function createDashboard(o: DashboardOptions): Dashboard {
     send(res, 200, layoutOf(op, `Task ${taskId}`, taskPage(ctxOf(op), t, events, !!o.showPayloads)));
   }
 
+  async function tools(res: ServerResponse, op: Operator, q: URLSearchParams) {
+    const key = q.get('window') || '1h';
+    const w = Object.hasOwn(TOOL_WINDOWS, key) ? TOOL_WINDOWS[key] : undefined;
+    if (!w) return send(res, 400, errorPage(base, ctxOf(op), 'Bad window', `The window is one of ${Object.keys(TOOL_WINDOWS).join(', ')}.`));
+    const stats = await o.store.ops.toolStats(Date.now() - w.ms, TOOL_STATS_CAP);
+    send(res, 200, layoutOf(op, 'Tools', toolsPage(ctxOf(op), stats, key, TOOL_STATS_CAP), true));
+  }
+
   async function alerts(res: ServerResponse, op: Operator, q: URLSearchParams) {
     const c = decodeCursor(q.get('after'));
     const rows = await o.store.ops.listAlerts(c ? { createdAt: c.a, alertId: c.b } : undefined, PAGE_SIZE + 1);
@@ -288,6 +298,7 @@ export function createDashboard(o: DashboardOptions): Dashboard {
         if (rest === '/' || rest === '') return await overview(res, op);
         if (rest === '/tasks') return await list(res, op, url.searchParams);
         if (rest === '/alerts') return await alerts(res, op, url.searchParams);
+        if (rest === '/tools') return await tools(res, op, url.searchParams);
         if (rest === '/events') {
           if (!hub.open(res, SECURITY_HEADERS)) send(res, 503, 'Too many open dashboard streams\n', 'text/plain; charset=utf-8', { 'retry-after': '10' });
           return;

@@ -1,6 +1,6 @@
 /** The dashboard's pages, server-rendered from store reads with escaped templates (see html.ts). */
 import type { TaskStatus } from '../../protocol/index.js';
-import type { AlertRecord, OpsCounts, OpsTaskDetail, OpsTaskFilter, OpsTaskRow, ReplicaInfo, TaskEvent, WaitingTask } from '../../store/types.js';
+import type { AlertRecord, OpsCounts, OpsTaskDetail, OpsTaskFilter, OpsTaskRow, ReplicaInfo, TaskEvent, ToolStats, WaitingTask } from '../../store/types.js';
 import { Html, html } from './html.js';
 import type { Operator } from './auth.js';
 
@@ -36,7 +36,7 @@ ${ctx ? html`<script src="${base}/assets/live.js" defer></script>` : ''}
 </head><body data-base="${base}">
 <header><a class="brand" href="${base}">Outlast operations</a>
 ${ctx ? html`<span class="env">${ctx.title}</span>
-<nav><a href="${base}">Overview</a> <a href="${base}/tasks">Tasks</a> <a href="${base}/alerts">Alerts</a></nav>
+<nav><a href="${base}">Overview</a> <a href="${base}/tasks">Tasks</a> <a href="${base}/tools">Tools</a> <a href="${base}/alerts">Alerts</a></nav>
 <span class="who" data-testid="operator">${ctx.operator.name} (${ctx.operator.role === 'act' ? 'may act' : 'read-only'})</span>
 ${ctx.operator.via === 'cookie' ? html`<form method="post" action="${base}/logout" class="inline"><input type="hidden" name="_csrf" value="${ctx.csrf}"><button>Sign out</button></form>` : ''}` : ''}
 <span class="live-state" id="live-state">${opts.refresh ? 'reloads every 10 s' : ''}</span>
@@ -125,6 +125,32 @@ export function alertsTable(ctx: PageContext, alerts: AlertRecord[]): Html {
 ${alerts.map((a) => html`<tr><td>${ago(ctx.now - a.createdAt)} ago</td><td>${a.kind}</td><td>${a.taskId ? taskLink(ctx, a.taskId) : ''}</td><td class="msg">${a.message}</td><td>${a.destination}</td>
 <td data-testid="delivery">${statusBadge(a.state)} ${a.attempts} attempt${a.attempts === 1 ? '' : 's'}${a.lastStatus !== null ? html` · last HTTP ${a.lastStatus}` : ''}${a.lastError ? html` · ${a.lastError}` : ''}</td></tr>`)}
 </tbody></table>`;
+}
+
+/** A duration as an operator reads it: ms below a second, then seconds, minutes, hours. */
+export function took(ms: number | null): string {
+  if (ms === null) return '';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
+  return ago(ms);
+}
+
+/** The windows the tools page offers (query value → ms and words). */
+export const TOOL_WINDOWS: Record<string, { ms: number; words: string }> = {
+  '15m': { ms: 15 * 60_000, words: '15 minutes' },
+  '1h': { ms: 3_600_000, words: 'hour' },
+  '24h': { ms: 86_400_000, words: '24 hours' },
+};
+
+export function toolsPage(ctx: PageContext, stats: ToolStats, windowKey: string, cap: number): Html {
+  const w = TOOL_WINDOWS[windowKey]!;
+  return html`<h1>Tools</h1>
+<form method="get" action="${ctx.base}/tools" class="filters"><label>Tasks finished in the last <select name="window">${Object.entries(TOOL_WINDOWS).map(([k, v]) => html`<option value="${k}"${k === windowKey ? html` selected` : ''}>${v.words}</option>`)}</select></label> <button>Show</button></form>
+<p class="hint">How long each tool's tasks took, from creation to their end (waits for input and in the queue included). Percentiles leave out cancelled tasks. Calls answered inline are not stored, so they are not counted here; the metric <code>outlast.tool.call.duration</code> has them.</p>
+${stats.capped ? html`<p class="hint" data-testid="tools-capped">More tasks finished in the last ${w.words} than one read takes: these figures cover the ${cap} most recent, since ${iso(stats.from)}.</p>` : ''}
+${stats.tools.length === 0 ? html`<p class="empty">No task finished in the last ${w.words}.</p>` : html`<table data-testid="tools"><thead><tr><th>Tool</th><th>Finished</th><th>Failed</th><th>Cancelled</th><th>p50</th><th>p95</th><th>Longest</th></tr></thead><tbody>
+${stats.tools.map((t) => html`<tr data-tool="${t.tool}"><td><a href="${ctx.base}/tasks?tool=${encodeURIComponent(t.tool)}">${t.tool}</a></td><td data-testid="finished">${t.finished}</td><td data-testid="failed">${t.failed}</td><td data-testid="cancelled">${t.cancelled}</td><td data-testid="p50">${took(t.p50Ms)}</td><td data-testid="p95">${took(t.p95Ms)}</td><td data-testid="max">${took(t.maxMs)}</td></tr>`)}
+</tbody></table>`}`;
 }
 
 export function alertsPage(ctx: PageContext, alerts: AlertRecord[], next: string | undefined): Html {

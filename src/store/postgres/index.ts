@@ -93,6 +93,7 @@ interface Row {
   retrieved_at: number | null;
   /** The database's clock when the row was read (public reads only): expiry is decided by the store's time. */
   store_now?: number;
+  trace_context: TaskRecord['traceContext'];
 }
 
 interface PendingCreate {
@@ -139,6 +140,7 @@ function newRecord(t: NewTask): TaskRecord {
     progressToken: t.progressToken ?? null,
     version: 1,
     retrievedAt: null,
+    traceContext: t.traceContext ?? null,
   };
 }
 
@@ -186,6 +188,7 @@ function toRecord(r: Row): TaskRecord {
     clientCapabilities: r.client_capabilities,
     origin: r.origin,
     progressToken: r.progress_token,
+    traceContext: r.trace_context,
   };
 }
 
@@ -198,13 +201,13 @@ const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const Q = {
   // One statement for any number of rows (one array per column), so it is prepared once per connection.
   insertMany: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
-      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at)
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at, trace_context)
     SELECT task_id, principal, tool, args, status, status_message, created_at, created_at, ttl_ms, expires_at,
-      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at
+      input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at, trace_context
     FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[],
-      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[], $17::text[], $18::jsonb[], $19::bigint[])
+      $10::bigint[], $11::int[], $12::text[], $13::boolean[], $14::text[], $15::text[], $16::jsonb[], $17::text[], $18::jsonb[], $19::bigint[], $20::jsonb[])
       AS r(task_id, principal, tool, args, status, status_message, created_at, ttl_ms, expires_at, input_since, poll_interval_ms,
-        owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at)
+        owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at, trace_context)
     ON CONFLICT DO NOTHING RETURNING task_id`,
   byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
   get: 'SELECT * FROM tasks WHERE task_id = $1',
@@ -397,14 +400,14 @@ export class PostgresTaskStore implements TaskStore {
   private async insertBatch(batch: PendingCreate[]): Promise<void> {
     // The rows as they will be written; each is also the record its caller gets once the INSERT commits.
     const records = batch.map((p) => newRecord(p.t));
-    const cols: unknown[][] = Array.from({ length: 19 }, () => new Array(batch.length));
+    const cols: unknown[][] = Array.from({ length: 20 }, () => new Array(batch.length));
     records.forEach((r, i) => {
       const row = [
         r.taskId, r.principal, r.tool, JSON.stringify(r.args), r.status, r.statusMessage, r.createdAt, r.ttlMs, r.expiresAt,
         r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities),
-        r.origin, r.progressToken === null ? null : JSON.stringify(r.progressToken), r.queuedAt,
+        r.origin, r.progressToken === null ? null : JSON.stringify(r.progressToken), r.queuedAt, r.traceContext === null ? null : JSON.stringify(r.traceContext),
       ];
-      for (let c = 0; c < 19; c++) cols[c]![i] = row[c];
+      for (let c = 0; c < 20; c++) cols[c]![i] = row[c];
     });
     let inserted: Set<string>;
     try {

@@ -80,6 +80,7 @@ interface Row {
   progress_token: string | null;
   version: number;
   retrieved_at: number | null;
+  trace_context: string | null;
 }
 
 const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at';
@@ -138,6 +139,7 @@ function toRecord(r: Row): TaskRecord {
     progressToken: r.progress_token === null ? null : JSON.parse(r.progress_token),
     version: r.version,
     retrievedAt: r.retrieved_at,
+    traceContext: r.trace_context === null ? null : JSON.parse(r.trace_context),
   };
 }
 
@@ -211,9 +213,9 @@ export class SqliteTaskStore implements TaskStore {
   private prepare(db: Database.Database) {
     return {
       insert: db.prepare(`INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at,
-          ttl_ms, expires_at, input_since, poll_interval_ms, owner, queued_at, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token)
+          ttl_ms, expires_at, input_since, poll_interval_ms, owner, queued_at, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, trace_context)
         VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @createdAt, @ttlMs, @expiresAt,
-          @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities, @origin, @progressToken)
+          @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities, @origin, @progressToken, @traceContext)
         ON CONFLICT DO NOTHING RETURNING *`),
       byIdem: db.prepare('SELECT * FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?'),
       get: db.prepare('SELECT * FROM tasks WHERE task_id = ?'),
@@ -345,6 +347,7 @@ export class SqliteTaskStore implements TaskStore {
         clientCapabilities: JSON.stringify(t.clientCapabilities ?? {}),
         origin: t.origin ?? 'extension',
         progressToken: t.progressToken === undefined || t.progressToken === null ? null : JSON.stringify(t.progressToken),
+        traceContext: t.traceContext ? JSON.stringify(t.traceContext) : null,
       }) as Row | undefined;
       if (!row) throw new Error(`Task id ${t.taskId} already exists`);
       return { record: toRecord(row), created: true };

@@ -4,7 +4,7 @@
  * group-commit queue, so each is in the same transaction machinery as every other write.
  */
 import type Database from 'better-sqlite3';
-import { newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toOpsRow, type AlertRow, type EventRow, type OpsRow } from '../ops-rows.js';
+import { newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toOpsRow, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
 import { HISTORY_TRIGGERS } from './schema.js';
 import type {
   AlertRecord,
@@ -53,6 +53,8 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     unread: db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM tasks INDEXED BY tasks_ops_unread WHERE ${UNREAD_FAILURE} LIMIT ?)`),
     waiting: db.prepare(`SELECT task_id, principal, tool, status_message, input_since, input_requests, created_at FROM tasks
       WHERE status = 'input_required' ORDER BY input_since LIMIT ?`),
+    // INDEXED BY: the covering partial index of finished tasks (a range of it, never the table).
+    toolStats: db.prepare(toolStatsQuery((i) => (i === 1 ? '@since' : '@cap')).replace(/FROM tasks WHERE/, 'FROM tasks INDEXED BY tasks_ops_finished WHERE')),
     opsColumns: db.prepare(`SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = ?`),
     // The creation comes from the row itself (no event is written for it: creations are the hot path).
     history: db.prepare(`SELECT * FROM (SELECT 0 AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
@@ -109,6 +111,10 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
         inputRequests: JSON.parse(r.input_requests),
         createdAt: r.created_at,
       }));
+    },
+
+    async toolStats(since: number, cap: number) {
+      return toToolStats(s.toolStats.all({ since, cap }) as ToolStatsDbRow[], cap);
     },
 
     async detail(taskId: string): Promise<OpsTaskDetail | undefined> {

@@ -207,6 +207,16 @@ CREATE TRIGGER tasks_gone AFTER DELETE ON tasks BEGIN
 END;
 `,
   },
+  {
+    // Traces and per-tool durations. Numbered 6: 4 belongs to durable steps, 5 to operations.
+    version: 6,
+    sql: `
+-- The creating call's trace context (W3C traceparent/tracestate as JSON): a run started from the row links to it.
+ALTER TABLE tasks ADD COLUMN trace_context TEXT;
+-- Finished tasks by when they finished, covering what the per-tool durations read (one bounded range, no row lookups).
+CREATE INDEX tasks_ops_finished ON tasks (updated_at DESC, tool, created_at, status) WHERE status IN ('completed','failed','cancelled');
+`,
+  },
 ];
 
 /**

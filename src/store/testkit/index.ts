@@ -92,6 +92,20 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.deepEqual(await store.get('no-such-task'), { state: 'missing' });
     });
 
+    it("keeps the creating call's trace context with the task, for whoever takes it over", async () => {
+      const { store, location } = await open();
+      const { store: other } = await open(location);
+      const traced = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate: 'vendor=opaque' };
+      const { record } = await store.create(newTask({ traceContext: traced, retrySafe: true }));
+      const plain = await store.create(newTask());
+      assert.deepEqual(record.traceContext, traced);
+      assert.equal(plain.record.traceContext, null, 'an untraced call keeps nothing');
+      const taken = await other.takeOver(record.taskId, 'replica-a', 'replica-b', Date.now());
+      assert.deepEqual([taken.owner, taken.attempts, taken.traceContext], ['replica-b', 2, traced]);
+      const read = await other.get(plain.record.taskId);
+      assert.equal(read.state === 'found' && read.record.traceContext, null);
+    });
+
     it('a created task is visible to another connection as soon as create resolves (100 concurrent creates)', async () => {
       const { store, location } = await open();
       const { store: other } = await open(location);

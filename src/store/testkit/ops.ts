@@ -173,6 +173,41 @@ export function opsKit(open: Open, openAt: (location: string) => Promise<{ store
     assert.equal(await store.ops.addAlert(lost('c')), false, 'the dedupe key holds');
   });
 
+  it('ops: per-tool durations of the tasks finished in a window, read from the most recent finishes only', async () => {
+    const { store } = await open();
+    const now = Date.now();
+    const DONE = { status: 'completed' as const, result: {} };
+    const run = async (tool: string, tookMs: number, endedAt: number, outcome: Parameters<TaskStore['finish']>[2] | undefined) => {
+      const { record } = await store.create(newTask({ tool, createdAt: endedAt - tookMs, ttlMs: null }));
+      if (outcome) await store.finish(record.taskId, 'replica-a', outcome, null, endedAt);
+    };
+    // deploy: 20 runs of 100..2000 ms (every fifth failed), one cancelled after 50 minutes; build: one run of 300 ms
+    // and one that finished before the window; one deploy still working.
+    for (let i = 1; i <= 20; i++) await run('deploy', i * 100, now - 60_000 + i, i % 5 === 0 ? FAIL : DONE);
+    await run('deploy', 3_000_000, now - 2000, { status: 'cancelled' });
+    await run('build', 300, now - 1000, DONE);
+    await run('build', 5, now - 7_200_000, DONE);
+    await run('deploy', 10, now, undefined);
+
+    const hour = await store.ops.toolStats(now - 3_600_000, 1000);
+    assert.deepEqual(hour.tools, [
+      { tool: 'deploy', finished: 21, failed: 4, cancelled: 1, p50Ms: 1000, p95Ms: 1900, maxMs: 2000 },
+      { tool: 'build', finished: 1, failed: 0, cancelled: 0, p50Ms: 300, p95Ms: 300, maxMs: 300 },
+    ]);
+    assert.deepEqual([hour.capped, hour.from], [false, now - 60_000 + 1]);
+    // Capped: the five most recent finishes (build, the cancel, deploys 20, 19 and 18), and says so.
+    const recent = await store.ops.toolStats(now - 3_600_000, 5);
+    assert.deepEqual(recent.tools, [
+      { tool: 'deploy', finished: 4, failed: 1, cancelled: 1, p50Ms: 1900, p95Ms: 2000, maxMs: 2000 },
+      { tool: 'build', finished: 1, failed: 0, cancelled: 0, p50Ms: 300, p95Ms: 300, maxMs: 300 },
+    ]);
+    assert.deepEqual([recent.capped, recent.from], [true, now - 60_000 + 18]);
+    // A short window: only the cancel and the build; nothing ran to its end for deploy, so it has no percentiles.
+    const short = await store.ops.toolStats(now - 30_000, 1000);
+    assert.deepEqual(short.tools.map((t) => [t.tool, t.finished, t.cancelled, t.p50Ms]), [['build', 1, 0, 300], ['deploy', 1, 1, null]]);
+    assert.deepEqual(await store.ops.toolStats(now + 1, 1000), { tools: [], capped: false, from: null });
+  });
+
   it('ops: a push subscription queues a delivery on each state change, or at once for a finished task', async () => {
     const { store } = await open();
     const { record } = await store.create(newTask());

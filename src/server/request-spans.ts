@@ -1,0 +1,136 @@
+/**
+ * A SERVER span for each MCP request the HTTP front answers (MCP semantic conventions, ../shared/ops.md §2), on the
+ * direct path and the SDK path alike: named `{mcp.method.name} {target}`, parented from the request's
+ * `_meta.traceparent`/`tracestate` (SEP-414, read by the application's propagator) or else from the ambient context
+ * (an HTTP server span of the application's own instrumentation, then linked). `error.type` is the answer's JSON-RPC
+ * error code, or `tool_error` for a tool result with `isError`, read from the response as it is written and only
+ * while the span records. `tasks/get` gets no span unless `polls` is on: polling is the hot path, and a span per poll
+ * says little. Nothing of the arguments or results is recorded.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
+import { PROTOCOL_VERSION_META } from '../protocol/index.js';
+import { contextOf } from '../runtime/tracing.js';
+
+const tracer = trace.getTracer('outlast');
+
+/** Response bytes read for the error code; a longer answer is judged by its HTTP status only. */
+const READ_LIMIT = 64 * 1024;
+
+/** Longest name or id put on a span (they come from the caller). */
+const MAX_TEXT = 200;
+const clip = (s: string) => (s.length > MAX_TEXT ? `${s.slice(0, MAX_TEXT)}…` : s);
+
+/** Starts the request's span (when it is a request worth one) and returns the context to answer it in. */
+export type RequestSpans = (msg: unknown, req: IncomingMessage, res: ServerResponse) => Context | undefined;
+
+interface Request {
+  id?: unknown;
+  method?: unknown;
+  params?: { name?: unknown; taskId?: unknown; _meta?: Record<string, unknown> } | null;
+}
+
+/** The context a request's dispatch runs in: its server span when one is active (the front made it), else the
+ *  caller's `_meta` context (stdio has no front), else undefined. */
+export function requestTraceContext(meta: Record<string, unknown> | undefined): Context | undefined {
+  const active = context.active();
+  return trace.getSpan(active) ? active : contextOf(meta);
+}
+
+export function requestSpans(options: { polls?: boolean } = {}): RequestSpans {
+  return (msg, req, res) => {
+    const m = msg as Request | null;
+    if (!m || typeof m !== 'object' || typeof m.method !== 'string' || m.id === undefined || m.id === null) return undefined;
+    if (m.method === 'tasks/get' && !options.polls) return undefined;
+    const params = m.params && typeof m.params === 'object' ? m.params : undefined;
+    const meta = params?._meta && typeof params._meta === 'object' ? params._meta : undefined;
+    const attrs: Attributes = { 'mcp.method.name': m.method, 'jsonrpc.request.id': clip(String(m.id)), 'network.transport': 'tcp' };
+    let target: string | undefined;
+    if (m.method === 'tools/call' && typeof params?.name === 'string') {
+      target = clip(params.name);
+      attrs['gen_ai.tool.name'] = target;
+      attrs['gen_ai.operation.name'] = 'execute_tool';
+    } else if (m.method === 'prompts/get' && typeof params?.name === 'string') {
+      target = clip(params.name);
+      attrs['gen_ai.prompt.name'] = target;
+    }
+    if (m.method.startsWith('tasks/') && typeof params?.taskId === 'string') attrs['outlast.task.id'] = clip(params.taskId);
+    const version = req.headers['mcp-protocol-version'] ?? meta?.[PROTOCOL_VERSION_META];
+    if (typeof version === 'string') attrs['mcp.protocol.version'] = clip(version);
+
+    const ambient = context.active();
+    const caller = contextOf(meta);
+    const ambientSpan = trace.getSpanContext(ambient);
+    const link = caller && ambientSpan && isSpanContextValid(ambientSpan) ? [{ context: ambientSpan }] : undefined;
+    const span = tracer.startSpan(target ? `${m.method} ${target}` : m.method, { kind: SpanKind.SERVER, attributes: attrs, ...(link ? { links: link } : {}) }, caller ?? ambient);
+    if (span.isRecording()) endWithAnswer(span, m.id, res);
+    return trace.setSpan(caller ?? ambient, span);
+  };
+}
+
+/** Keeps the first READ_LIMIT bytes of the response; when it is done, sets what the answer says and ends the span. */
+function endWithAnswer(span: Span, id: unknown, res: ServerResponse): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const keep = (chunk: unknown) => {
+    if (size > READ_LIMIT || chunk === null || chunk === undefined || typeof chunk === 'function') return;
+    const b = typeof chunk === 'string' ? Buffer.from(chunk) : chunk instanceof Uint8Array ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength) : undefined;
+    if (!b) return;
+    size += b.length;
+    chunks.push(b);
+  };
+  const write = res.write;
+  const end = res.end;
+  res.write = function (this: ServerResponse, chunk: unknown, ...rest: unknown[]) {
+    keep(chunk);
+    return write.call(this, chunk, ...(rest as [BufferEncoding, () => void]));
+  } as typeof res.write;
+  res.end = function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]) {
+    keep(chunk);
+    return end.call(this, chunk, ...(rest as [BufferEncoding, () => void]));
+  } as typeof res.end;
+  let ended = false;
+  const done = () => {
+    if (ended) return;
+    ended = true;
+    const answer = size > READ_LIMIT ? undefined : answerIn(Buffer.concat(chunks).toString('utf8'), String(res.getHeader('content-type') ?? ''), id);
+    const code = answer?.error && typeof answer.error.code === 'number' ? String(answer.error.code) : undefined;
+    const errorType = code ?? (answer?.result?.isError === true ? 'tool_error' : !answer && res.statusCode >= 400 ? String(res.statusCode) : undefined);
+    const taskId = answer?.result?.taskId ?? answer?.result?.task?.taskId;
+    if (typeof taskId === 'string') span.setAttribute('outlast.task.id', clip(taskId));
+    if (code) span.setAttribute('rpc.response.status_code', code);
+    if (errorType) {
+      span.setAttribute('error.type', errorType);
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    span.end();
+  };
+  res.once('finish', done);
+  res.once('close', done);
+}
+
+interface Answer {
+  id?: unknown;
+  error?: { code?: unknown };
+  result?: { isError?: unknown; taskId?: unknown; task?: { taskId?: unknown } };
+}
+
+/** The JSON-RPC response to request `id` in a JSON body or an SSE stream, or undefined. */
+function answerIn(text: string, type: string, id: unknown): Answer | undefined {
+  const parse = (s: string): Answer | undefined => {
+    try {
+      const v = JSON.parse(s) as unknown;
+      return v && typeof v === 'object' && !Array.isArray(v) ? (v as Answer) : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  if (!type.includes('text/event-stream')) return parse(text);
+  const lines = text.split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (!lines[i]!.startsWith('data:')) continue;
+    const a = parse(lines[i]!.slice(5));
+    if (a && a.id === id && ('result' in a || 'error' in a)) return a;
+  }
+  return undefined;
+}
