@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import type { TaskStatus } from '../protocol/index.js';
 import { SUMMARY_COLUMNS, toSummary, type SummaryRow } from './summary.js';
-import type { AlertRecord, ListCursor, NewAlert, OpsCounts, OpsTaskFilter, OpsTaskPage, OpsTaskRow, TaskEvent, ToolStats } from './types.js';
+import type { AlertRecord, IdleTask, ListCursor, NewAlert, OpsCounts, OpsTaskFilter, OpsTaskPage, OpsTaskRow, TaskEvent, ToolStats } from './types.js';
 
 export const OPS_ROW_COLUMNS = `${SUMMARY_COLUMNS}, owner, attempts, retrieved_at, acknowledged_at, cancel_requested_at, input_since, error`;
 
@@ -235,5 +235,38 @@ export function unreadFailureAlert(t: OpsTaskRow, now: number): NewAlert {
     destination: 'alerts',
     data: { taskId: t.taskId, tool: t.tool, status: 'failed', error: t.errorMessage, failedAt: t.updatedAt },
     createdAt: now,
+  };
+}
+
+/** The columns and mapping of an idle (queued or parked) task; the same in both dialects. */
+export const IDLE_COLUMNS = 'task_id, principal, tool, status, status_message, created_at, queued_at, parked_at, input_requests';
+/** Oldest first among tasks waiting for capacity (parked ones share the queue's columns but are not waiting for it). */
+export const QUEUED_WHERE = 'queued_at IS NOT NULL AND parked_at IS NULL';
+
+export interface IdleRow {
+  task_id: string;
+  principal: string;
+  tool: string;
+  status: TaskStatus;
+  status_message: string | null;
+  created_at: number;
+  queued_at: number;
+  parked_at: number | null;
+  /** JSON text (SQLite) or the parsed object (PostgreSQL jsonb). */
+  input_requests: string | Record<string, unknown>;
+}
+
+export function toIdle(r: IdleRow): IdleTask {
+  const pending = typeof r.input_requests === 'string' ? (JSON.parse(r.input_requests) as Record<string, unknown>) : r.input_requests;
+  return {
+    taskId: r.task_id,
+    principal: r.principal,
+    tool: r.tool,
+    status: r.status,
+    statusMessage: r.status_message,
+    createdAt: r.created_at,
+    queuedAt: r.queued_at,
+    parkedAt: r.parked_at,
+    inputKeys: r.status === 'input_required' ? Object.keys(pending) : [],
   };
 }

@@ -384,6 +384,22 @@ export interface OpsTaskDetail extends TaskRecord {
   cancelReason: string | null;
 }
 
+/** A task no handler runs right now: waiting in the run queue for capacity, or parked (its wait holds no process). */
+export interface IdleTask {
+  taskId: string;
+  principal: string;
+  tool: string;
+  status: TaskStatus;
+  statusMessage: string | null;
+  createdAt: number;
+  /** Queued: since when it waits. Parked: when it becomes due (its input deadline or sleep end, or now once answered). */
+  queuedAt: number;
+  /** When it was parked (null: queued for capacity). */
+  parkedAt: number | null;
+  /** A parked task waiting for input: the outstanding keys (empty for a durable sleep). */
+  inputKeys: string[];
+}
+
 /** Counts by state: exact, from a counter table the database maintains with every write (no scan of the tasks). */
 export interface OpsCounts {
   byStatus: Record<TaskStatus, number>;
@@ -396,7 +412,7 @@ export interface OpsCounts {
 /**
  * One step of a task's history, written by the database with the change that caused it (triggers on `tasks`).
  * Kinds today: created, input_asked, input_answered, cancel_requested, taken_over, completed, failed, cancelled,
- * acknowledged. A new transition (queued, started, parked, woken, step) is one more kind.
+ * acknowledged, started (claimed from the run queue), parked, resumed (claimed again after parking).
  */
 export interface TaskEvent {
   eventId: number;
@@ -482,6 +498,10 @@ export interface OperatorStore {
   counts(unreadCap: number): Promise<OpsCounts>;
   /** Tasks waiting for input, longest waiting first (a partial index of input_required tasks). */
   waiting(limit: number): Promise<WaitingTask[]>;
+  /** Tasks waiting in the run queue for capacity, oldest first (the queue's partial index). */
+  queued(limit: number): Promise<IdleTask[]>;
+  /** Parked tasks (no process holds them), soonest due first (a partial index of parked tasks). */
+  parked(limit: number): Promise<IdleTask[]>;
   detail(taskId: string): Promise<OpsTaskDetail | undefined>;
   /** Per tool: counts and durations of the tasks that finished at or after `since`, reading at most the `cap` most
    *  recent finishes (one range of a partial index of finished tasks), so its cost is bounded by `cap`, not the store. */

@@ -140,15 +140,22 @@ export function createDashboard(o: DashboardOptions): Dashboard {
   const safeBack = (v: string | null, fallback: string) => (v && (v === base || v.startsWith(`${base}/`)) && !v.startsWith('//') ? v : fallback);
   const ctxOf = (op: Operator): PageContext => ({ base, operator: op, csrf: auth.csrf(op), title, now: Date.now() });
 
+  /** Rows of the queued and parked panels of the overview. */
+  const IDLE_ROWS = 20;
+
   async function overview(res: ServerResponse, op: Operator) {
-    const [counts, unread, waiting, replicas, alerts] = await Promise.all([
+    const [counts, unread, waiting, queued, queueDepth, parked, replicas, alerts] = await Promise.all([
       o.store.ops.counts(10_000),
       o.store.ops.listTasks({ unread: true }, undefined, 20).then((p) => p.rows),
       o.store.ops.waiting(20),
+      o.store.ops.queued(IDLE_ROWS),
+      o.store.queueDepth(),
+      o.store.ops.parked(IDLE_ROWS + 1),
       o.store.listReplicas(),
       o.store.ops.listAlerts(undefined, 10),
     ]);
-    send(res, 200, layoutOf(op, 'Overview', overviewPage(ctxOf(op), { counts, unread, waiting, replicas, leaseMs, alerts }), true));
+    const idle = { queued, queueDepth, parked: parked.slice(0, IDLE_ROWS), moreParked: parked.length > IDLE_ROWS };
+    send(res, 200, layoutOf(op, 'Overview', overviewPage(ctxOf(op), { counts, unread, waiting, idle, replicas, leaseMs, alerts }), true));
   }
 
   function layoutOf(op: Operator, pageTitle: string, body: Html, refresh = false): Html {
@@ -169,8 +176,13 @@ export function createDashboard(o: DashboardOptions): Dashboard {
   async function task(res: ServerResponse, op: Operator, taskId: string) {
     const t = await o.store.ops.detail(taskId);
     if (!t) return send(res, 404, errorPage(base, ctxOf(op), 'Unknown task', `No stored task has the id ${taskId} (it may have expired).`));
-    const events = await o.store.ops.history(taskId, 200);
-    send(res, 200, layoutOf(op, `Task ${taskId}`, taskPage(ctxOf(op), t, events, !!o.showPayloads)));
+    const queued = t.queuedAt !== null && t.parkedAt === null;
+    const [events, steps, position] = await Promise.all([
+      o.store.ops.history(taskId, 200),
+      o.store.listSteps(taskId),
+      queued ? o.store.queuePosition(taskId) : Promise.resolve(undefined),
+    ]);
+    send(res, 200, layoutOf(op, `Task ${taskId}`, taskPage(ctxOf(op), t, events, !!o.showPayloads, { steps, position })));
   }
 
   async function tools(res: ServerResponse, op: Operator, q: URLSearchParams) {

@@ -1,6 +1,6 @@
 /** The dashboard's pages, server-rendered from store reads with escaped templates (see html.ts). */
 import type { TaskStatus } from '../../protocol/index.js';
-import type { AlertRecord, OpsCounts, OpsTaskDetail, OpsTaskFilter, OpsTaskRow, ReplicaInfo, TaskEvent, ToolStats, WaitingTask } from '../../store/types.js';
+import type { AlertRecord, IdleTask, OpsCounts, OpsTaskDetail, OpsTaskFilter, OpsTaskRow, ReplicaInfo, StepRecord, TaskEvent, ToolStats, WaitingTask } from '../../store/types.js';
 import { Html, html } from './html.js';
 import type { Operator } from './auth.js';
 
@@ -86,6 +86,7 @@ export function overviewPage(ctx: PageContext, d: {
   counts: OpsCounts;
   unread: OpsTaskRow[];
   waiting: WaitingTask[];
+  idle: { queued: IdleTask[]; queueDepth: number; parked: IdleTask[]; moreParked: boolean };
   replicas: ReplicaInfo[];
   leaseMs: number;
   alerts: AlertRecord[];
@@ -104,6 +105,17 @@ ${d.unread.map((t) => html`<tr><td>${taskLink(ctx, t.taskId)}</td><td>${t.tool}<
 ${d.waiting.length === 0 ? html`<p class="empty">Nothing waits for input.</p>` : html`<table data-testid="waiting"><thead><tr><th>Task</th><th>Tool</th><th>Principal</th><th>Question</th><th>Waiting</th><th>Time left</th></tr></thead><tbody>
 ${d.waiting.flatMap((w) => question(w).map((q) => html`<tr><td>${taskLink(ctx, w.taskId)}</td><td>${w.tool}</td><td>${w.principal}</td><td class="msg">${q.text}</td><td>${w.inputSince ? ago(ctx.now - w.inputSince) : ''}</td><td class="${q.deadline - ctx.now < 60_000 ? 'urgent' : ''}">${q.deadline > ctx.now ? ago(q.deadline - ctx.now) : 'past the deadline'}</td></tr>`))}
 </tbody></table>`}</section>
+
+<section><h2>Queued for capacity</h2>
+${d.idle.queueDepth === 0 ? html`<p class="empty">Nothing waits for a free handler.</p>` : html`<p data-testid="queue-depth">${d.idle.queueDepth} task${d.idle.queueDepth === 1 ? '' : 's'} waiting${d.idle.queueDepth > d.idle.queued.length ? html`; the ${d.idle.queued.length} oldest:` : ':'}</p>
+<table data-testid="queued"><thead><tr><th>Place</th><th>Task</th><th>Tool</th><th>Principal</th><th>Waiting</th></tr></thead><tbody>
+${d.idle.queued.map((t, i) => html`<tr><td>${i + 1}</td><td>${taskLink(ctx, t.taskId)}</td><td>${t.tool}</td><td>${t.principal}</td><td>${ago(ctx.now - t.queuedAt)}</td></tr>`)}
+</tbody></table>`}</section>
+
+<section><h2>Parked (no process holds them)</h2>
+${d.idle.parked.length === 0 ? html`<p class="empty">No task is parked.</p>` : html`<table data-testid="parked"><thead><tr><th>Task</th><th>Tool</th><th>Principal</th><th>Waits for</th><th>Parked</th><th>Due</th></tr></thead><tbody>
+${d.idle.parked.map((t) => html`<tr><td>${taskLink(ctx, t.taskId)}</td><td>${t.tool}</td><td>${t.principal}</td><td>${t.inputKeys.length ? html`input ${t.inputKeys.join(', ')}` : 'a durable sleep'}</td><td>${t.parkedAt ? `${ago(ctx.now - t.parkedAt)} ago` : ''}</td><td>${t.queuedAt <= ctx.now ? 'now (a replica resumes it)' : `in ${ago(t.queuedAt - ctx.now)}`}</td></tr>`)}
+</tbody></table>${d.idle.moreParked ? html`<p class="hint">More are parked; these are the ${d.idle.parked.length} due soonest.</p>` : ''}`}</section>
 
 <section><h2>Replicas</h2>
 ${d.replicas.length === 0 ? html`<p class="empty">No replica is registered.</p>` : html`<table data-testid="replicas"><thead><tr><th>Replica</th><th>Host</th><th>Pid</th><th>Up</th><th>Heartbeat</th><th></th></tr></thead><tbody>
@@ -201,7 +213,15 @@ function json(v: unknown): string {
   return JSON.stringify(v, null, 2);
 }
 
-export function taskPage(ctx: PageContext, t: OpsTaskDetail, events: TaskEvent[], showPayloads: boolean): Html {
+/** A step's row: its identity, state, how often it ran, and its value's size (never the value itself). */
+function stepsSection(steps: StepRecord[]): Html {
+  if (steps.length === 0) return html``;
+  return html`<section><h2>Durable steps</h2><table data-testid="steps"><thead><tr><th>Step</th><th>Kind</th><th>State</th><th>Tries</th><th>Claim</th><th>Value</th><th>Started</th><th>Finished</th><th>Error</th></tr></thead><tbody>
+${steps.map((st) => html`<tr data-step="${st.key}"><td>${st.key}</td><td>${st.kind}${st.idempotent ? ' (idempotent)' : ''}</td><td>${statusBadge(st.state)}</td><td>${st.tries}</td><td>${st.epoch}</td><td>${st.result === null ? '' : `${st.bytes} bytes`}</td><td>${iso(st.startedAt)}</td><td>${iso(st.finishedAt)}</td><td class="msg">${st.error?.message ?? ''}</td></tr>`)}
+</tbody></table></section>`;
+}
+
+export function taskPage(ctx: PageContext, t: OpsTaskDetail, events: TaskEvent[], showPayloads: boolean, more: { steps: StepRecord[]; position: number | undefined } = { steps: [], position: undefined }): Html {
   const unfinished = t.status === 'working' || t.status === 'input_required';
   const back = `${ctx.base}/tasks/${encodeURIComponent(t.taskId)}`;
   const err = t.error as { code?: number; message?: string; data?: { reason?: string } } | null;
@@ -211,7 +231,9 @@ ${t.status === 'failed' && err ? html`<section class="error-first" data-testid="
 <dl class="facts">
 <dt>Status message</dt><dd class="msg" data-testid="status-message">${t.statusMessage ?? ''}</dd>
 <dt>Tool</dt><dd>${t.tool}</dd><dt>Principal</dt><dd>${t.principal}</dd><dt>Wire</dt><dd>${t.origin}</dd>
-<dt>Owner</dt><dd>${t.owner ?? 'none'}</dd><dt>Attempts</dt><dd>${t.attempts}${t.retrySafe ? ' (safe to re-run)' : ' (not safe to re-run)'}</dd>
+<dt>Owner</dt><dd>${t.owner ?? 'none'}</dd><dt>Attempts</dt><dd>${t.attempts}${t.retrySafe ? ' (safe to re-run)' : ' (not safe to re-run)'}; claim ${t.epoch}</dd>
+${t.queuedAt !== null && t.parkedAt === null ? html`<dt>Queued</dt><dd data-testid="queued-since">since ${iso(t.queuedAt)}${more.position ? html`, place ${more.position} in the queue` : ''}</dd>` : ''}
+${t.parkedAt !== null ? html`<dt>Parked</dt><dd data-testid="parked-since">since ${iso(t.parkedAt)} (no process holds it)${t.queuedAt !== null ? html`, due ${t.queuedAt <= ctx.now ? 'now' : iso(t.queuedAt)}` : ''}</dd>` : ''}
 <dt>Created</dt><dd>${iso(t.createdAt)} (${ago(ctx.now - t.createdAt)} ago)</dd><dt>Updated</dt><dd>${iso(t.updatedAt)}</dd>
 <dt>TTL</dt><dd>${t.ttlMs === null ? 'unlimited' : html`${ago(t.ttlMs)}${t.expiresAt ? html`, expires ${iso(t.expiresAt)}` : ''}`}</dd>
 <dt>Outcome read by the client</dt><dd>${t.retrievedAt ? iso(t.retrievedAt) : 'no'}</dd>
@@ -226,6 +248,7 @@ ${Object.keys(t.inputRequests).length ? html`<section><h2>Pending input</h2><tab
 ${Object.entries(t.inputRequests).map(([k, p]) => html`<tr><td>${k}</td><td>${p.request.method}</td><td class="msg">${String((p.request.params as { message?: unknown } | undefined)?.message ?? '')}</td><td>${iso(p.deadline)} (${p.deadline > ctx.now ? `${ago(p.deadline - ctx.now)} left` : 'passed'})</td></tr>`)}
 </tbody></table></section>` : ''}
 ${Object.keys(t.inputResponses).length ? html`<section><h2>Answered input</h2><p>${Object.entries(t.inputResponses).map(([k, a]) => html`<span class="note">${k} at ${iso(a.answeredAt)}</span> `)}</p></section>` : ''}
+${stepsSection(more.steps)}
 <section><h2>History</h2>${events.length === 0 ? html`<p class="empty">No history recorded (history is off, or the task predates it).</p>` : html`<table data-testid="history"><thead><tr><th>When</th><th>What</th><th>Who</th><th>Detail</th></tr></thead><tbody>
 ${events.map((e) => html`<tr><td>${iso(e.at)}</td><td>${e.kind.replace('_', ' ')}</td><td>${e.actor ?? ''}</td><td class="msg">${e.detail ?? ''}</td></tr>`)}
 </tbody></table>`}</section>

@@ -4,7 +4,7 @@
  * so replicas delivering together never take the same alert while a claim holds).
  */
 import type pg from 'pg';
-import { newAlertId, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
+import { IDLE_COLUMNS, QUEUED_WHERE, toIdle, type IdleRow, newAlertId, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
 import { HISTORY_TRIGGERS } from './schema.js';
 import type { NewAlert, OperatorStore, OpsTaskDetail, TaskLookup, WaitingTask } from '../types.js';
 
@@ -19,6 +19,8 @@ const Q = {
   waiting: `SELECT task_id, principal, tool, status_message, input_since, input_requests, created_at FROM tasks
     WHERE status = 'input_required' ORDER BY input_since LIMIT $1`,
   toolStats: toolStatsQuery((i) => `$${i}`),
+  queued: `SELECT ${IDLE_COLUMNS} FROM tasks WHERE ${QUEUED_WHERE} ORDER BY queued_at, task_id LIMIT $1`,
+  parked: `SELECT ${IDLE_COLUMNS} FROM tasks WHERE parked_at IS NOT NULL ORDER BY queued_at, task_id LIMIT $1`,
   opsColumns: `SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = $1`,
   // The creation comes from the row itself (no event is written for it: creations are the hot path).
   history: `SELECT * FROM (SELECT 0::bigint AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
@@ -96,6 +98,14 @@ export function postgresOps(query: Query, get: (taskId: string) => Promise<TaskL
     async waiting(limit): Promise<WaitingTask[]> {
       const rows = (await q<{ task_id: string; principal: string; tool: string; status_message: string | null; input_since: number | null; input_requests: WaitingTask['inputRequests']; created_at: number }>('waiting', [limit])).rows;
       return rows.map((r) => ({ taskId: r.task_id, principal: r.principal, tool: r.tool, statusMessage: r.status_message, inputSince: r.input_since, inputRequests: r.input_requests, createdAt: r.created_at }));
+    },
+
+    async queued(limit) {
+      return (await q<IdleRow>('queued', [limit])).rows.map(toIdle);
+    },
+
+    async parked(limit) {
+      return (await q<IdleRow>('parked', [limit])).rows.map(toIdle);
     },
 
     async toolStats(since, cap) {

@@ -4,7 +4,7 @@
  * group-commit queue, so each is in the same transaction machinery as every other write.
  */
 import type Database from 'better-sqlite3';
-import { newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toOpsRow, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
+import { IDLE_COLUMNS, QUEUED_WHERE, toIdle, type IdleRow, newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toOpsRow, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
 import { HISTORY_TRIGGERS } from './schema.js';
 import type {
   AlertRecord,
@@ -53,6 +53,9 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     unread: db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM tasks INDEXED BY tasks_ops_unread WHERE ${UNREAD_FAILURE} LIMIT ?)`),
     waiting: db.prepare(`SELECT task_id, principal, tool, status_message, input_since, input_requests, created_at FROM tasks
       WHERE status = 'input_required' ORDER BY input_since LIMIT ?`),
+    // The queue's own partial index (queued_at, task_id), oldest first; the partial index of parked tasks, soonest due first.
+    queued: db.prepare(`SELECT ${IDLE_COLUMNS} FROM tasks INDEXED BY tasks_queue_age WHERE ${QUEUED_WHERE} ORDER BY queued_at, task_id LIMIT ?`),
+    parked: db.prepare(`SELECT ${IDLE_COLUMNS} FROM tasks INDEXED BY tasks_ops_parked WHERE parked_at IS NOT NULL ORDER BY queued_at, task_id LIMIT ?`),
     // INDEXED BY: the covering partial index of finished tasks (a range of it, never the table).
     toolStats: db.prepare(toolStatsQuery((i) => (i === 1 ? '@since' : '@cap')).replace(/FROM tasks WHERE/, 'FROM tasks INDEXED BY tasks_ops_finished WHERE')),
     opsColumns: db.prepare(`SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = ?`),
@@ -111,6 +114,14 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
         inputRequests: JSON.parse(r.input_requests),
         createdAt: r.created_at,
       }));
+    },
+
+    async queued(limit: number) {
+      return (s.queued.all(limit) as IdleRow[]).map(toIdle);
+    },
+
+    async parked(limit: number) {
+      return (s.parked.all(limit) as IdleRow[]).map(toIdle);
     },
 
     async toolStats(since: number, cap: number) {

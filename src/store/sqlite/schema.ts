@@ -217,13 +217,20 @@ ALTER TABLE tasks ADD COLUMN trace_context TEXT;
 CREATE INDEX tasks_ops_finished ON tasks (updated_at DESC, tool, created_at, status) WHERE status IN ('completed','failed','cancelled');
 `,
   },
+  {
+    // Operations views of queued and parked work: parked tasks by when they are due.
+    version: 7,
+    sql: `
+CREATE INDEX tasks_ops_parked ON tasks (queued_at, task_id) WHERE parked_at IS NOT NULL;
+`,
+  },
 ];
 
 /**
  * The transition history, one trigger per kind of change (each fires only when its columns changed). Not a
- * migration: the store creates or drops them at start-up, so history can be switched off (bench (m)). A new
- * transition (queued, started, parked, woken) is one more trigger here. Creation writes no event: the task's row
- * records it (created_at, principal, origin), and the history read puts it first.
+ * migration: the store creates or drops them at start-up, so history can be switched off (bench (m)); a file opened
+ * by an earlier release gains new ones at its next start. Creation writes no event: the task's row records it
+ * (created_at, principal, origin), and the history read puts it first.
  */
 /** A trigger recording the keys a JSON object column gained (input asked, input answered). */
 function keysAdded(name: string, column: string, kind: string, actor: string, when: string): { name: string; sql: string } {
@@ -261,6 +268,28 @@ END`,
   INSERT INTO task_events (task_id, at, kind, actor, detail)
   VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner,
     CASE WHEN NEW.status = 'failed' THEN json_extract(NEW.error, '$.message') ELSE NEW.status_message END);
+END`,
+  },
+  {
+    // Claimed from the run queue (a parked task's claim is a resume, below).
+    name: 'tasks_history_started',
+    sql: `AFTER UPDATE OF queued_at ON tasks WHEN OLD.queued_at IS NOT NULL AND NEW.queued_at IS NULL AND OLD.parked_at IS NULL BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.updated_at, 'started', NEW.owner, 'after ' || ((NEW.updated_at - OLD.queued_at) / 1000) || ' s in the queue');
+END`,
+  },
+  {
+    name: 'tasks_history_parked',
+    sql: `AFTER UPDATE OF parked_at ON tasks WHEN OLD.parked_at IS NULL AND NEW.parked_at IS NOT NULL BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.parked_at, 'parked', OLD.owner, CASE WHEN NEW.status = 'input_required' THEN 'waiting for input' ELSE 'sleeping' END);
+END`,
+  },
+  {
+    name: 'tasks_history_resumed',
+    sql: `AFTER UPDATE OF parked_at ON tasks WHEN OLD.parked_at IS NOT NULL AND NEW.parked_at IS NULL AND NEW.owner IS NOT NULL BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.updated_at, 'resumed', NEW.owner, 'claim ' || NEW.epoch);
 END`,
   },
   {

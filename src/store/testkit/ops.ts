@@ -14,6 +14,39 @@ const FAIL = { status: 'failed' as const, error: { code: -32603, message: 'disk 
 type Open = () => Promise<{ store: TaskStore; location: string }>;
 
 export function opsKit(open: Open, openAt: (location: string) => Promise<{ store: TaskStore }>): void {
+
+  it('ops: queued and parked tasks are listed for the overview (oldest queued first, soonest due first); history records start, park and resume', async () => {
+    const { store } = await open();
+    const now = Date.now();
+    const q1 = await store.create(newTask({ tool: 'render', queued: true, owner: null, createdAt: now - 3000, ttlMs: null }));
+    const q2 = await store.create(newTask({ tool: 'render', queued: true, owner: null, createdAt: now - 2000, ttlMs: null }));
+    const running = await store.create(newTask({ tool: 'render', owner: 'r1', ttlMs: null }));
+    assert.deepEqual((await store.ops.queued(10)).map((t) => t.taskId), [q1.record.taskId, q2.record.taskId]);
+    assert.equal((await store.ops.queued(1)).length, 1, 'bounded by the limit');
+    // Park the running one on an input (due in a minute) and another on a sleep (due sooner).
+    await store.requestInput(running.record.taskId, 'r1', { q: { request: ELICIT, deadline: now + 60_000 } }, now, 1);
+    const parkedInput = await store.park(running.record.taskId, { owner: 'r1', epoch: 1 }, { wakeAt: now + 60_000, awaiting: ['q'] }, now);
+    assert.equal(parkedInput.outcome, 'parked');
+    const sleeper = await store.create(newTask({ tool: 'nap', owner: 'r1', ttlMs: null }));
+    assert.equal((await store.park(sleeper.record.taskId, { owner: 'r1', epoch: 1 }, { wakeAt: now + 30_000, awaiting: [] }, now)).outcome, 'parked');
+    const parked = await store.ops.parked(10);
+    assert.deepEqual(parked.map((t) => [t.taskId, t.inputKeys]), [[sleeper.record.taskId, []], [running.record.taskId, ['q']]]);
+    assert.ok(parked.every((t) => t.parkedAt !== null && t.queuedAt > now));
+    assert.deepEqual((await store.ops.queued(10)).map((t) => t.taskId), [q1.record.taskId, q2.record.taskId], 'a parked task is not waiting for capacity');
+    // A claim starts the oldest queued task; an answer makes the parked one due, and a claim resumes it.
+    const [started] = await store.claimQueued({ owner: 'r2', now: Date.now(), room: { render: 1 }, max: 1, limits: {} });
+    assert.equal(started?.taskId, q1.record.taskId);
+    await store.answerInput(running.record.taskId, { q: { action: 'accept', content: {} } }, Date.now());
+    const resumed = await store.claimQueued({ owner: 'r3', now: Date.now() + 1, room: { render: 5 }, max: 5, limits: {} });
+    assert.ok(resumed.some((t) => t.taskId === running.record.taskId), 'the answered task was claimed again');
+    const kinds = async (id: string) => (await store.ops.history(id, 50)).map((e) => [e.kind, e.actor]);
+    const startedHistory = await kinds(q1.record.taskId);
+    assert.deepEqual(startedHistory.map((k) => k[0]), ['created', 'started']);
+    assert.equal(startedHistory[1]![1], 'r2');
+    const parkedHistory = (await kinds(running.record.taskId)).map((k) => k[0]);
+    assert.deepEqual(parkedHistory.slice(0, 4), ['created', 'input_asked', 'parked', 'input_answered']);
+    assert.ok(parkedHistory.includes('resumed'), `history: ${parkedHistory.join(', ')}`);
+  });
   it('ops: listings filter by status, tool, principal, unread and age, newest first, keyset-paged; counts are exact', async () => {
     const { store } = await open();
     const t0 = Date.now() - 100_000;
