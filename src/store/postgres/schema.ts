@@ -9,6 +9,62 @@
 import { CLAIM_FUNCTION } from './queue.js';
 import { STEPS_TABLE } from './steps.js';
 
+/**
+ * The transition history: one row-level trigger whose function writes an event per kind of change (its WHEN clause
+ * watches the columns that matter). Migration 5 created it and migration 7 replaced it with the kinds of the run
+ * queue and parking (started, parked, resumed); both apply this text, so a new database gets it once, complete.
+ */
+const HISTORY_TRIGGER_SQL = `CREATE OR REPLACE FUNCTION outlast_history_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE keys text;
+BEGIN
+  IF NEW.input_requests IS DISTINCT FROM OLD.input_requests AND NEW.status = 'input_required' THEN
+    SELECT string_agg(k, ', ') INTO keys FROM jsonb_object_keys(NEW.input_requests) k WHERE NOT OLD.input_requests ? k;
+    IF keys IS NOT NULL THEN
+      INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'input_asked', NEW.owner, keys);
+    END IF;
+  END IF;
+  IF NEW.input_responses IS DISTINCT FROM OLD.input_responses THEN
+    SELECT string_agg(k, ', ') INTO keys FROM jsonb_object_keys(NEW.input_responses) k WHERE NOT OLD.input_responses ? k;
+    IF keys IS NOT NULL THEN
+      INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'input_answered', NEW.principal, keys);
+    END IF;
+  END IF;
+  IF OLD.cancel_requested_at IS NULL AND NEW.cancel_requested_at IS NOT NULL THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail)
+      VALUES (NEW.task_id, NEW.cancel_requested_at, 'cancel_requested', coalesce('operator:' || NEW.cancelled_by, NEW.principal), NEW.cancel_reason);
+  END IF;
+  IF NEW.attempts > OLD.attempts THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail)
+      VALUES (NEW.task_id, NEW.updated_at, 'taken_over', NEW.owner, 'attempt ' || NEW.attempts || coalesce(', from ' || OLD.owner, ''));
+  END IF;
+  IF OLD.queued_at IS NOT NULL AND NEW.queued_at IS NULL AND OLD.parked_at IS NULL THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail)
+      VALUES (NEW.task_id, NEW.updated_at, 'started', NEW.owner, 'after ' || ((NEW.updated_at - OLD.queued_at) / 1000) || ' s in the queue');
+  END IF;
+  IF OLD.parked_at IS NULL AND NEW.parked_at IS NOT NULL THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail)
+      VALUES (NEW.task_id, NEW.parked_at, 'parked', OLD.owner, CASE WHEN NEW.status = 'input_required' THEN 'waiting for input' ELSE 'sleeping' END);
+  END IF;
+  IF OLD.parked_at IS NOT NULL AND NEW.parked_at IS NULL AND NEW.owner IS NOT NULL THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'resumed', NEW.owner, 'claim ' || NEW.epoch);
+  END IF;
+  IF NEW.status IN ('completed','failed','cancelled') AND OLD.status NOT IN ('completed','failed','cancelled') THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail)
+      VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner, CASE WHEN NEW.status = 'failed' THEN NEW.error->>'message' ELSE NEW.status_message END);
+  END IF;
+  IF OLD.acknowledged_at IS NULL AND NEW.acknowledged_at IS NOT NULL THEN
+    INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.acknowledged_at, 'acknowledged', 'operator:' || NEW.acknowledged_by, NULL);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
+  WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.cancel_requested_at IS DISTINCT FROM NEW.cancel_requested_at
+    OR OLD.attempts IS DISTINCT FROM NEW.attempts OR OLD.input_requests IS DISTINCT FROM NEW.input_requests
+    OR OLD.input_responses IS DISTINCT FROM NEW.input_responses OR OLD.acknowledged_at IS DISTINCT FROM NEW.acknowledged_at
+    OR OLD.queued_at IS DISTINCT FROM NEW.queued_at OR OLD.parked_at IS DISTINCT FROM NEW.parked_at)
+  EXECUTE FUNCTION outlast_history_changed();
+`;
+
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
     version: 1,
@@ -225,44 +281,7 @@ CREATE TRIGGER tasks_gone AFTER DELETE ON tasks REFERENCING OLD TABLE AS old_row
 -- The transition history (the store enables or disables this trigger at start-up: history on or off). Creation
 -- writes no event: the row records it, and the history read puts it first. A new transition (queued, started,
 -- parked, woken) is one more branch of outlast_history_changed.
-CREATE FUNCTION outlast_history_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE keys text;
-BEGIN
-  IF NEW.input_requests IS DISTINCT FROM OLD.input_requests AND NEW.status = 'input_required' THEN
-    SELECT string_agg(k, ', ') INTO keys FROM jsonb_object_keys(NEW.input_requests) k WHERE NOT OLD.input_requests ? k;
-    IF keys IS NOT NULL THEN
-      INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'input_asked', NEW.owner, keys);
-    END IF;
-  END IF;
-  IF NEW.input_responses IS DISTINCT FROM OLD.input_responses THEN
-    SELECT string_agg(k, ', ') INTO keys FROM jsonb_object_keys(NEW.input_responses) k WHERE NOT OLD.input_responses ? k;
-    IF keys IS NOT NULL THEN
-      INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'input_answered', NEW.principal, keys);
-    END IF;
-  END IF;
-  IF OLD.cancel_requested_at IS NULL AND NEW.cancel_requested_at IS NOT NULL THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail)
-      VALUES (NEW.task_id, NEW.cancel_requested_at, 'cancel_requested', coalesce('operator:' || NEW.cancelled_by, NEW.principal), NEW.cancel_reason);
-  END IF;
-  IF NEW.attempts > OLD.attempts THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail)
-      VALUES (NEW.task_id, NEW.updated_at, 'taken_over', NEW.owner, 'attempt ' || NEW.attempts || coalesce(', from ' || OLD.owner, ''));
-  END IF;
-  IF NEW.status IN ('completed','failed','cancelled') AND OLD.status NOT IN ('completed','failed','cancelled') THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail)
-      VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner, CASE WHEN NEW.status = 'failed' THEN NEW.error->>'message' ELSE NEW.status_message END);
-  END IF;
-  IF OLD.acknowledged_at IS NULL AND NEW.acknowledged_at IS NOT NULL THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.acknowledged_at, 'acknowledged', 'operator:' || NEW.acknowledged_by, NULL);
-  END IF;
-  RETURN NULL;
-END $$;
-CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
-  WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.cancel_requested_at IS DISTINCT FROM NEW.cancel_requested_at
-    OR OLD.attempts IS DISTINCT FROM NEW.attempts OR OLD.input_requests IS DISTINCT FROM NEW.input_requests
-    OR OLD.input_responses IS DISTINCT FROM NEW.input_responses OR OLD.acknowledged_at IS DISTINCT FROM NEW.acknowledged_at)
-  EXECUTE FUNCTION outlast_history_changed();
-`,
+${HISTORY_TRIGGER_SQL}`,
   },
   {
     // Traces and per-tool durations. Numbered 6: 4 belongs to durable steps, 5 to operations.
@@ -280,57 +299,8 @@ CREATE INDEX tasks_ops_finished ON tasks (updated_at DESC) INCLUDE (tool, create
     version: 7,
     sql: `
 CREATE INDEX tasks_ops_parked ON tasks (queued_at, task_id) WHERE parked_at IS NOT NULL;
-CREATE OR REPLACE FUNCTION outlast_history_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE keys text;
-BEGIN
-  IF NEW.input_requests IS DISTINCT FROM OLD.input_requests AND NEW.status = 'input_required' THEN
-    SELECT string_agg(k, ', ') INTO keys FROM jsonb_object_keys(NEW.input_requests) k WHERE NOT OLD.input_requests ? k;
-    IF keys IS NOT NULL THEN
-      INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'input_asked', NEW.owner, keys);
-    END IF;
-  END IF;
-  IF NEW.input_responses IS DISTINCT FROM OLD.input_responses THEN
-    SELECT string_agg(k, ', ') INTO keys FROM jsonb_object_keys(NEW.input_responses) k WHERE NOT OLD.input_responses ? k;
-    IF keys IS NOT NULL THEN
-      INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'input_answered', NEW.principal, keys);
-    END IF;
-  END IF;
-  IF OLD.cancel_requested_at IS NULL AND NEW.cancel_requested_at IS NOT NULL THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail)
-      VALUES (NEW.task_id, NEW.cancel_requested_at, 'cancel_requested', coalesce('operator:' || NEW.cancelled_by, NEW.principal), NEW.cancel_reason);
-  END IF;
-  IF NEW.attempts > OLD.attempts THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail)
-      VALUES (NEW.task_id, NEW.updated_at, 'taken_over', NEW.owner, 'attempt ' || NEW.attempts || coalesce(', from ' || OLD.owner, ''));
-  END IF;
-  IF OLD.queued_at IS NOT NULL AND NEW.queued_at IS NULL AND OLD.parked_at IS NULL THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail)
-      VALUES (NEW.task_id, NEW.updated_at, 'started', NEW.owner, 'after ' || ((NEW.updated_at - OLD.queued_at) / 1000) || ' s in the queue');
-  END IF;
-  IF OLD.parked_at IS NULL AND NEW.parked_at IS NOT NULL THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail)
-      VALUES (NEW.task_id, NEW.parked_at, 'parked', OLD.owner, CASE WHEN NEW.status = 'input_required' THEN 'waiting for input' ELSE 'sleeping' END);
-  END IF;
-  IF OLD.parked_at IS NOT NULL AND NEW.parked_at IS NULL AND NEW.owner IS NOT NULL THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.updated_at, 'resumed', NEW.owner, 'claim ' || NEW.epoch);
-  END IF;
-  IF NEW.status IN ('completed','failed','cancelled') AND OLD.status NOT IN ('completed','failed','cancelled') THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail)
-      VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner, CASE WHEN NEW.status = 'failed' THEN NEW.error->>'message' ELSE NEW.status_message END);
-  END IF;
-  IF OLD.acknowledged_at IS NULL AND NEW.acknowledged_at IS NOT NULL THEN
-    INSERT INTO task_events (task_id, at, kind, actor, detail) VALUES (NEW.task_id, NEW.acknowledged_at, 'acknowledged', 'operator:' || NEW.acknowledged_by, NULL);
-  END IF;
-  RETURN NULL;
-END $$;
 DROP TRIGGER tasks_history_changed ON tasks;
-CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
-  WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.cancel_requested_at IS DISTINCT FROM NEW.cancel_requested_at
-    OR OLD.attempts IS DISTINCT FROM NEW.attempts OR OLD.input_requests IS DISTINCT FROM NEW.input_requests
-    OR OLD.input_responses IS DISTINCT FROM NEW.input_responses OR OLD.acknowledged_at IS DISTINCT FROM NEW.acknowledged_at
-    OR OLD.queued_at IS DISTINCT FROM NEW.queued_at OR OLD.parked_at IS DISTINCT FROM NEW.parked_at)
-  EXECUTE FUNCTION outlast_history_changed();
-`,
+${HISTORY_TRIGGER_SQL}`,
   },
 ];
 
