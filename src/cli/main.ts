@@ -227,7 +227,7 @@ async function serve(argv: string[]): Promise<void> {
       setInterval(() => undefined, 3_600_000);
       process.stdout.write(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mod.info.name}\n`);
     } else if (values.stdio) {
-      stdio = await serveOutlastStdio(outlast, factory, (e) => log.serverError(e));
+      stdio = await serveOutlastStdio(outlast, factory, { onerror: (e) => log.serverError(e), tracePolls: !!values['trace-polls'] });
       log.info(`outlast serving ${mod.info.name} on stdio`);
     } else {
       const port = intFlag(values, 'port') ?? (process.env.PORT ? Number(process.env.PORT) : 3000);

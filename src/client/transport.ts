@@ -8,7 +8,8 @@
  * what the `Client` would: the per-request `_meta` envelope, an id → promise map, timeouts, classification of
  * failures (JSON-RPC error, rate limit with Retry-After, transport failure), long-lived streams for
  * `subscriptions/listen`, request counting, per-request headers (SEP-2243 `Mcp-Param-*`), and one retry when the
- * server refuses the protocol version but lists one this client speaks (-32022).
+ * server refuses the protocol version but lists one this client speaks (-32022), and a CLIENT span per request whose
+ * trace context goes out in `_meta` (request-spans.ts).
  */
 import { StreamableHTTPClientTransport, SdkHttpError, UnauthorizedError, type AuthProvider } from '@modelcontextprotocol/client';
 import {
@@ -23,6 +24,7 @@ import {
   type JsonRpcErrorObject,
 } from '../protocol/index.js';
 import { RateLimitedError, RpcError, TransportError, UnsupportedVersionError } from './errors.js';
+import { startClientRequestSpan, type ClientRequestSpan } from './request-spans.js';
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
@@ -251,14 +253,23 @@ export class RawDispatcher {
    * it rejects with UnsupportedVersionError naming both sides' versions.
    */
   async request(method: string, params: JsonObject = {}, opts: RequestOptions = {}): Promise<JsonObject> {
+    const span = startClientRequestSpan(method, params, this.url, opts.meta);
+    const sent = span.meta ? { ...opts, meta: { ...opts.meta, ...span.meta } } : opts;
     let version = PROTOCOL_VERSION;
-    for (let retried = false; ; retried = true) {
-      try {
-        return await this.requestOnce(method, params, opts, version);
-      } catch (e) {
-        if (!(e instanceof RpcError) || e.code !== ErrorCode.UnsupportedProtocolVersion) throw e;
-        version = this.versionAfterRefusal(e, retried);
+    try {
+      for (let retried = false; ; retried = true) {
+        try {
+          const result = await this.requestOnce(method, params, sent, version, span);
+          span.ok(result);
+          return result;
+        } catch (e) {
+          if (!(e instanceof RpcError) || e.code !== ErrorCode.UnsupportedProtocolVersion) throw e;
+          version = this.versionAfterRefusal(e, retried);
+        }
       }
+    } catch (e) {
+      span.failed(e);
+      throw e;
     }
   }
 
@@ -271,10 +282,11 @@ export class RawDispatcher {
     return common;
   }
 
-  private async requestOnce(method: string, params: JsonObject, opts: RequestOptions, version: string): Promise<JsonObject> {
+  private async requestOnce(method: string, params: JsonObject, opts: RequestOptions, version: string, span: ClientRequestSpan): Promise<JsonObject> {
     await this.start();
     opts.signal?.throwIfAborted();
     const id = this.nextId++;
+    span.attempt(id, version);
     const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(opts.meta, version) } };
     const ctl = new AbortController();
     const timeoutMs = opts.timeoutMs ?? (method === 'tools/call' ? 0 : this.timeoutMs);
@@ -333,7 +345,7 @@ export class RawDispatcher {
     });
     ended.catch(() => undefined); // observed by the caller; never an unhandled rejection
     this.streams.set(id, { onNotification: (m) => handlers.onNotification(m), end: (how, error) => settle(how, error) });
-    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope() } };
+    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(startClientRequestSpan(method, params, this.url, undefined).meta) } };
     try {
       await this.transport.send(message as never, { requestSignal: ctl.signal, onRequestStreamEnd: () => settle('cut') });
       if (!this.seen.get(id)?.sse) settle('cut'); // answered with plain JSON (an error was routed already)

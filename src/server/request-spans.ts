@@ -5,7 +5,8 @@
  * (an HTTP server span of the application's own instrumentation, then linked). `error.type` is the answer's JSON-RPC
  * error code, or `tool_error` for a tool result with `isError`, read from the response as it is written and only
  * while the span records. `tasks/get` gets no span unless `polls` is on: polling is the hot path, and a span per poll
- * says little. Nothing of the arguments or results is recorded.
+ * says little. Nothing of the arguments or results is recorded. stdio-spans.ts puts the same spans on a stdio
+ * connection.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
@@ -39,33 +40,58 @@ export function requestTraceContext(meta: Record<string, unknown> | undefined): 
 
 export function requestSpans(options: { polls?: boolean } = {}): RequestSpans {
   return (msg, req, res) => {
-    const m = msg as Request | null;
-    if (!m || typeof m !== 'object' || typeof m.method !== 'string' || m.id === undefined || m.id === null) return undefined;
-    if (m.method === 'tasks/get' && !options.polls) return undefined;
-    const params = m.params && typeof m.params === 'object' ? m.params : undefined;
-    const meta = params?._meta && typeof params._meta === 'object' ? params._meta : undefined;
-    const attrs: Attributes = { 'mcp.method.name': m.method, 'jsonrpc.request.id': clip(String(m.id)), 'network.transport': 'tcp' };
-    let target: string | undefined;
-    if (m.method === 'tools/call' && typeof params?.name === 'string') {
-      target = clip(params.name);
-      attrs['gen_ai.tool.name'] = target;
-      attrs['gen_ai.operation.name'] = 'execute_tool';
-    } else if (m.method === 'prompts/get' && typeof params?.name === 'string') {
-      target = clip(params.name);
-      attrs['gen_ai.prompt.name'] = target;
-    }
-    if (m.method.startsWith('tasks/') && typeof params?.taskId === 'string') attrs['outlast.task.id'] = clip(params.taskId);
-    const version = req.headers['mcp-protocol-version'] ?? meta?.[PROTOCOL_VERSION_META];
-    if (typeof version === 'string') attrs['mcp.protocol.version'] = clip(version);
-
-    const ambient = context.active();
-    const caller = contextOf(meta);
-    const ambientSpan = trace.getSpanContext(ambient);
-    const link = caller && ambientSpan && isSpanContextValid(ambientSpan) ? [{ context: ambientSpan }] : undefined;
-    const span = tracer.startSpan(target ? `${m.method} ${target}` : m.method, { kind: SpanKind.SERVER, attributes: attrs, ...(link ? { links: link } : {}) }, caller ?? ambient);
-    if (span.isRecording()) endWithAnswer(span, m.id, res);
-    return trace.setSpan(caller ?? ambient, span);
+    const started = startRequestSpan(msg, { polls: options.polls, version: req.headers['mcp-protocol-version'], network: 'tcp' });
+    if (!started) return undefined;
+    if (started.span.isRecording()) endWithAnswer(started.span, (msg as Request).id, res);
+    return started.context;
   };
+}
+
+/**
+ * Starts the SERVER span of a JSON-RPC request (none for a notification, a response, or a poll unless `polls`), under
+ * the caller's `_meta` context, else the ambient one. Returns it with the context to answer the request in.
+ */
+export function startRequestSpan(msg: unknown, how: { polls?: boolean; version?: unknown; network: 'tcp' | 'pipe' }): { span: Span; context: Context } | undefined {
+  const m = msg as Request | null;
+  if (!m || typeof m !== 'object' || typeof m.method !== 'string' || m.id === undefined || m.id === null) return undefined;
+  if (m.method === 'tasks/get' && !how.polls) return undefined;
+  const params = m.params && typeof m.params === 'object' ? m.params : undefined;
+  const meta = params?._meta && typeof params._meta === 'object' ? params._meta : undefined;
+  const attrs: Attributes = { 'mcp.method.name': m.method, 'jsonrpc.request.id': clip(String(m.id)), 'network.transport': how.network };
+  let target: string | undefined;
+  if (m.method === 'tools/call' && typeof params?.name === 'string') {
+    target = clip(params.name);
+    attrs['gen_ai.tool.name'] = target;
+    attrs['gen_ai.operation.name'] = 'execute_tool';
+  } else if (m.method === 'prompts/get' && typeof params?.name === 'string') {
+    target = clip(params.name);
+    attrs['gen_ai.prompt.name'] = target;
+  }
+  if (m.method.startsWith('tasks/') && typeof params?.taskId === 'string') attrs['outlast.task.id'] = clip(params.taskId);
+  const version = how.version ?? meta?.[PROTOCOL_VERSION_META];
+  if (typeof version === 'string') attrs['mcp.protocol.version'] = clip(version);
+
+  const ambient = context.active();
+  const caller = contextOf(meta);
+  const ambientSpan = trace.getSpanContext(ambient);
+  const link = caller && ambientSpan && isSpanContextValid(ambientSpan) ? [{ context: ambientSpan }] : undefined;
+  const span = tracer.startSpan(target ? `${m.method} ${target}` : m.method, { kind: SpanKind.SERVER, attributes: attrs, ...(link ? { links: link } : {}) }, caller ?? ambient);
+  return { span, context: trace.setSpan(caller ?? ambient, span) };
+}
+
+/** Sets what the answer to the span's request says (an error code, a tool error, the task it created) and ends it;
+ *  without an answer, an HTTP status of 400 or more is the error. */
+export function endRequestSpan(span: Span, answer: Answer | undefined, httpStatus?: number): void {
+  const code = answer?.error && typeof answer.error.code === 'number' ? String(answer.error.code) : undefined;
+  const errorType = code ?? (answer?.result?.isError === true ? 'tool_error' : !answer && httpStatus !== undefined && httpStatus >= 400 ? String(httpStatus) : undefined);
+  const taskId = answer?.result?.taskId ?? answer?.result?.task?.taskId;
+  if (typeof taskId === 'string') span.setAttribute('outlast.task.id', clip(taskId));
+  if (code) span.setAttribute('rpc.response.status_code', code);
+  if (errorType) {
+    span.setAttribute('error.type', errorType);
+    span.setStatus({ code: SpanStatusCode.ERROR });
+  }
+  span.end();
 }
 
 /** Keeps the first READ_LIMIT bytes of the response; when it is done, sets what the answer says and ends the span. */
@@ -93,23 +119,14 @@ function endWithAnswer(span: Span, id: unknown, res: ServerResponse): void {
   const done = () => {
     if (ended) return;
     ended = true;
-    const answer = size > READ_LIMIT ? undefined : answerIn(Buffer.concat(chunks).toString('utf8'), String(res.getHeader('content-type') ?? ''), id);
-    const code = answer?.error && typeof answer.error.code === 'number' ? String(answer.error.code) : undefined;
-    const errorType = code ?? (answer?.result?.isError === true ? 'tool_error' : !answer && res.statusCode >= 400 ? String(res.statusCode) : undefined);
-    const taskId = answer?.result?.taskId ?? answer?.result?.task?.taskId;
-    if (typeof taskId === 'string') span.setAttribute('outlast.task.id', clip(taskId));
-    if (code) span.setAttribute('rpc.response.status_code', code);
-    if (errorType) {
-      span.setAttribute('error.type', errorType);
-      span.setStatus({ code: SpanStatusCode.ERROR });
-    }
-    span.end();
+    endRequestSpan(span, size > READ_LIMIT ? undefined : answerIn(Buffer.concat(chunks).toString('utf8'), String(res.getHeader('content-type') ?? ''), id), res.statusCode);
   };
   res.once('finish', done);
   res.once('close', done);
 }
 
-interface Answer {
+/** A JSON-RPC response, as far as a span reads it. */
+export interface Answer {
   id?: unknown;
   error?: { code?: unknown };
   result?: { isError?: unknown; taskId?: unknown; task?: { taskId?: unknown } };

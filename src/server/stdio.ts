@@ -1,9 +1,24 @@
-/** stdio for Outlast: the SDK's serveStdio with the Tasks extension attached to every instance. */
-import { serveStdio } from '@modelcontextprotocol/server/stdio';
+/** stdio for Outlast: the SDK's serveStdio with the Tasks extension attached to every instance, and a server span per
+ *  request (stdio-spans.ts). */
+import { StdioServerTransport, serveStdio } from '@modelcontextprotocol/server/stdio';
+import type { Transport } from '@modelcontextprotocol/server';
 import type { Outlast } from './outlast.js';
 import type { ServerFactory } from './http.js';
+import { TracedTransport } from './stdio-spans.js';
 
-export async function serveOutlastStdio(outlast: Outlast, factory: ServerFactory, onerror?: (e: Error) => void): Promise<{ close(): Promise<void> }> {
+export interface StdioOptions {
+  onerror?: (e: Error) => void;
+  /** A server span for `tasks/get` too (off: polling is the hot path). */
+  tracePolls?: boolean;
+  /** The transport to serve (default: a `StdioServerTransport` over this process's stdin and stdout). */
+  transport?: Transport;
+}
+
+export async function serveOutlastStdio(outlast: Outlast, factory: ServerFactory, options: StdioOptions | ((e: Error) => void) = {}): Promise<{ close(): Promise<void> }> {
+  const { onerror, tracePolls, transport } = typeof options === 'function' ? { onerror: options } : options;
   await outlast.start();
-  return serveStdio(async (ctx) => outlast.attach(await factory(ctx), ctx.era), { ...(onerror ? { onerror } : {}) });
+  return serveStdio(async (ctx) => outlast.attach(await factory(ctx), ctx.era), {
+    transport: new TracedTransport(transport ?? new StdioServerTransport(), { polls: tracePolls }),
+    ...(onerror ? { onerror } : {}),
+  });
 }

@@ -1,0 +1,82 @@
+/**
+ * SERVER spans on a stdio connection, the same as the HTTP front's (request-spans.ts): a transport that wraps the
+ * real one, starts a request's span as it comes in, hands it to the SDK inside the span's context (so the handler's
+ * spans and the task it creates hang under it), and ends the span with the answer it sends back.
+ */
+import type { Span } from '@opentelemetry/api';
+import { context } from '@opentelemetry/api';
+import type { Transport } from '@modelcontextprotocol/server';
+import { endRequestSpan, startRequestSpan, type Answer } from './request-spans.js';
+
+type Message = Parameters<Transport['send']>[0];
+type OnMessage = NonNullable<Transport['onmessage']>;
+
+export class TracedTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: OnMessage;
+  /** Spans of requests not answered yet, by JSON-RPC id. */
+  private readonly open = new Map<string | number, Span>();
+
+  constructor(
+    private readonly inner: Transport,
+    private readonly options: { polls?: boolean } = {},
+  ) {
+    inner.onclose = () => {
+      this.endOpen();
+      this.onclose?.();
+    };
+    inner.onerror = (e) => this.onerror?.(e);
+    inner.onmessage = ((message, extra) => this.receive(message, extra)) as OnMessage;
+  }
+
+  get sessionId(): string | undefined {
+    return this.inner.sessionId;
+  }
+
+  get setProtocolVersion(): Transport['setProtocolVersion'] {
+    return this.inner.setProtocolVersion?.bind(this.inner);
+  }
+
+  get setSupportedProtocolVersions(): Transport['setSupportedProtocolVersions'] {
+    return this.inner.setSupportedProtocolVersions?.bind(this.inner);
+  }
+
+  start(): Promise<void> {
+    return this.inner.start();
+  }
+
+  async send(message: Message, options?: Parameters<Transport['send']>[1]): Promise<void> {
+    const m = message as { id?: string | number; method?: unknown };
+    if (m.method === undefined && m.id !== undefined) {
+      const span = this.open.get(m.id);
+      if (span) {
+        this.open.delete(m.id);
+        endRequestSpan(span, message as Answer);
+      }
+    }
+    return this.inner.send(message, options);
+  }
+
+  async close(): Promise<void> {
+    await this.inner.close();
+    this.endOpen();
+  }
+
+  private receive(message: Message, extra: Parameters<OnMessage>[1]): void {
+    const started = startRequestSpan(message, { polls: this.options.polls, network: 'pipe' });
+    if (!started) return this.onmessage?.(message, extra);
+    const id = (message as { id: string | number }).id;
+    if (started.span.isRecording()) {
+      this.open.get(id)?.end(); // a reused id: the earlier request is not answered any more
+      this.open.set(id, started.span);
+    }
+    context.with(started.context, () => this.onmessage?.(message, extra));
+  }
+
+  /** The connection ended: requests it never answered end their spans as they are. */
+  private endOpen(): void {
+    for (const span of this.open.values()) span.end();
+    this.open.clear();
+  }
+}
