@@ -223,11 +223,12 @@ function legacyEra(methods: Readonly<Record<string, TaskMethod>>): Era {
 /**
  * classifyInboundRequest, remembered for polls. Its verdict on a request depends on the two headers it reads and on
  * the body, where the request id and `params.taskId` matter only by type (a client polling many tasks sends the
- * same envelope each time), so a modern verdict is kept under a key with those two blanked. Bounded; a miss costs
- * one classification, as without it.
+ * same envelope each time), so a modern or legacy verdict is kept under a key with those two blanked (a legacy
+ * body fails the SDK's response schemas before it is classified, which costs more than the poll's own read).
+ * Bounded; a miss costs one classification, as without it.
  */
 class PollClassifications {
-  private readonly verdicts = new Map<string, InboundModernRoute>();
+  private readonly verdicts = new Map<string, InboundModernRoute | InboundLegacyRoute>();
   constructor(private readonly max = 512) {}
 
   classify(request: Parameters<typeof classifyInboundRequest>[0], msg: JsonObject): InboundClassificationOutcome {
@@ -236,9 +237,9 @@ class PollClassifications {
     const blanked = { ...msg, id: typeof msg.id === 'number' ? 0 : '', params: { ...params, taskId: '' } };
     const key = JSON.stringify([request.protocolVersionHeader ?? null, request.mcpMethodHeader ?? null, blanked]);
     const known = this.verdicts.get(key);
-    if (known) return { ...known, message: msg as InboundModernRoute['message'] } as InboundModernRoute;
+    if (known) return known.kind === 'legacy' ? known : ({ ...known, message: msg as InboundModernRoute['message'] } as InboundModernRoute);
     const route = classifyInboundRequest(request);
-    if (route.kind === 'modern' && route.messageKind === 'request') {
+    if ((route.kind === 'modern' && route.messageKind === 'request') || route.kind === 'legacy') {
       if (this.verdicts.size >= this.max) this.verdicts.clear();
       this.verdicts.set(key, route);
     }
