@@ -15,6 +15,7 @@ import { McpServer } from '@modelcontextprotocol/server';
 import { Outlast } from '../src/server/outlast.js';
 import { serveHttp, type RunningHttpServer } from '../src/server/http.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import { spansNamed } from './spans.js';
 import { RpcError, TaskClient, TransportError } from '../src/client/index.js';
 import { freePort, sleep, tempDir } from './helpers.js';
 
@@ -62,14 +63,7 @@ describe('TaskClient spans and the trace context it sends', () => {
   }
 
   const spans = () => exporter.getFinishedSpans();
-  async function named(name: string, count = 1): Promise<ReadableSpan[]> {
-    for (let i = 0; i < 100; i++) {
-      const found = spans().filter((s) => s.name === name);
-      if (found.length >= count) return found;
-      await sleep(20);
-    }
-    assert.fail(`no ${count} finished span(s) named "${name}"; have ${spans().map((s) => s.name).join(', ')}`);
-  }
+  const named = spansNamed(exporter);
   const sid = (s: ReadableSpan) => s.spanContext().spanId;
 
   it("a call is a CLIENT span under the application's span, the server's span and the task's run hang under it", async () => {
@@ -86,10 +80,10 @@ describe('TaskClient spans and the trace context it sends', () => {
       });
       assert.equal((result.content as Array<{ text: string }>)[0]!.text, SECRET_RESULT);
       const [root] = await named('user clicks reindex');
-      const [call] = await named('tools/call work', 2); // the client's and the server's
-      const clientSpan = (await named('tools/call work', 2)).find((s) => s.kind === SpanKind.CLIENT)!;
-      const serverSpan = (await named('tools/call work', 2)).find((s) => s.kind === SpanKind.SERVER)!;
-      assert.ok(call && clientSpan && serverSpan);
+      const both = await named('tools/call work', 2); // the client's and the server's
+      const clientSpan = both.find((s) => s.kind === SpanKind.CLIENT)!;
+      const serverSpan = both.find((s) => s.kind === SpanKind.SERVER)!;
+      assert.ok(clientSpan && serverSpan, 'one span on each side');
       const traceId = root!.spanContext().traceId;
       assert.equal(clientSpan.spanContext().traceId, traceId);
       assert.equal(clientSpan.parentSpanContext?.spanId, sid(root!), "the client's span is a child of the application's");

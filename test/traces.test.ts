@@ -15,6 +15,7 @@ import { McpServer } from '@modelcontextprotocol/server';
 import { Outlast } from '../src/server/outlast.js';
 import { serveHttp, type RunningHttpServer } from '../src/server/http.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import { spansNamed } from './spans.js';
 import { ErrorCode, TaskProtocolError } from '../src/protocol/index.js';
 import { callTool, getTask, rpc, sleep, tempDir, textOf, waitForTask } from './helpers.js';
 
@@ -113,15 +114,7 @@ describe('traces with an SDK registered', () => {
     await provider.shutdown();
   });
   const spans = () => exporter.getFinishedSpans();
-  /** The finished spans named `name`, waiting a little for ones that end after the answer. */
-  async function named(name: string, count = 1): Promise<ReadableSpan[]> {
-    for (let i = 0; i < 100; i++) {
-      const found = spans().filter((s) => s.name === name);
-      if (found.length >= count) return found;
-      await sleep(20);
-    }
-    assert.fail(`no ${count} finished span(s) named "${name}"; have ${spans().map((s) => s.name).join(', ')}`);
-  }
+  const named = spansNamed(exporter);
 
   it("a call's server span has the caller's _meta.traceparent as parent; the task's handler span is its child; the task keeps it", async () => {
     exporter.reset();
