@@ -3,12 +3,12 @@
  * the W3C propagator) and an in-memory exporter, against a real Outlast HTTP server in the same process: TaskClient's
  * CLIENT span of a call is a child of the application's span, the server's span and the task's handler span hang under
  * it (the context crossed the wire in `_meta`), polls carry the caller's context without a span of their own, error
- * types, and a call made outside any span.
+ * types, W3C baggage carried to the handler, and a call made outside any span.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { McpServer } from '@modelcontextprotocol/server';
@@ -37,7 +37,8 @@ describe('TaskClient spans and the trace context it sends', () => {
         await sleep(150);
         return { content: [{ type: 'text', text: SECRET_RESULT }] };
       })
-      .tool('refuse', { policy: 'never' }, async () => ({ content: [{ type: 'text', text: 'no' }], isError: true }));
+      .tool('refuse', { policy: 'never' }, async () => ({ content: [{ type: 'text', text: 'no' }], isError: true }))
+      .tool('tenant', { policy: 'never' }, async () => ({ content: [{ type: 'text', text: propagation.getBaggage(context.active())?.getEntry('tenant.id')?.value ?? '(no baggage)' }] }));
     http = await serveHttp(outlast, () => new McpServer({ name: 'client-traces', version: '0' }), {
       port: 0,
       serverInfo: { name: 'client-traces', version: '0' },
@@ -140,6 +141,33 @@ describe('TaskClient spans and the trace context it sends', () => {
     const failed = spans().filter((s) => s.kind === SpanKind.CLIENT && s.name === 'tools/call work' && s.attributes['error.type'] === 'TransportError');
     assert.ok(failed.length >= 1, 'a request that never reached a server ends its span as a TransportError');
     assert.equal(failed[0]!.status.code, SpanStatusCode.ERROR);
+  });
+
+  it("the caller's W3C baggage reaches the handler through _meta", async () => {
+    seenMeta.length = 0;
+    const c = client();
+    try {
+      const withTenant = propagation.setBaggage(context.active(), propagation.createBaggage({ 'tenant.id': { value: 'acme' } }));
+      const r = await context.with(withTenant, () => app.startActiveSpan('tenant request', async (root) => {
+        try {
+          return await c.callTool('tenant', {});
+        } finally {
+          root.end();
+        }
+      }));
+      assert.deepEqual(r.content, [{ type: 'text', text: 'acme' }]);
+      assert.equal(seenMeta.at(-1)?.baggage, 'tenant.id=acme', 'the baggage went out in _meta');
+      const plain = await app.startActiveSpan('no baggage', async (root) => {
+        try {
+          return await c.callTool('tenant', {});
+        } finally {
+          root.end();
+        }
+      });
+      assert.deepEqual(plain.content, [{ type: 'text', text: '(no baggage)' }], 'no baggage is left over from the earlier request');
+    } finally {
+      await c.close();
+    }
   });
 
   it('with no active span a call starts its own trace, and its context goes out in _meta', async () => {

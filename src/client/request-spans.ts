@@ -1,8 +1,9 @@
 /**
  * The client's side of traces (MCP semantic conventions, ../shared/ops.md §2): a CLIENT span `{mcp.method.name}
  * {target}` for each request the dispatcher sends, whose context goes out in `_meta.traceparent`/`tracestate`
- * (SEP-414) so the server's span, and the task it creates, hang under it. `tasks/get` polls and listen streams get no
- * span of their own (as on the server, a span per poll says little) but still carry the caller's context. Everything
+ * (and `baggage`; SEP-414) so the server's span, and the task it creates, hang under it. `tasks/get` polls and
+ * listen streams get no span of their own (as on the server, a span per poll says little) but still carry the
+ * caller's context. Everything
  * goes through @opentelemetry/api: with no SDK registered nothing is recorded and nothing is added to `_meta`.
  * Arguments and results are never recorded.
  */
@@ -99,5 +100,8 @@ function carrier(ctx: Context): JsonObject | undefined {
   const out: Record<string, string> = {};
   propagation.inject(ctx, out);
   if (typeof out.traceparent !== 'string') return undefined;
-  return typeof out.tracestate === 'string' && out.tracestate ? { traceparent: out.traceparent, tracestate: out.tracestate } : { traceparent: out.traceparent };
+  const meta: JsonObject = { traceparent: out.traceparent };
+  if (typeof out.tracestate === 'string' && out.tracestate) meta.tracestate = out.tracestate;
+  if (typeof out.baggage === 'string' && out.baggage) meta.baggage = out.baggage; // with a baggage propagator registered
+  return meta;
 }

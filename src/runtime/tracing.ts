@@ -26,11 +26,16 @@ export function carrierOf(ctx: Context | undefined): TraceCarrier | null {
   return typeof c.tracestate === 'string' && c.tracestate && c.tracestate.length <= MAX_TRACESTATE ? { traceparent: c.traceparent, tracestate: c.tracestate } : { traceparent: c.traceparent };
 }
 
-/** The context a carrier names (W3C through the application's propagator), or undefined when it names none. */
-export function contextOf(carrier: { traceparent?: unknown; tracestate?: unknown } | null | undefined): Context | undefined {
+/** The longest W3C `baggage` read from a request (the limit W3C sets for the header). */
+const MAX_BAGGAGE = 8192;
+
+/** The context a carrier names (W3C through the application's propagator, `baggage` included when the request has
+ *  one: it lives with the request, and is never kept with the task), or undefined when it names no trace. */
+export function contextOf(carrier: { traceparent?: unknown; tracestate?: unknown; baggage?: unknown } | null | undefined): Context | undefined {
   if (!carrier || typeof carrier.traceparent !== 'string') return undefined;
   const strings: Record<string, string> = { traceparent: carrier.traceparent };
   if (typeof carrier.tracestate === 'string') strings.tracestate = carrier.tracestate;
+  if (typeof carrier.baggage === 'string' && carrier.baggage.length <= MAX_BAGGAGE) strings.baggage = carrier.baggage;
   const ctx = propagation.extract(ROOT_CONTEXT, strings);
   const sc = trace.getSpanContext(ctx);
   return sc && isSpanContextValid(sc) ? ctx : undefined;
