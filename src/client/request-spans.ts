@@ -7,8 +7,9 @@
  * goes through @opentelemetry/api: with no SDK registered nothing is recorded and nothing is added to `_meta`.
  * Arguments and results are never recorded.
  */
-import { SpanKind, SpanStatusCode, context, isSpanContextValid, propagation, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
 import type { JsonObject } from '../protocol/index.js';
+import { w3cCarrier } from '../protocol/trace-context.js';
 import { RpcError } from './errors.js';
 
 const tracer = trace.getTracer('outlast-client');
@@ -93,15 +94,7 @@ function recording(span: Span, meta: JsonObject | undefined): ClientRequestSpan 
   };
 }
 
-/** W3C trace context of `ctx` as the application's propagator writes it, or undefined (no valid span or no propagator). */
+/** The trace context to send for `ctx` (baggage included), or undefined. */
 function carrier(ctx: Context): JsonObject | undefined {
-  const sc = trace.getSpanContext(ctx);
-  if (!sc || !isSpanContextValid(sc)) return undefined;
-  const out: Record<string, string> = {};
-  propagation.inject(ctx, out);
-  if (typeof out.traceparent !== 'string') return undefined;
-  const meta: JsonObject = { traceparent: out.traceparent };
-  if (typeof out.tracestate === 'string' && out.tracestate) meta.tracestate = out.tracestate;
-  if (typeof out.baggage === 'string' && out.baggage) meta.baggage = out.baggage; // with a baggage propagator registered
-  return meta;
+  return w3cCarrier(ctx, { baggage: true }) as JsonObject | undefined;
 }

@@ -6,6 +6,7 @@
  * ../shared/ops.md §2 (GenAI/MCP semantic conventions; `outlast.*` for what they lack).
  */
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, isSpanContextValid, propagation, trace, type Context, type Link, type Span } from '@opentelemetry/api';
+import { w3cCarrier } from '../protocol/trace-context.js';
 import type { TraceCarrier } from '../store/types.js';
 import type { TaskCancelledError } from './context.js';
 import { taskOutcome, type HandlerEnd } from './outcome.js';
@@ -18,12 +19,7 @@ const MAX_TRACESTATE = 512;
 /** What the application's propagator writes for `ctx`'s span (W3C `traceparent`/`tracestate`), or null (no valid span,
  *  or no propagator registered). */
 export function carrierOf(ctx: Context | undefined): TraceCarrier | null {
-  const sc = ctx && trace.getSpanContext(ctx);
-  if (!sc || !isSpanContextValid(sc)) return null;
-  const c: Record<string, string> = {};
-  propagation.inject(ctx, c);
-  if (typeof c.traceparent !== 'string') return null;
-  return typeof c.tracestate === 'string' && c.tracestate && c.tracestate.length <= MAX_TRACESTATE ? { traceparent: c.traceparent, tracestate: c.tracestate } : { traceparent: c.traceparent };
+  return w3cCarrier(ctx, { maxTracestate: MAX_TRACESTATE }) ?? null;
 }
 
 /** The longest W3C `baggage` read from a request (the limit W3C sets for the header). */
