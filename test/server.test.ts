@@ -3,10 +3,12 @@
  * Every message the server sends is checked against the extension's and core's JSON schemas (helpers.rpc).
  */
 import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   EXT,
+  ROOT,
   callTool,
   checkServerMessage,
   getTask,
@@ -87,6 +89,30 @@ describe('tools/call: inline or task, decided per request', () => {
     const seen = await waitForTask(srv.url, t.result.taskId, (x) => /sleep: \d+%/.test(x.statusMessage ?? ''));
     assert.equal(seen.status, 'working');
     assert.ok(seen.pollIntervalMs >= 250);
+  });
+});
+
+describe("the fixtures' log files (busy, steps)", () => {
+  const srv = useServer([]);
+
+  it('any file under the temporary folder is written; a path elsewhere is refused with -32602 and nothing is written', async () => {
+    const log = join(tempDir(), 'busy.txt');
+    const ok = await callTool(srv.url, 'busy', { seconds: 0, log }, { caps: NO_TASKS });
+    assert.equal(ok.error, undefined, JSON.stringify(ok.error));
+    assert.match(readFileSync(log, 'utf8'), /^START - \d+ \d+\nEND - \d+ \d+\n$/);
+
+    for (const bad of [join(ROOT, 'busy-outside.log'), 'relative/busy.log', `${tempDir()}/../../etc/busy.log`]) {
+      const r = await callTool(srv.url, 'busy', { seconds: 0, log: bad }, { caps: NO_TASKS });
+      assert.equal(r.error?.code, -32602, `${bad}: ${JSON.stringify(r)}`);
+      assert.match(r.error!.message, /busy: log must be an absolute path of a file under /);
+    }
+    assert.equal(existsSync(join(ROOT, 'busy-outside.log')), false, 'nothing written outside the temporary folder');
+
+    const steps = await callTool(srv.url, 'steps', { log: join(ROOT, 'steps-outside.log'), count: 1, stepSeconds: 0, gapSeconds: 0 });
+    const failed = await waitForTask(srv.url, steps.result.taskId);
+    assert.equal(failed.status, 'failed');
+    assert.match(failed.statusMessage, /steps: log must be an absolute path of a file under /);
+    assert.equal(existsSync(join(ROOT, 'steps-outside.log')), false);
   });
 });
 
