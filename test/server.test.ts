@@ -4,11 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   EXT,
-  ROOT,
   callTool,
   checkServerMessage,
   getTask,
@@ -101,18 +101,20 @@ describe("the fixtures' log files (busy, steps)", () => {
     assert.equal(ok.error, undefined, JSON.stringify(ok.error));
     assert.match(readFileSync(log, 'utf8'), /^START - \d+ \d+\nEND - \d+ \d+\n$/);
 
-    for (const bad of [join(ROOT, 'busy-outside.log'), 'relative/busy.log', `${tempDir()}/../../etc/busy.log`]) {
+    // Beside the temporary folder, not in it (the checkout itself may be under it).
+    const outside = (name: string) => resolve(tmpdir(), '..', `outlast-${process.pid}-${name}`);
+    for (const bad of [outside('busy.log'), 'relative/busy.log', `${tempDir()}/../../etc/busy.log`]) {
       const r = await callTool(srv.url, 'busy', { seconds: 0, log: bad }, { caps: NO_TASKS });
       assert.equal(r.error?.code, -32602, `${bad}: ${JSON.stringify(r)}`);
       assert.match(r.error!.message, /busy: log must be an absolute path of a file under /);
     }
-    assert.equal(existsSync(join(ROOT, 'busy-outside.log')), false, 'nothing written outside the temporary folder');
+    assert.equal(existsSync(outside('busy.log')), false, 'nothing written outside the temporary folder');
 
-    const steps = await callTool(srv.url, 'steps', { log: join(ROOT, 'steps-outside.log'), count: 1, stepSeconds: 0, gapSeconds: 0 });
+    const steps = await callTool(srv.url, 'steps', { log: outside('steps.log'), count: 1, stepSeconds: 0, gapSeconds: 0 });
     const failed = await waitForTask(srv.url, steps.result.taskId);
     assert.equal(failed.status, 'failed');
     assert.match(failed.statusMessage, /steps: log must be an absolute path of a file under /);
-    assert.equal(existsSync(join(ROOT, 'steps-outside.log')), false);
+    assert.equal(existsSync(outside('steps.log')), false);
   });
 });
 
