@@ -73,9 +73,11 @@ export class RunQueue {
   /** Depth of the queue: the last store read, plus what was queued here since (an estimate between reads). */
   private depth = 0;
   private depthReadAt = 0;
-  private depthRead: Promise<number> | undefined;
+  /** The one store read of the depth at a time, and how many tasks this replica had queued when it was made. */
+  private depthRead: { since: number; read: Promise<number> } | undefined;
   private enqueued = 0;
-  private enqueuing = 0;
+  /** Creations of queued tasks in flight here: a depth read waits for them, so each is counted once. */
+  private readonly creating = new Set<Promise<unknown>>();
   private timer: NodeJS.Timeout | undefined;
   /** Claims are failing (store unreachable): said once, not at every poll. */
   private claimsFailing = false;
@@ -215,37 +217,44 @@ export class RunQueue {
     return serverBusy(`The run queue is full (${depth} tasks waiting, at most ${this.opts.maxQueued}); nothing was stored. Retry in ${ms} ms`, ms, 'queue_full');
   }
 
-  /** The depth of the queue counting what this replica queued since the read began (one store read at a time). */
-  private async depthNow(): Promise<number> {
-    const since = this.enqueued;
-    const inFlight = this.enqueuing;
-    this.depthRead ??= this.host.store.queueDepth().finally(() => (this.depthRead = undefined));
-    const stored = await this.depthRead;
-    // Conservative: what was in flight when the read began may or may not be in it.
-    this.depth = stored + inFlight + (this.enqueued - since);
+  /**
+   * A place in the run queue: the depth read from the store (one read at a time) plus what this replica queued after
+   * the read was made, checked against the bound and taken in the same step, so callers sharing a read each count
+   * the ones before them. Throws queue_full past the bound; returns the depth before this call.
+   */
+  private async takeQueuePlace(): Promise<number> {
+    // A creation in flight may or may not be in a read made now (counting it both ways refused calls the queue had
+    // room for): let those land first, so each is in the read or in what was queued after it, never in both.
+    while (this.creating.size > 0) await Promise.allSettled([...this.creating]);
+    const read = (this.depthRead ??= { since: this.enqueued, read: this.host.store.queueDepth().finally(() => (this.depthRead = undefined)) });
+    const stored = await read.read;
+    const depth = stored + (this.enqueued - read.since);
+    this.depth = depth;
     this.depthReadAt = Date.now();
-    return this.depth;
+    if (depth >= this.opts.maxQueued) throw this.queueFull(depth);
+    this.enqueued++;
+    this.depth++;
+    return depth;
   }
 
   /** Stores the call as a queued task (after the back-pressure check) and answers its CreateTaskResult, or a handle
    *  to it for a caller that follows tasks through handles. */
   async enqueue(tool: RegisteredTool, args: JsonObject, call: CallContext, as: 'task' | 'handle'): Promise<CallOutcome> {
-    const depth = await this.depthNow();
-    if (depth >= this.opts.maxQueued) throw this.queueFull(depth);
-    this.enqueued++;
-    this.enqueuing++;
+    const depth = await this.takeQueuePlace();
+    // async: a synchronous throw (building the row) gives the place back like a failed creation.
+    const creation = (async () => this.host.store.create(newTaskFor(this.host, tool, args, call, { owner: null, statusMessage: queuedMessage(depth + 1), queued: true })))();
+    this.creating.add(creation);
     let created: { record: TaskRecord; created: boolean };
     try {
-      created = await this.host.store.create(newTaskFor(this.host, tool, args, call, { owner: null, statusMessage: queuedMessage(depth + 1), queued: true }));
+      created = await creation;
     } catch (e) {
+      this.depth = Math.max(0, this.depth - 1);
       throw creationFailure(e, this.host.log);
     } finally {
-      this.enqueuing--;
+      this.creating.delete(creation);
     }
-    if (created.created) {
-      this.depth++;
-      this.host.publish(QUEUE_SIGNAL_ID, 'queue');
-    }
+    if (created.created) this.host.publish(QUEUE_SIGNAL_ID, 'queue');
+    else this.depth = Math.max(0, this.depth - 1); // the key named a task that already existed
     const record = created.record;
     return as === 'task' ? { kind: 'task', task: this.host.createResult(record), record } : { kind: 'handle', record };
   }
