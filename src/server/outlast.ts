@@ -3,7 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
-import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type ServerContext, type StandardSchemaV1 } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
   CLIENT_CAPABILITIES_META,
@@ -23,6 +23,7 @@ import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
 import { LegacyTasks, requestedTask, type LegacyOptions } from './legacy.js';
 import { requestTraceContext } from './request-spans.js';
+import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -71,6 +72,12 @@ interface McpServerInternals {
   validateToolInput(tool: unknown, args: unknown, name: string): Promise<unknown>;
 }
 
+/** What attach() behind the SDK's handler alone lacks, and how to get it. */
+export const NO_FRONT_WARNING =
+  "outlast: attach() is serving through the SDK's handler alone, without Outlast's front. Absent: 2025-11-25 input answers (the SDK answers 202 and drops them; the task fails at its deadline), " +
+  'subscriptions/listen for tasks, the poll limit (429), the capacity refusal (503), the direct path for task methods, the body limit with JSON-RPC errors, bearer tokens, request metrics and server spans, the dashboard and /metrics. ' +
+  "Mount outlastHandler(outlast, factory, options) from 'outlast/server' instead: handler.fetch(request) or handler.node(req, res) (docs/existing-app.md).";
+
 export function defaultPrincipalOf(authInfo: AuthInfo | undefined): string {
   const extra = authInfo?.extra as { principal?: unknown } | undefined;
   if (typeof extra?.principal === 'string' && extra.principal) return extra.principal;
@@ -111,8 +118,12 @@ export class Outlast {
   private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
   private readonly pushDestinations: Set<string>;
+  /** The front serving this Outlast (outlastHandler, serveHttp, stdio), once one is made. */
+  private front: { notify(): ServerNotifier | undefined } | undefined;
+  private warnedNoFront = false;
 
   constructor(options: OutlastOptions) {
+    checkSdkPeer();
     const { principalOf, handles, legacy, pushDestinations, ...runtimeOptions } = options;
     this.pushDestinations = new Set(pushDestinations ?? []);
     this.runtime = new TaskRuntime(runtimeOptions);
@@ -167,12 +178,37 @@ export class Outlast {
     return this.principalOf(authInfo);
   }
 
+  /** @internal A front (outlastHandler, serveOutlastStdio) serves this Outlast: `notify` gives its notifier. */
+  servedBy(front: { notify(): ServerNotifier | undefined }): void {
+    this.front = front;
+  }
+
+  /** The notifier of the HTTP front serving this Outlast (list-changed notifications), once it serves. */
+  notifier(): ServerNotifier | undefined {
+    return this.front?.notify();
+  }
+
+  /** @internal What the fronts call for every request's McpServer. */
+  attachForFront(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): McpServer {
+    return this.attachTo(mcp, era);
+  }
+
   /**
    * Adds Outlast to one McpServer instance (call it in your per-request factory, after your own registrations):
    * its tools, the Tasks extension on the 2026-07-28 era, the 2025-11-25 Tasks wire on the legacy era, and the
-   * handle tools when they are on.
+   * handle tools when they are on. Behind the SDK's handler alone, part of Outlast cannot work (logged once, at the
+   * first request): mount `outlastHandler(outlast, factory, options)` instead.
    */
   attach(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): McpServer {
+    if (!this.front && !this.warnedNoFront) {
+      this.warnedNoFront = true;
+      this.runtime.log.warn(NO_FRONT_WARNING);
+    }
+    return this.attachTo(mcp, era);
+  }
+
+  private attachTo(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
+    if (!(mcp instanceof McpServer)) throw new Error(foreignMcpServer());
     const registered: Array<{ name: string; policy: ToolSpec['policy']; registered: { execution?: unknown } }> = [];
     for (const t of this.tools.values()) {
       // The callback is never reached: tools/call for Outlast tools is routed below, outside McpServer's catch.
