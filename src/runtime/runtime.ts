@@ -205,8 +205,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Runs the handler of a task this replica now owns: taken over from a dead replica, or claimed from the queue
    *  (in the slot the claim took). */
   rerun(rec: TaskRecord, tool: RegisteredTool, slot?: Slot): void {
+    // The wire it came from says which capabilities are known (a 2025-11-25 call over HTTP declares none).
     const { preflight, ...args } = rec.args as JsonObject & { preflight?: JsonObject };
-    const exec = new Execution(this, tool, args, { principal: rec.principal, clientCapabilities: rec.clientCapabilities, tasksDeclared: true, preflight }, rec);
+    const exec = new Execution(this, tool, args, { principal: rec.principal, clientCapabilities: rec.clientCapabilities, tasksDeclared: true, origin: rec.origin, preflight }, rec);
     exec.slot = slot;
     this.track(exec);
     this.runToOutcome(exec);
