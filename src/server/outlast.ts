@@ -3,7 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
-import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
   CLIENT_CAPABILITIES_META,
@@ -21,7 +21,7 @@ import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, t
 import { TASK_METHODS } from './task-methods.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
-import { LegacyTasks, requestedTask, type LegacyOptions } from './legacy.js';
+import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
 import { requestTraceContext } from './request-spans.js';
 import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
 
@@ -197,14 +197,37 @@ export class Outlast {
    * Adds Outlast to one McpServer instance (call it in your per-request factory, after your own registrations):
    * its tools, the Tasks extension on the 2026-07-28 era, the 2025-11-25 Tasks wire on the legacy era, and the
    * handle tools when they are on. Behind the SDK's handler alone, part of Outlast cannot work (logged once, at the
-   * first request): mount `outlastHandler(outlast, factory, options)` instead.
+   * first request): mount `outlastHandler(outlast, factory, options)` instead. Pass the factory's `ctx` (rather than
+   * `ctx.era`) so that a posted 2025-11-25 answer is recorded for the caller's principal.
    */
-  attach(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): McpServer {
-    if (!this.front && !this.warnedNoFront) {
-      this.warnedNoFront = true;
-      this.runtime.log.warn(NO_FRONT_WARNING);
+  attach(mcp: McpServer, eraOrContext: 'modern' | 'legacy' | Pick<McpRequestContext, 'era' | 'authInfo'> = 'modern'): McpServer {
+    const era = typeof eraOrContext === 'string' ? eraOrContext : eraOrContext.era;
+    if (!this.front) {
+      if (!this.warnedNoFront) {
+        this.warnedNoFront = true;
+        // A library's default logger is silent: a process warning is seen whatever the app logs with.
+        process.emitWarning(NO_FRONT_WARNING, { code: 'OUTLAST_NO_FRONT' });
+        this.runtime.log.warn(NO_FRONT_WARNING);
+      }
+      if (era === 'legacy') this.takePostedAnswers(mcp, typeof eraOrContext === 'string' ? undefined : eraOrContext.authInfo);
     }
     return this.attachTo(mcp, era);
+  }
+
+  /**
+   * Behind the SDK's handler alone, a 2025-11-25 client's posted answer reaches this instance as a response to an id
+   * it never sent: recorded here (the SDK has already answered 202), and a refusal logged, instead of dropped.
+   */
+  private takePostedAnswers(mcp: McpServer, authInfo: AuthInfo | undefined): void {
+    const server = mcp.server as unknown as { _onresponse(response: unknown): void };
+    const base = server._onresponse.bind(server);
+    server._onresponse = (response) => {
+      if (!isInputResponse(response)) return base(response);
+      void answerPostedResponse(this.runtime, response, this.principalOfAuth(authInfo)).then(
+        (r) => r.status !== 202 && this.runtime.log.warn(`${r.error.message} (the SDK's handler told the client 202; mount outlastHandler to answer it with this error)`),
+        (e) => this.runtime.log.warn('could not record a posted input answer', { error: String(e) }),
+      );
+    };
   }
 
   private attachTo(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
