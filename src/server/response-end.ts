@@ -8,8 +8,13 @@
  *  text (undefined when `keep` is 0 or the body was longer). Returns the response to send in its place. */
 export function whenAnswered(response: Response, keep: number, done: (text: string | undefined) => void): Response {
   const streamed = (response.headers.get('content-type') ?? '').includes('text/event-stream');
-  if (!response.body || (!streamed && keep === 0)) {
-    done(keep === 0 || response.body ? undefined : '');
+  // Read `body` only when it must be watched: on some runtimes (@hono/node-server) reading it costs the fast path.
+  if (!streamed && keep === 0) {
+    done(undefined);
+    return response;
+  }
+  if (!response.body) {
+    done(keep === 0 ? undefined : '');
     return response;
   }
   const chunks: Uint8Array[] = [];
