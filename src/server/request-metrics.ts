@@ -3,8 +3,9 @@ import { metrics } from '@opentelemetry/api';
 import { MCP_BUCKETS } from '../runtime/telemetry.js';
 import { whenAnswered } from './response-end.js';
 
-/** Starts timing a parsed request; the function it returns takes the answer and records the duration at its end. */
-export function requestMetrics(): (msg: unknown) => ((response: Response) => Response) | undefined {
+/** Starts timing a parsed request; the function it returns takes the answer (and whether its body may still be
+ *  streaming) and records the duration at its end. */
+export function requestMetrics(): (msg: unknown) => ((response: Response, mayStream: boolean) => Response) | undefined {
   const duration = metrics.getMeter('outlast').createHistogram('mcp.server.operation.duration', {
     unit: 's',
     description: 'MCP requests served over HTTP, request to response end',
@@ -16,10 +17,15 @@ export function requestMetrics(): (msg: unknown) => ((response: Response) => Res
     const start = performance.now();
     const attrs: Record<string, string> = { 'mcp.method.name': m.method, 'network.transport': 'tcp' };
     if (m.method === 'tools/call' && typeof m.params?.name === 'string') attrs['gen_ai.tool.name'] = m.params.name;
-    return (response) =>
-      whenAnswered(response, 0, () => {
-        if (response.status >= 400) attrs['error.type'] = String(response.status);
-        duration.record((performance.now() - start) / 1000, attrs);
-      });
+    return (response, mayStream) =>
+      whenAnswered(
+        response,
+        0,
+        () => {
+          if (response.status >= 400) attrs['error.type'] = String(response.status);
+          duration.record((performance.now() - start) / 1000, attrs);
+        },
+        mayStream,
+      );
   };
 }

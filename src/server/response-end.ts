@@ -5,10 +5,15 @@
  */
 
 /** Calls `done` once the response's body has been read to its end (or cancelled), with its first `keep` bytes as
- *  text (undefined when `keep` is 0 or the body was longer). Returns the response to send in its place. */
-export function whenAnswered(response: Response, keep: number, done: (text: string | undefined) => void): Response {
+ *  text (undefined when `keep` is 0 or the body was longer). `mayStream` false: the body is all there already.
+ *  Returns the response to send in its place. */
+export function whenAnswered(response: Response, keep: number, done: (text: string | undefined) => void, mayStream = true): Response {
+  // Read `headers` and `body` only when they must be watched: on @hono/node-server reading them costs its fast path.
+  if (keep === 0 && !mayStream) {
+    done(undefined);
+    return response;
+  }
   const streamed = (response.headers.get('content-type') ?? '').includes('text/event-stream');
-  // Read `body` only when it must be watched: on some runtimes (@hono/node-server) reading it costs the fast path.
   if (!streamed && keep === 0) {
     done(undefined);
     return response;

@@ -114,6 +114,18 @@ async function readLimited(request: Request, limit: number): Promise<Uint8Array 
 
 const decoder = new TextDecoder();
 
+/** The path of a request URL, without building a URL object (the hot path parses none). */
+function pathnameOf(url: string): string {
+  const start = url.indexOf('/', url.indexOf('//') + 2);
+  if (start < 0) return '/';
+  let end = url.length;
+  const q = url.indexOf('?', start);
+  if (q >= 0) end = q;
+  const h = url.indexOf('#', start);
+  if (h >= 0 && h < end) end = h;
+  return url.slice(start, end);
+}
+
 export function createFront(outlast: Outlast, factory: ServerFactory, options: OutlastHandlerOptions = {}): Front {
   const path = options.path ?? '/mcp';
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
@@ -135,6 +147,9 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   const observe = requestMetrics();
   const traceRequest = requestSpans({ polls: options.tracePolls });
   const listenHost = { runtime: outlast.runtime, bus: sdk.bus, keepAliveMs, streams };
+  /** Answers whose body may still be streaming (the SDK's, listen streams); the front's own are complete. */
+  const streaming = new WeakSet<Response>();
+  const mayStream = (r: Response) => (streaming.add(r), r);
 
   /** DNS-rebinding protection, as the SDK's adapters check it. */
   function refusedHost(request: Request): Response | undefined {
@@ -175,18 +190,18 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   }
 
   async function serve(request: Request, extra: FrontExtra | undefined): Promise<Response> {
-    const url = new URL(request.url);
+    const pathname = pathnameOf(request.url);
     // Health (/healthz, /readyz): `healthResponse(outlast, request)` from ../health.ts answers here, before anything else.
-    const mounted = mount(request);
+    const mounted = mountOf(request, pathname);
     if (mounted instanceof Response) return mounted;
     if (mounted) {
-      const what = url.pathname === '/metrics' ? '/metrics' : 'The dashboard';
+      const what = pathname === '/metrics' ? '/metrics' : 'The dashboard';
       return new Response(`${what} is served through handler.node() (node:http, Express, Fastify, Hono on @hono/node-server); this runtime called handler.fetch(). Run \`outlast dashboard --store URL\` beside it for the dashboard.\n`, {
         status: 501,
         headers: { 'content-type': 'text/plain; charset=utf-8' },
       });
     }
-    if (url.pathname !== path) return new Response(`Not found: the MCP endpoint is ${path}\n`, { status: 404, headers: { 'content-type': 'text/plain' } });
+    if (pathname !== path) return new Response(`Not found: the MCP endpoint is ${path}\n`, { status: 404, headers: { 'content-type': 'text/plain' } });
     const refused = refusedHost(request);
     if (refused) return refused;
     const auth = authenticate(request, extra);
@@ -203,21 +218,21 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     let response = traced
       ? await context.with(traced.context, () => answer(request, msg, body.parsed, who, auth))
       : await answer(request, msg, body.parsed, who, auth);
+    const streams = streaming.has(response);
     if (traced) response = traced.answered(response);
-    return measured ? measured(response) : response;
+    return measured ? measured(response, streams) : response;
   }
 
   /** The node:http handler that owns a request's path (after the Host check), or undefined. */
-  function mount(request: Request): NodeMount | Response | undefined {
-    const url = new URL(request.url);
+  function mountOf(request: Request, pathname: string): NodeMount | Response | undefined {
     let handler: NodeMount | undefined;
-    if (dashboard?.owns(url.pathname)) {
+    if (dashboard?.owns(pathname)) {
       if (options.allowedHosts) {
         const refused = hostHeaderValidationResponse(request, options.allowedHosts);
         if (refused) return refused;
       }
       handler = (req, res) => dashboard!.handle(req, res);
-    } else if (options.metrics && url.pathname === '/metrics' && request.method === 'GET') handler = options.metrics;
+    } else if (options.metrics && pathname === '/metrics' && request.method === 'GET') handler = options.metrics;
     return handler;
   }
 
@@ -254,17 +269,17 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
         }
       }
       const taskIds = (msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds;
-      if (msg.method === 'subscriptions/listen' && taskIds !== undefined) return serveTaskListen(listenHost, request, msg as ListenRequest, who);
+      if (msg.method === 'subscriptions/listen' && taskIds !== undefined) return mayStream(await serveTaskListen(listenHost, request, msg as ListenRequest, who));
     }
     const directAnswer = direct && (await direct.serve(request, parsed, who));
     if (directAnswer) return directAnswer;
-    return sdk.fetch(request, { parsedBody: parsed, ...(auth ? { authInfo: auth } : {}) });
+    return mayStream(await sdk.fetch(request, { parsedBody: parsed, ...(auth ? { authInfo: auth } : {}) }));
   }
 
   return {
     bodyCap: maxBody + 1,
     sdk,
-    mount,
+    mount: (request) => mountOf(request, pathnameOf(request.url)),
     async fetch(request, extra) {
       try {
         return await serve(request, extra);
