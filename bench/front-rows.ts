@@ -3,6 +3,8 @@
  *   (w) tasks/get through outlastHandler on node:http (serveHttp is a thin listener over it) vs bare node:http doing
  *       one better-sqlite3 primary-key read per request, on the same 1,000 working tasks. Target >= 0.8.
  *   (w.express) the same tasks/get with outlastHandler mounted in Express 5, same baseline. Target >= 0.7.
+ *       w.express-floor (info): the raw read mounted in Express, against the same read on node:http: what Express
+ *       costs whoever is mounted; w.express-own: Outlast in Express against that (Outlast's own cost there).
  *   (w.inline) an inline no-op tools/call through outlastHandler in Express vs a bare SDK server mounted in Express the
  *       same way (toNodeHandler on app.all('/mcp')). Target >= 0.95.
  *   (x) task creations/s on the 2025-11-25 wire (task-augmented tools/call of a tool whose task completes at once):
@@ -92,7 +94,8 @@ export async function frontRows(env: FrontEnv): Promise<BenchRow[]> {
       const gets = await parkTasks(node.url, toolCall('park'), false);
       const getsExpress = await parkTasks(inExpress.url, toolCall('park'), false);
       const read = await env.startServer('server-read.js', [JSON.stringify({ sqlite: join(env.dir, 'w.db') })]);
-      owned.push(read);
+      const readExpress = await env.startServer('server-read.js', [JSON.stringify({ sqlite: join(env.dir, 'w.db'), express: true })]);
+      owned.push(read, readExpress);
       for (const s of [callExpress, bareExpress]) {
         const r = await send(s.url, toolCall('noop'));
         if (r.json?.result?.content?.[0]?.text !== 'ok') throw new Error(`noop on ${s.url}: ${r.text.slice(0, 300)}`);
@@ -100,14 +103,17 @@ export async function frontRows(env: FrontEnv): Promise<BenchRow[]> {
       const w = side(node, 'tasks/get, outlastHandler on node:http', gets);
       const wExpress = side(inExpress, 'tasks/get, outlastHandler in Express', getsExpress);
       const floor = side(read, 'bare node:http + one SQLite primary-key read', gets);
+      const expressFloor = side(readExpress, 'Express 5 + one SQLite primary-key read', gets);
       env.log(`(w) tasks/get over ${TASKS} working tasks, concurrency ${env.concurrency}`);
-      await env.alternate([w, wExpress, floor]);
+      await env.alternate([w, wExpress, floor, expressFloor]);
       const inline = side(callExpress, 'inline tools/call, outlastHandler in Express', [toolCall('noop')]);
       const bare = side(bareExpress, 'inline tools/call, bare SDK in Express', [toolCall('noop')]);
       env.log('(w.inline) inline no-op tools/call, both in Express');
       await env.alternate([inline, bare]);
       rows.push(row('w', 'tasks/get through outlastHandler on node:http (req/s)', w, 'bare node:http, one better-sqlite3 primary-key read per request', floor, 0.8));
       rows.push(row('w.express', 'tasks/get through outlastHandler mounted in Express 5 (req/s)', wExpress, 'bare node:http, one better-sqlite3 primary-key read per request', floor, 0.7));
+      rows.push({ ...row('w.express-floor', 'Express 5 alone: one SQLite primary-key read per request, mounted in Express (req/s)', expressFloor, 'the same read on bare node:http', floor, 0), target: 'info', pass: undefined });
+      rows.push(row('w.express-own', 'tasks/get through outlastHandler in Express 5 (req/s)', wExpress, 'Express 5 + one SQLite primary-key read (what Express costs either way)', expressFloor, 0.8));
       rows.push(row('w.inline', 'inline no-op tools/call through outlastHandler in Express 5 (req/s)', inline, 'bare SDK McpServer, toNodeHandler mounted in Express 5 the same way', bare, 0.95));
     } finally {
       await Promise.all(owned.map((s) => s.child.kill()));

@@ -362,12 +362,13 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       if (!asTask && !asHandle) return inlineOutcome(await exec.done);
       const toolBudget = tool.spec.inlineBudgetMs ?? this.inlineBudgetMs;
       const budget = asHandle ? Math.max(toolBudget, cc.handleAfterMs!) : toolBudget;
+      // One promise settled by whichever comes first (the default policy's hot path: no race of three).
       let timer: NodeJS.Timeout | undefined;
-      const winner = await Promise.race([
-        exec.done.then((r) => ({ which: 'done' as const, r })),
-        new Promise<{ which: 'budget' }>((res) => (timer = setTimeout(() => res({ which: 'budget' }), budget))),
-        exec.promoteRequested.promise.then(() => ({ which: 'promote' as const })),
-      ]);
+      const winner = await new Promise<{ which: 'done'; r: HandlerEnd } | { which: 'budget' | 'promote' }>((settle, fail) => {
+        timer = setTimeout(settle, budget, { which: 'budget' });
+        exec.done.then((r) => settle({ which: 'done', r }), fail);
+        void exec.promoteRequested.promise.then(() => settle({ which: 'promote' }));
+      });
       clearTimeout(timer);
       if (winner.which === 'done') {
         // Inline only if nothing started persisting the call; otherwise the task row must get its outcome.
