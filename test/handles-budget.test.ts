@@ -48,7 +48,7 @@ function assertGuidance(r: ToolResult, tool: string): void {
 }
 
 describe(`a client without task support and the handle budget (--handle-after-ms ${HANDLE_AFTER_MS})`, () => {
-  const server = useServer(['--handle-after-ms', String(HANDLE_AFTER_MS)]);
+  const server = useServer(['--handle-after-ms', String(HANDLE_AFTER_MS), '--park-after-ms', '300', '--queue-poll-ms', '200']);
 
   it('SDK v1 plain callTool: a durable tool that finishes within the budget answers inline, and its task row gets the outcome', async () => {
     const { client, wire, close } = await connectV1(server.url);
@@ -66,6 +66,20 @@ describe(`a client without task support and the handle budget (--handle-after-ms
       await close();
     }
     await wire.assertClean();
+  });
+
+  it('a durable tool whose wait is parked (a 1.5 s ctx.sleep, parked at 0.3 s) and resumes in time still answers inline, before the budget', async () => {
+    const { client, close } = await connectV1(server.url);
+    try {
+      const t0 = Date.now();
+      const r = (await client.callTool({ name: 'pipeline', arguments: { count: 1, stepSeconds: 0.1, napSeconds: 1.5 } })) as ToolResult;
+      const waited = Date.now() - t0;
+      assert.equal(r.structuredContent, undefined, JSON.stringify(r).slice(0, 300));
+      assert.match(textOf(r), /^Pipeline done: p1 \(task \S+\)$/);
+      assert.ok(waited >= 1500 && waited < HANDLE_AFTER_MS, `answered when the resumed run ended, not at the budget (${waited} ms)`);
+    } finally {
+      await close();
+    }
   });
 
   it('SDK v2 on 2026-07-28 without the extension: the same call answers inline too', async () => {

@@ -149,6 +149,8 @@ export class Execution implements TaskContext {
   done!: Promise<HandlerEnd>;
   private promotion: Promise<{ record: TaskRecord; created: boolean }> | undefined;
   readonly promoteRequested = deferred<void>();
+  /** Settles when the run is parked (its handler will never settle here). */
+  readonly parkedNow = deferred<void>();
   private statusMessage: string | null = null;
   private statusChain: Promise<void> = Promise.resolve();
   private lastStatusAt = 0;
@@ -244,6 +246,7 @@ export class Execution implements TaskContext {
     if (rec.queuedAt !== null) this.rt.wakeDueAt(rec.queuedAt);
     this.rt.log.debug('task parked: its handler waits with no process holding it', { taskId: rec.taskId, wakeAt: rec.queuedAt });
     this.abort(new TaskCancelledError('parked'));
+    this.parkedNow.resolve();
   }
 
   /** The slot and the registry entry of this run are given back once (when the handler settles, or when parked). */

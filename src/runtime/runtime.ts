@@ -362,14 +362,23 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       const toolBudget = tool.spec.inlineBudgetMs ?? this.inlineBudgetMs;
       const budget = asHandle ? Math.max(toolBudget, cc.handleAfterMs!) : toolBudget;
       let timer: NodeJS.Timeout | undefined;
+      const budgetEnds = Date.now() + budget;
       const winner = await Promise.race([
         exec.done.then((r) => ({ which: 'done' as const, r })),
         new Promise<{ which: 'budget' }>((res) => (timer = setTimeout(() => res({ which: 'budget' }), budget))),
         // A task-capable caller gets the task once the handler needs one (a step, an input); a handle caller keeps
         // waiting inline for the whole budget (the row exists meanwhile), as the handle tools promise.
-        ...(asHandle ? [] : [exec.promoteRequested.promise.then(() => ({ which: 'promote' as const }))]),
+        asHandle ? exec.parkedNow.promise.then(() => ({ which: 'parked' as const })) : exec.promoteRequested.promise.then(() => ({ which: 'promote' as const })),
       ]);
       clearTimeout(timer);
+      if (winner.which === 'parked') {
+        // A durable wait parked before the budget ended: the run goes on from the store (here or elsewhere); the caller
+        // still gets its outcome inline if it ends in time, else a handle to where it is.
+        const taskId = exec.taskId!;
+        await this.untilTerminal(taskId, cc.principal, Math.max(0, budgetEnds - Date.now()), cc.signal);
+        const now = await this.store.get(taskId);
+        return { kind: 'handle', record: now.state === 'found' ? now.record : exec.record! };
+      }
       if (winner.which === 'done') {
         // Inline only if nothing started persisting the call; otherwise the task row must get its outcome.
         if (!exec.persisting) return inlineOutcome(winner.r);

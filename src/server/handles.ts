@@ -125,7 +125,7 @@ export class HandleTools {
   private instructions(r: TaskRecord): string {
     const { statusTool, maxWaitSeconds } = this.options;
     return (
-      `Do not call ${r.tool} again for this request: the work is already running, and calling it again would start it a second time. ` +
+      `Do not call ${r.tool} again for this request: the work is already under way, and calling it again would start it a second time. ` +
       `Call ${statusTool} with {"taskId": "${r.taskId}"} to follow it: each call waits up to ${maxWaitSeconds} s and returns the result once it is done.`
     );
   }
