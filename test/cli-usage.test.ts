@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { BIN, ROOT, tempDir } from './helpers.js';
+import { docBlock } from './doc-blocks.js';
 
 function outlast(args: string[]) {
   // A private journal: the client commands must not read or write the user's.
@@ -69,6 +70,16 @@ describe('outlast CLI: usage mistakes and --help on every command', () => {
   it('dashboard takes no arguments; call names a flag missing its value', () => {
     assertUsageLine(['dashboard', '--store', 'sqlite:/x.db', 'extra'], /^outlast dashboard: unexpected argument "extra";/);
     assertUsageLine(['call', 'http://127.0.0.1:9/mcp', 'reindex', '--bearer'], /^outlast call: --bearer needs a value;/);
+  });
+
+  it('docs/real-clients.md: the documented command prints the documented line, exit 2', () => {
+    const command = docBlock('docs/real-clients.md', 'cli-unknown-flag').code.trim();
+    const output = docBlock('docs/real-clients.md', 'cli-unknown-flag-output').code;
+    const [bin, ...args] = command.split(/\s+/);
+    assert.equal(bin, 'outlast');
+    const r = outlast(args);
+    assert.equal(r.code, 2);
+    assert.equal(r.stderr, output);
   });
 
   it('an unknown command is one line too; outlast help prints everything, exit 0', () => {

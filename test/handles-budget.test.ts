@@ -12,6 +12,7 @@ import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import type { TaskRecord } from '../src/store/types.js';
 import { textOf, useServer } from './helpers.js';
 import { connectV1 } from './generations.js';
+import { docBlock } from './doc-blocks.js';
 
 const HANDLE_AFTER_MS = 4000;
 
@@ -104,6 +105,9 @@ describe(`a client without task support and the handle budget (--handle-after-ms
       const s = r.structuredContent!;
       assert.equal(s.status, 'working');
       assertGuidance(r, 'pipeline');
+      // docs/real-clients.md shows a handle's structuredContent: a real one has exactly its fields.
+      const documented = JSON.parse(docBlock('docs/real-clients.md', 'handle-structured-content').code) as Record<string, unknown>;
+      assert.deepEqual(Object.keys(s).sort(), Object.keys(documented).sort());
       assert.ok(s.runningForSeconds >= Math.floor(HANDLE_AFTER_MS / 1000), `runningForSeconds counts from the call's start: ${s.runningForSeconds}`);
       assert.match(textOf(r), new RegExp(`\\((${Math.floor(HANDLE_AFTER_MS / 1000)}|${Math.floor(HANDLE_AFTER_MS / 1000) + 1}|\\d{2}) s since the call started\\)`));
       const cancelled = (await client.callTool({ name: 'outlast_task_cancel', arguments: { taskId: s.taskId } })) as ToolResult;

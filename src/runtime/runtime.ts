@@ -392,7 +392,10 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       const p = await this.persistOrThrow(exec);
       void exec.done.then((r) => exec.settle(r));
       const record = exec.record ?? p.record;
-      return asHandle ? { kind: 'handle', record } : this.taskOutcome(record);
+      if (!asHandle) return this.taskOutcome(record);
+      // The run may have written to its row since the row was created (status, input): the handle shows it as it is.
+      const now = await this.store.get(record.taskId).catch(() => undefined);
+      return { kind: 'handle', record: now?.state === 'found' ? now.record : record };
     } finally {
       cc.signal?.removeEventListener('abort', onRequestAbort);
     }
