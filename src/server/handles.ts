@@ -116,7 +116,7 @@ export class HandleTools {
     const state = queued ? 'is waiting for a free slot on the server' : 'is still running';
     const summary = this.summary(record);
     return {
-      content: [{ type: 'text', text: `"${record.tool}" ${state} (${duration(summary.runningForSeconds * 1000)} since the call started); it continues in the background as task ${record.taskId}. ${summary.instructions}` }],
+      content: [{ type: 'text', text: `"${record.tool}" ${state}; it continues in the background as task ${record.taskId}. It has run for ${duration(summary.runningForSeconds * 1000)} since the call started. ${summary.instructions}` }],
       structuredContent: summary,
     };
   }
