@@ -39,10 +39,6 @@ function usageLine(command: string, e: unknown, options: Options): string {
     if (def?.type === 'boolean') return `outlast ${command}: ${flag} takes no value; run outlast help`;
     return `outlast ${command}: ${flag ?? 'an option'} needs a value; run outlast help`;
   }
-  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
-    const arg = /'([^']*)'/.exec(message)?.[1];
-    return `outlast ${command}: unexpected argument ${arg !== undefined ? `"${arg}"` : ''}; run outlast help`.replace('  ', ' ');
-  }
   return `outlast ${command}: ${message}; run outlast help`;
 }
 
