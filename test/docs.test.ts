@@ -6,6 +6,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { ROOT } from './helpers.js';
@@ -59,6 +60,9 @@ function links(file: string): Link[] {
   return found;
 }
 
+/** Whether git ignores the path (built output, local data): a clone of the repository would not have it. */
+const ignored = (rel: string) => spawnSync('git', ['check-ignore', '-q', rel], { cwd: ROOT }).status === 0;
+
 describe('the documentation', () => {
   const files = docFiles();
 
@@ -86,6 +90,7 @@ describe('the documentation', () => {
         const where = `${l.file}:${l.line}: ${l.target}`;
         if (rel.startsWith('..') || /^(node_modules|dist)(\/|$)/.test(rel)) broken.push(`${where} (outside the repository's files)`);
         else if (!existsSync(abs)) broken.push(`${where} (no such file)`);
+        else if (ignored(rel)) broken.push(`${where} (a file git ignores: a clone does not have it)`);
         else if (anchor && statSync(abs).isFile() && abs.endsWith('.md') && !anchors(readFileSync(abs, 'utf8')).has(anchor))
           broken.push(`${where} (no heading #${anchor} in ${rel})`);
       }
