@@ -3,7 +3,7 @@
  * Outlast (here a link to this checkout), the README's install commands as written (pack, then install the tarball:
  * better-sqlite3 compiles, 1–2 min, once per run), server.mjs saved from the README and started with `node`, then the
  * README's `outlast call`, whose output must be the README's. The same text as `server.mts` runs under `npx tsx` and
- * type-checks. The one change to the README's text: the port (PORT=free port, the URL printed instead of 3000).
+ * type-checks. docs/clients-and-cli.md's smallest TaskClient program runs there too. The one change to the README's text: the port (PORT=free port, the URL printed instead of 3000).
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -112,6 +112,12 @@ describe("the README's install and quick start, in a fresh app", () => {
     assert.match(readFileSync(join(ROOT, README), 'utf8'), /prints `MCP server with durable tasks at http:\/\/127\.0\.0\.1:3000\/mcp`/);
     await callAsTheReadmeSays(app, srv.url, env);
     assert.ok(existsSync(join(app, '.outlast', 'tasks.db')), 'the tasks are in the app folder');
+    // docs/clients-and-cli.md's smallest TaskClient program, beside the quick start as that page says.
+    writeFileSync(join(app, 'client.mjs'), docBlock('docs/clients-and-cli.md', 'client').code.replaceAll('127.0.0.1:3000', `127.0.0.1:${port}`));
+    const client = await sh('node client.mjs', app, env);
+    assert.equal(client.code, 0, client.out);
+    assert.equal(client.out, 'Reindexed docs\n');
+    assert.ok(existsSync(join(app, '.outlast', 'client.db')), 'the journal is where the program says');
     stopGroup(srv.proc);
   });
 
