@@ -181,7 +181,6 @@ describe('answers after the wait is parked, on both wires, for both input kinds 
           const done = await row(store, taskId);
           assert.equal(done.status, 'completed');
           assert.ok(done.inputResponses.answer!.answeredAt - question.at >= HUMAN_DELAY_MS - 50, 'the answer was taken seconds after the question');
-          assert.equal(person.questions.length >= 1, true);
           await person.wire.assertClean();
         } finally {
           abort.abort();
