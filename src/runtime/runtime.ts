@@ -375,9 +375,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
         // A durable wait parked before the budget ended: the run goes on from the store (here or elsewhere); the caller
         // still gets its outcome inline if it ends in time, else a handle to where it is.
         const taskId = exec.taskId!;
-        await this.untilTerminal(taskId, cc.principal, Math.max(0, budgetEnds - Date.now()), cc.signal);
-        const now = await this.store.get(taskId);
-        return { kind: 'handle', record: now.state === 'found' ? now.record : exec.record! };
+        await this.untilTerminal(taskId, cc.principal, Math.max(0, budgetEnds - Date.now()), cc.signal).catch(() => undefined);
+        const now = await this.store.get(taskId).catch(() => undefined);
+        return { kind: 'handle', record: now?.state === 'found' ? now.record : exec.record! };
       }
       if (winner.which === 'done') {
         // Inline only if nothing started persisting the call; otherwise the task row must get its outcome.
