@@ -94,7 +94,7 @@ async function waitParked(dbPath: string, taskId: string, timeoutMs = 20_000): P
 
 type StreamMessage = { type: string; task?: Record<string, any>; result?: Record<string, any>; error?: Error };
 
-const STACKS = process.env.DOC_STACKS?.split(',') ?? ['node-http', 'express', 'fastify', 'hono', 'fetch-route'];
+const STACKS = process.env.DOC_STACKS ? process.env.DOC_STACKS.split(',') : ['node-http', 'express', 'fastify', 'hono', 'fetch-route'];
 
 for (const stack of STACKS) {
   describe(`docs/existing-app.md, ${stack}: the fixture server mounted as written`, () => {
