@@ -3,13 +3,9 @@
  *   outlast serve MODULE [--port N] [--host H] [--store sqlite:PATH] [--stdio] [--default-ttl-ms N]
  *                        [--bearer TOKEN=PRINCIPAL]... [tuning flags, see `outlast help`]
  */
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import type { ServerNotifier } from '@modelcontextprotocol/server';
-import { Outlast } from '../server/outlast.js';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
 import { serveOutlastStdio } from '../server/stdio.js';
-import { moduleFactory, type OutlastServerModule } from '../server/module.js';
+import { loadServerModule, type LoadedServerModule } from '../server/load-module.js';
 import { storeFromUrl } from './store-url.js';
 import { HelpRequested, UsageError, parseCommand } from './usage.js';
 import { CLIENT_HELP, call, cancel, resume, runClientCommand, tasks } from './client-commands.js';
@@ -181,51 +177,45 @@ async function serve(argv: string[]): Promise<void> {
     toolLimits[m[1]!] = Number(m[2]);
   }
   if (values['no-http'] && values.stdio) fail('--no-http (a worker replica, serving nothing) and --stdio exclude each other');
-  let mod: OutlastServerModule;
-  try {
-    const loaded = await import(pathToFileURL(resolve(modulePath)).href);
-    mod = loaded.default ?? loaded;
-  } catch (e) {
-    fail(`cannot load ${modulePath}: ${(e as Error).message}`);
-  }
-  if (!mod || typeof mod !== 'object' || !mod.info) fail(`${modulePath} must default-export defineServer({ info, setup, register })`);
-
   const ttl = intFlag(values, 'default-ttl-ms', 1);
   if (values.handles && values['no-handles']) fail('--handles and --no-handles contradict each other');
   const handleAfterMs = intFlag(values, 'handle-after-ms');
-  const moduleHandles = mod.handles === true ? {} : mod.handles || undefined;
-  const handlesOn = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined || moduleHandles !== undefined;
+  const handles = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined ? { ...opt('afterMs', handleAfterMs) } : undefined;
   const leaseMs = intFlag(values, 'lease-ms', 1);
-  const outlast = new Outlast({
-    ...(ops.pushDestinations.length ? { pushDestinations: ops.pushDestinations } : {}),
-    ...(handlesOn ? { handles: { ...moduleHandles, ...opt('afterMs', handleAfterMs) } } : {}),
-    store: storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail),
-    log,
-    ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
-    ...opt('inlineBudgetMs', intFlag(values, 'inline-budget-ms')),
-    ...opt('concurrencyLimit', intFlag(values, 'concurrency', 1)),
-    ...opt('maxRunning', intFlag(values, 'max-running', 1)),
-    ...opt('maxQueued', intFlag(values, 'max-queued', 1)),
-    ...opt('queuePollMs', intFlag(values, 'queue-poll-ms', 1)),
-    toolLimits,
-    ...opt('defaultPollIntervalMs', intFlag(values, 'poll-interval-ms', 1)),
-    ...opt('defaultInputTimeoutMs', intFlag(values, 'input-timeout-ms', 1)),
-    ...opt('parkAfterMs', intFlag(values, 'park-after-ms', 0)),
-    ...opt('maxResultBytes', intFlag(values, 'max-result-bytes', 1)),
-    ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
-    ...opt('heartbeatMs', intFlag(values, 'heartbeat-ms', 1)),
-    ...opt('leaseMs', leaseMs),
-    ...(values['no-poll-limit'] ? { pollLimit: false as const } : {}),
-  });
+  const store = storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail);
+  let loaded: LoadedServerModule;
+  try {
+    loaded = await loadServerModule(modulePath, {
+      ...(ops.pushDestinations.length ? { pushDestinations: ops.pushDestinations } : {}),
+      ...(handles !== undefined ? { handles } : {}),
+      store,
+      log,
+      ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
+      ...opt('inlineBudgetMs', intFlag(values, 'inline-budget-ms')),
+      ...opt('concurrencyLimit', intFlag(values, 'concurrency', 1)),
+      ...opt('maxRunning', intFlag(values, 'max-running', 1)),
+      ...opt('maxQueued', intFlag(values, 'max-queued', 1)),
+      ...opt('queuePollMs', intFlag(values, 'queue-poll-ms', 1)),
+      toolLimits,
+      ...opt('defaultPollIntervalMs', intFlag(values, 'poll-interval-ms', 1)),
+      ...opt('defaultInputTimeoutMs', intFlag(values, 'input-timeout-ms', 1)),
+      ...opt('parkAfterMs', intFlag(values, 'park-after-ms', 0)),
+      ...opt('maxResultBytes', intFlag(values, 'max-result-bytes', 1)),
+      ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
+      ...opt('heartbeatMs', intFlag(values, 'heartbeat-ms', 1)),
+      ...opt('leaseMs', leaseMs),
+      ...(values['no-poll-limit'] ? { pollLimit: false as const } : {}),
+    });
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  const { outlast, factory, module: mod } = loaded;
   log.setReplica(outlast.runtime.replicaId);
-  await mod.setup?.(outlast);
   const alerts = ops.alertsOn ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log }) : undefined;
   const drainMs = intFlag(values, 'drain-ms') ?? 3000;
 
   let http: RunningHttpServer | undefined;
   let stdio: { close(): Promise<void> } | undefined;
-  let notify: ServerNotifier | undefined;
-  const factory = moduleFactory(mod, () => notify);
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -270,7 +260,6 @@ async function serve(argv: string[]): Promise<void> {
         ...(prometheus ? { metrics: prometheus.handler } : {}),
       });
       if (prometheus) observeTaskCounts(outlast.runtime.store);
-      notify = http.handler.notify;
       alerts?.start();
       process.stdout.write(`outlast listening on ${http.url}\n`);
       if (ops.dashboard) process.stdout.write(`outlast dashboard on ${http.url.replace(/\/mcp$/, '/dashboard')}\n`);
