@@ -26,6 +26,7 @@ import { answerPostedResponse, isInputResponse } from './legacy.js';
 import { createDirectTaskPath } from './direct.js';
 import { requestMetrics } from './request-metrics.js';
 import { requestSpans } from './request-spans.js';
+import { createOAuthResourceServer, type OAuthFrontOptions } from './oauth/index.js';
 import { checkDashboardExposure, createDashboard, isLoopbackHost, type Dashboard, type DashboardOptions } from '../ops/dashboard/index.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
@@ -40,6 +41,8 @@ export interface HttpServeOptions {
   path?: string;
   /** Static bearer tokens: token → principal. When set, requests without a listed token get 401. */
   bearer?: Record<string, string>;
+  /** An OAuth 2.1 resource server in front (src/server/oauth): tasks are bound to the token's issuer + subject. */
+  oauth?: OAuthFrontOptions;
   /** Default DEFAULT_MAX_BODY_BYTES. */
   maxBodyBytes?: number;
   /** SSE keep-alive comment period on listen streams. Default 15 000 ms. */
@@ -83,6 +86,21 @@ function jsonRpcError(res: ServerResponse, status: number, id: unknown, code: nu
   res.end(body);
 }
 
+/** The web-standard view of a request's method, path and headers (no body) for the OAuth resource server. */
+function webRequest(req: IncomingMessage): Request {
+  const headers = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
+  // The origin is a placeholder: only the path and headers are read, never the attacker-chosen Host.
+  return new Request(new URL(req.url ?? '/', 'http://outlast.invalid'), { method: req.method === 'HEAD' ? 'HEAD' : req.method === 'OPTIONS' ? 'OPTIONS' : 'GET', headers });
+}
+
+async function sendWeb(res: ServerResponse, r: Response): Promise<void> {
+  const headers: Record<string, string> = {};
+  r.headers.forEach((v, k) => (headers[k] = v));
+  res.writeHead(r.status, headers);
+  res.end(Buffer.from(await r.arrayBuffer()));
+}
+
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too-large'> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) return Promise.resolve('too-large');
@@ -117,6 +135,8 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
   const onerror = options.onerror ?? (() => undefined);
 
   if (options.dashboard) checkDashboardExposure(host, options.dashboard);
+  const oauth = options.oauth ? createOAuthResourceServer(options.oauth) : undefined;
+  await oauth?.ready();
   await outlast.start();
   const dashboard: Dashboard | undefined = options.dashboard
     ? createDashboard({ ...options.dashboard, store: outlast.runtime.store, bus: outlast.runtime.bus, host })
@@ -147,6 +167,8 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
         return void (await dashboard.handle(req, res));
       }
       if (options.metrics && pathname === '/metrics' && req.method === 'GET') return options.metrics(req, res);
+      const prm = oauth?.metadata(webRequest(req));
+      if (prm) return void (await sendWeb(res, prm));
       if (pathname !== path) {
         res.writeHead(404, { 'content-type': 'text/plain' }).end(`Not found: the MCP endpoint is ${path}\n`);
         return;
@@ -155,7 +177,12 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
       if (hostCheck && !hostCheck(req, res)) return;
       if (originCheck && !originCheck(req, res)) return;
 
-      if (bearer) {
+      const staticPrincipal = bearer?.get(/^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim() ?? '');
+      if (oauth && !staticPrincipal) {
+        const verdict = await oauth.authenticate(webRequest(req));
+        if ('response' in verdict) return void (await sendWeb(res, verdict.response));
+        (req as IncomingMessage & { auth?: AuthInfo }).auth = verdict.authInfo;
+      } else if (bearer) {
         let principal: string | undefined;
         const m = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '');
         principal = m ? bearer.get(m[1]!.trim()) : undefined;
