@@ -91,7 +91,9 @@ function webRequest(req: IncomingMessage): Request {
   const headers = new Headers();
   for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
   // The origin is a placeholder: only the path and headers are read, never the attacker-chosen Host.
-  return new Request(new URL(req.url ?? '/', 'http://outlast.invalid'), { method: req.method === 'HEAD' ? 'HEAD' : req.method === 'OPTIONS' ? 'OPTIONS' : 'GET', headers });
+  // Fetch forbids some methods in a Request; they stand in as PATCH, which nothing here accepts.
+  const method = !req.method || ['CONNECT', 'TRACE', 'TRACK'].includes(req.method) ? 'PATCH' : req.method;
+  return new Request(new URL(req.url ?? '/', 'http://outlast.invalid'), { method, headers });
 }
 
 async function sendWeb(res: ServerResponse, r: Response): Promise<void> {
