@@ -13,7 +13,7 @@ import { serveOutlastStdio } from '../server/stdio.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
 import { moduleFactory, type OutlastServerModule } from '../server/module.js';
 import { storeFromUrl } from './store-url.js';
-import { CLIENT_HELP, call, cancel, resume, runClientCommand, tasks } from './client-commands.js';
+import { CLIENT_HELP, call, cancel, loginCommand, logoutCommand, resume, runClientCommand, tasks } from './client-commands.js';
 import { cliLogger } from './logger.js';
 import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
 import { dashboardCommand, DASHBOARD_HELP } from './dashboard-command.js';
@@ -326,6 +326,10 @@ export async function main(argv: string[]): Promise<void> {
       return runClientCommand(resume, rest);
     case 'cancel':
       return runClientCommand(cancel, rest);
+    case 'login':
+      return runClientCommand(loginCommand, rest);
+    case 'logout':
+      return runClientCommand(logoutCommand, rest);
     case 'dashboard':
       return dashboardCommand(rest, fail);
     case undefined:

@@ -178,7 +178,14 @@ export class LoopbackOAuthProvider implements InteractiveOAuthProvider {
     const timeoutMs = this.options.callbackTimeoutMs ?? 300_000;
     const timer = setTimeout(() => this.callback?.reject(new OAuthAuthorizationError(`Sign-in did not finish within ${Math.round(timeoutMs / 1000)} s`)), timeoutMs);
     timer.unref();
-    void this.callbackResult.finally(() => clearTimeout(timer)).catch(() => undefined);
+    // The listener keeps the process alive only while a person is signing in.
+    this.server?.ref();
+    void this.callbackResult
+      .finally(() => {
+        clearTimeout(timer);
+        this.server?.unref();
+      })
+      .catch(() => undefined);
     if (this.options.onAuthorizationUrl) await this.options.onAuthorizationUrl(url);
     else process.stderr.write(`Open this URL to sign in:\n  ${url.href}\n`);
   }
