@@ -336,7 +336,7 @@ export class TaskClient {
       ...(options.bearer !== undefined && !options.auth ? { bearer: options.bearer } : {}),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
       ...(options.auth
-        ? { fetch: oauthFetch(options.auth, new URL(options.url), options.fetch) }
+        ? { fetch: oauthFetch(options.auth, options.url, options.fetch) }
         : options.fetch
           ? { fetch: options.fetch }
           : {}),

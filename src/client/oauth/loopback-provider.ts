@@ -57,7 +57,7 @@ export class LoopbackOAuthProvider implements InteractiveOAuthProvider {
   private callbackResult: Promise<{ code: string; iss?: string }> | undefined;
 
   constructor(private readonly options: LoopbackOAuthOptions) {
-    this.resource = new URL(options.serverUrl).href;
+    this.resource = URL.canParse(String(options.serverUrl)) ? new URL(options.serverUrl).href : String(options.serverUrl); // a bad URL is the client's to report
     this.clientMetadataUrl = options.clientMetadataUrl;
     if (options.clientCredentials && (!options.clientId || !options.clientSecret)) throw new Error('client credentials need a client id and secret');
   }

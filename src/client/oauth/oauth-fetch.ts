@@ -35,12 +35,13 @@ function needsAuthorization(res: Response): boolean {
   return res.status === 403 && /error="?insufficient_scope/.test(res.headers.get('www-authenticate') ?? '');
 }
 
-export function oauthFetch(provider: InteractiveOAuthProvider, serverUrl: URL, base: FetchLike = fetch): FetchLike {
+export function oauthFetch(provider: InteractiveOAuthProvider, server: string | URL, base: FetchLike = fetch): FetchLike {
   let inflight: Promise<void> | undefined;
   /** Scopes asked for so far (a step-up asks for their union with the challenge, never fewer). */
   let requested: string | undefined;
 
   const authorize = async (res: Response, sentToken: string | undefined): Promise<void> => {
+    const serverUrl = new URL(server);
     const challenge = extractWWWAuthenticateParams(res);
     let scope = challenge.scope;
     let forceReauthorization = false;
