@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ROOT, freePort, startServer, tempDir, type ServerProcess } from './helpers.js';
 import { runCli } from './client-helpers.js';
+import { docBlock } from './doc-blocks.js';
 import { playBrowser, startAuthServer, type AuthServer } from './oauth-harness.js';
 
 const SIGN_IN = /open this URL in a browser:\n\s+(\S+)/;
@@ -25,9 +26,11 @@ describe('the outlast CLI against the demo behind OAuth', () => {
     resource = `http://127.0.0.1:${port}/mcp`;
     as = await startAuthServer({ jwtResources: [resource] });
     dir = tempDir();
-    server = await startServer(['--port', String(port), '--oauth-issuer', as.issuer, '--oauth-resource', resource, '--oauth-scopes', 'tasks', '--oauth-allow-http', '--store', `sqlite:${join(dir, 'server.db')}`], {
-      module: join(ROOT, 'dist', 'demo', 'server.js'),
-    });
+    // The command docs/oauth.md shows, run as written (with this run's port and issuer).
+    const shown = docBlock('docs/oauth.md', 'serve-demo').code.trim();
+    const argv = shown.replace('$PORT', String(port)).replace('$ISSUER', as.issuer).replace('$RESOURCE', resource).split(/\s+/);
+    assert.deepEqual(argv.slice(0, 2), ['outlast', 'serve']);
+    server = await startServer([...argv.slice(3), '--store', `sqlite:${join(dir, 'server.db')}`], { module: join(ROOT, argv[2]!) });
     env = { OUTLAST_CREDENTIALS: join(dir, 'state', 'oauth.json'), OUTLAST_JOURNAL: join(dir, 'journal.db'), OUTLAST_CLIENT_SECRET: '' };
   });
   after(async () => {
