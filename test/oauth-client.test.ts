@@ -93,3 +93,50 @@ describe('TaskClient with OAuth (oidc-provider, loopback redirect)', () => {
     }
   });
 });
+
+describe('TaskClient with OAuth: an expired access token is refreshed, no browser', () => {
+  let as: AuthServer;
+  let server: ServerProcess;
+  let resource: string;
+  before(async () => {
+    const port = await freePort();
+    resource = `http://127.0.0.1:${port}/mcp`;
+    as = await startAuthServer({ jwtResources: [resource], accessTtlS: 2 });
+    server = await startServer(['--port', String(port), '--oauth-issuer', as.issuer, '--oauth-resource', resource, '--oauth-scopes', 'tasks', '--oauth-allow-http']);
+  });
+  after(async () => {
+    await server?.stop();
+    await as?.stop();
+  });
+
+  it('refreshes with the stored refresh token and stores the rotated one', async () => {
+    const store = new CredentialStore(join(tempDir(), 'oauth.json'));
+    let signIns = 0;
+    const provider = new LoopbackOAuthProvider({ serverUrl: resource, store, onAuthorizationUrl: async (u) => {
+      signIns++;
+      await playBrowser(u.href, 'frank', { follow: true });
+    } });
+    const client = new TaskClient({ url: resource, auth: provider });
+    try {
+      await client.callTool('sleep', { seconds: 0 });
+      assert.equal(signIns, 1);
+      const first = store.get(resource, as.issuer).tokens!;
+      assert.ok(first.refresh_token, 'offline_access gave a refresh token');
+      // Wait for the state (the server refuses the stored token), not for a time.
+      for (const deadline = Date.now() + 20_000; ; ) {
+        const r = await fetch(resource, { method: 'POST', headers: { authorization: `Bearer ${first.access_token}`, 'content-type': 'application/json' }, body: '{}' });
+        if (r.status === 401) break;
+        assert.ok(Date.now() < deadline, 'the token never expired');
+        await new Promise((res) => setTimeout(res, 200));
+      }
+      await client.callTool('sleep', { seconds: 0 });
+      assert.equal(signIns, 1, 'no second sign-in');
+      const second = store.get(resource, as.issuer).tokens!;
+      assert.notEqual(second.access_token, first.access_token);
+      assert.notEqual(second.refresh_token, first.refresh_token, 'the rotated refresh token is stored');
+    } finally {
+      await client.close();
+      provider.close();
+    }
+  });
+});
