@@ -201,8 +201,8 @@ export class OAuthJwtVerifier implements OAuthTokenVerifier {
     return this.authInfo(token, state.issuer, payload as Record<string, unknown>);
   }
 
-  private authInfo(token: string, issuer: string, claims: Record<string, unknown>): AuthInfo {
-    const who = principalOfClaims(issuer, claims, this.principalClaim);
+  private authInfo(token: string, issuer: string, claims: Record<string, unknown>, introspected = false): AuthInfo {
+    const who = principalOfClaims(issuer, claims, this.principalClaim, { subjectOptional: introspected });
     if (typeof who === 'string') throw invalid(who);
     const clientId = typeof claims.client_id === 'string' ? claims.client_id : typeof claims.azp === 'string' ? claims.azp : '';
     return {
@@ -260,7 +260,7 @@ export class OAuthJwtVerifier implements OAuthTokenVerifier {
     if (body.exp + this.clockTolerance < now / 1000) return invalid('Token has expired');
     if (typeof body.nbf === 'number' && body.nbf - this.clockTolerance > now / 1000) return invalid('Token is not yet valid (nbf)');
     try {
-      return this.authInfo(token, issuer, body);
+      return this.authInfo(token, issuer, body, true);
     } catch (e) {
       return e as OAuthError;
     }
