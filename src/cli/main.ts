@@ -43,6 +43,8 @@ Options for serve:
   --oauth-introspection-client-id ID  introspect opaque tokens (RFC 7662) as this client; its secret in
                            $OUTLAST_OAUTH_INTROSPECTION_SECRET
   --oauth-jwks-cooldown-ms N  least time between two JWKS fetches of an issuer (default 30000)
+  --oauth-token-cache-ms N    a verified JWT is remembered this long, capped by its exp (default 60000;
+                           0 checks the signature on every request)
   --inline-budget-ms N     how long an auto call may run before it becomes a task (default 1000)
   --concurrency N          running handlers above which auto calls become tasks at once (default 64)
   --max-running N          handlers running at once on this replica; calls over it wait in the run queue as
@@ -110,6 +112,7 @@ async function serve(argv: string[]): Promise<void> {
       'oauth-allow-http': { type: 'boolean' },
       'oauth-introspection-client-id': { type: 'string' },
       'oauth-jwks-cooldown-ms': { type: 'string' },
+      'oauth-token-cache-ms': { type: 'string' },
       'inline-budget-ms': { type: 'string' },
       concurrency: { type: 'string' },
       'max-running': { type: 'string' },
@@ -280,7 +283,7 @@ async function serve(argv: string[]): Promise<void> {
 function oauthFlags(values: Record<string, unknown>): OAuthFrontOptions | undefined {
   const issuers = (values['oauth-issuer'] as string[] | undefined) ?? [];
   const resource = values['oauth-resource'] as string | undefined;
-  const others = ['oauth-resource', 'oauth-scopes', 'oauth-principal-claim', 'oauth-allow-http', 'oauth-introspection-client-id', 'oauth-jwks-cooldown-ms'];
+  const others = ['oauth-resource', 'oauth-scopes', 'oauth-principal-claim', 'oauth-allow-http', 'oauth-introspection-client-id', 'oauth-jwks-cooldown-ms', 'oauth-token-cache-ms'];
   if (issuers.length === 0) {
     const stray = others.find((o) => values[o] !== undefined);
     if (stray) fail(`--${stray} needs --oauth-issuer URL`);
@@ -300,6 +303,7 @@ function oauthFlags(values: Record<string, unknown>): OAuthFrontOptions | undefi
     ...(values['oauth-allow-http'] ? { allowHttp: true } : {}),
     ...(introspectionId ? { introspection: { clientId: introspectionId, clientSecret: secret! } } : {}),
     ...opt('jwksCooldownMs', cooldown),
+    ...opt('tokenCacheMs', intFlag(values, 'oauth-token-cache-ms', 0)),
   };
   try {
     createOAuthResourceServer(options); // the same checks the front makes, reported as a usage error

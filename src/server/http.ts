@@ -169,7 +169,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
         return void (await dashboard.handle(req, res));
       }
       if (options.metrics && pathname === '/metrics' && req.method === 'GET') return options.metrics(req, res);
-      const prm = oauth?.metadata(webRequest(req));
+      const prm = oauth && pathname.startsWith('/.well-known/') ? oauth.metadata(webRequest(req)) : undefined;
       if (prm) return void (await sendWeb(res, prm));
       if (pathname !== path) {
         res.writeHead(404, { 'content-type': 'text/plain' }).end(`Not found: the MCP endpoint is ${path}\n`);
@@ -181,7 +181,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
 
       const staticPrincipal = bearer?.get(/^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim() ?? '');
       if (oauth && !staticPrincipal) {
-        const verdict = await oauth.authenticate(webRequest(req));
+        const verdict = await oauth.authenticateHeader(req.headers.authorization);
         if ('response' in verdict) return void (await sendWeb(res, verdict.response));
         (req as IncomingMessage & { auth?: AuthInfo }).auth = verdict.authInfo;
       } else if (bearer) {

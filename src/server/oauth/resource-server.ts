@@ -32,6 +32,8 @@ export interface OAuthFrontOptions {
   introspection?: IntrospectionCredentials;
   /** Minimum gap between two JWKS fetches of an issuer (default 30 000 ms). */
   jwksCooldownMs?: number;
+  /** A verified JWT is remembered this long, capped by its exp (0: verify the signature on every request). Default 60 000 ms. */
+  tokenCacheMs?: number;
   /** Clock tolerance for exp / nbf, seconds (default 5). */
   clockToleranceSec?: number;
   /** Advertised as resource_name. */
@@ -49,6 +51,8 @@ export interface OAuthResourceServer {
   metadata(request: Request): Response | undefined;
   /** A verified token's AuthInfo (principal in `extra.principal`), or the 401 / 403 / 500 answer to send instead. */
   authenticate(request: Request): Promise<{ authInfo: AuthInfo } | { response: Response }>;
+  /** The same from the Authorization header's value alone (for fronts that have no Request at hand). */
+  authenticateHeader(authorization: string | null | undefined): Promise<{ authInfo: AuthInfo } | { response: Response }>;
 }
 
 export function createOAuthResourceServer(options: OAuthFrontOptions): OAuthResourceServer {
@@ -78,6 +82,16 @@ export function createOAuthResourceServer(options: OAuthFrontOptions): OAuthReso
   const metadataPath = new URL(metadataUrl).pathname;
   const bearerOptions = { verifier, requiredScopes, resourceMetadataUrl: metadataUrl, expectedResource: resourceUrl };
 
+  async function authenticateHeader(authorization: string | null | undefined): Promise<{ authInfo: AuthInfo } | { response: Response }> {
+    // As the SDK's web gate: only the credentials before a comma (one Authorization header's first value).
+    const [header] = (authorization ?? '').split(',');
+    try {
+      return { authInfo: await verifyBearerToken(header || undefined, bearerOptions) };
+    } catch (e) {
+      return { response: bearerAuthChallengeResponse(e, bearerOptions) };
+    }
+  }
+
   return {
     metadataUrl,
     ready: () => (verifier instanceof OAuthJwtVerifier ? verifier.ready() : Promise.resolve()),
@@ -89,14 +103,9 @@ export function createOAuthResourceServer(options: OAuthFrontOptions): OAuthReso
       if (answer.status !== 200 || request.method !== 'GET') return answer;
       return Response.json(document, { headers: answer.headers });
     },
-    async authenticate(request) {
-      // As the SDK's web gate: only the credentials before a comma (one Authorization header's first value).
-      const [header] = (request.headers.get('authorization') ?? '').split(',');
-      try {
-        return { authInfo: await verifyBearerToken(header || undefined, bearerOptions) };
-      } catch (e) {
-        return { response: bearerAuthChallengeResponse(e, bearerOptions) };
-      }
+    authenticate(request) {
+      return authenticateHeader(request.headers.get('authorization'));
     },
+    authenticateHeader,
   };
 }

@@ -37,6 +37,9 @@ export interface TokenVerifierOptions {
   jwksCooldownMs?: number;
   /** Opaque tokens: introspect them at the issuer's introspection_endpoint with these credentials. */
   introspection?: IntrospectionCredentials;
+  /** A verified JWT's result is kept this long (capped by its exp; exp / nbf are still checked on every request),
+   *  so a signature is checked once per token per replica. 0 verifies every request. Default 60 000 ms. */
+  tokenCacheMs?: number;
   /** fetch used for discovery, JWKS and introspection (default globalThis.fetch). */
   fetch?: typeof fetch;
 }
@@ -113,6 +116,7 @@ export class OAuthJwtVerifier implements OAuthTokenVerifier {
   private readonly clockTolerance: number;
   private readonly fetchFn: typeof fetch;
   private readonly introspectionCache = new Map<string, CachedIntrospection>();
+  private readonly jwtCache = new Map<string, { until: number; info: AuthInfo; nbf: number | undefined }>();
   private readyPromise: Promise<void> | undefined;
 
   constructor(private readonly options: TokenVerifierOptions) {
@@ -167,9 +171,26 @@ export class OAuthJwtVerifier implements OAuthTokenVerifier {
       throw new OAuthError(OAuthErrorCode.ServerError, (e as Error).message);
     }
     const parts = token.split('.');
-    if (parts.length === 3) return this.verifyJwt(token);
+    if (parts.length === 3) return this.cachedJwt(token);
     if (this.options.introspection) return this.introspect(token);
     throw invalid('Token is malformed (not a JWT, and this server does not introspect opaque tokens)');
+  }
+
+  private async cachedJwt(token: string): Promise<AuthInfo> {
+    const cacheMs = this.options.tokenCacheMs ?? 60_000;
+    if (cacheMs <= 0) return this.verifyJwt(token);
+    const now = Date.now();
+    const hit = this.jwtCache.get(token);
+    if (hit && hit.until > now) {
+      const sec = now / 1000;
+      if ((hit.info.expiresAt as number) + this.clockTolerance < sec) throw invalid('Token has expired');
+      if (hit.nbf !== undefined && hit.nbf - this.clockTolerance > sec) throw invalid('Token is not yet valid (nbf)');
+      return hit.info;
+    }
+    const info = await this.verifyJwt(token);
+    if (this.jwtCache.size >= 10_000) this.jwtCache.delete(this.jwtCache.keys().next().value!);
+    this.jwtCache.set(token, { until: Math.min(now + cacheMs, (info.expiresAt as number) * 1000), info, nbf: (info.extra as { nbf?: number }).nbf });
+    return info;
   }
 
   private async verifyJwt(token: string): Promise<AuthInfo> {
@@ -211,7 +232,7 @@ export class OAuthJwtVerifier implements OAuthTokenVerifier {
       scopes: scopesOf(claims),
       expiresAt: claims.exp as number,
       resource: new URL(this.resource),
-      extra: { principal: who.principal, kind: who.kind satisfies PrincipalKind, issuer, subject: who.subject },
+      extra: { principal: who.principal, kind: who.kind satisfies PrincipalKind, issuer, subject: who.subject, ...(typeof claims.nbf === 'number' ? { nbf: claims.nbf } : {}) },
     };
   }
 
