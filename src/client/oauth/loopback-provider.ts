@@ -144,7 +144,8 @@ export class LoopbackOAuthProvider implements InteractiveOAuthProvider {
 
   clientInformation(ctx?: OAuthClientInformationContext): StoredOAuthClientInformation | undefined {
     if (this.options.clientId) {
-      return { client_id: this.options.clientId, ...(this.options.clientSecret ? { client_secret: this.options.clientSecret } : {}) } as StoredOAuthClientInformation;
+      // Registered in advance at the authorization server being asked: stamped with its issuer (SEP-2352).
+      return { client_id: this.options.clientId, ...(this.options.clientSecret ? { client_secret: this.options.clientSecret } : {}), ...(ctx?.issuer ? { issuer: ctx.issuer } : {}) } as StoredOAuthClientInformation;
     }
     return this.entry(ctx?.issuer).client as StoredOAuthClientInformation | undefined;
   }
