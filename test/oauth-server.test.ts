@@ -193,6 +193,15 @@ describe('outlast serve as an OAuth resource server (oidc-provider, two replicas
       assert.match(www, /scope="deploy"/);
       assert.ok(www.includes('resource_metadata="'), www);
       assert.equal(await count(), before, 'nothing started');
+      // The same on the 2025-11-25 wire (a task-augmented call, as an SDK v1 client sends it).
+      const legacy = await fetch(replicaA.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${narrow.access_token}` },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'slow_compute', arguments: { seconds: 0.5 }, task: { ttl: 60000 } } }),
+      });
+      assert.equal(legacy.status, 403);
+      assert.match(legacy.headers.get('www-authenticate')!, /scope="deploy"/);
+      assert.equal(await count(), before, 'nothing started on the legacy wire either');
       const ok = await callTool(replicaA.url, 'slow_compute', { seconds: 0.5 }, { token: wide.access_token });
       assert.equal(ok.status, 200);
       assert.equal(ok.result.resultType, 'task');
