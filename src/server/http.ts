@@ -182,7 +182,11 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
       const staticPrincipal = bearer?.get(/^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim() ?? '');
       if (oauth && !staticPrincipal) {
         const verdict = await oauth.authenticateHeader(req.headers.authorization);
-        if ('response' in verdict) return void (await sendWeb(res, verdict.response));
+        if ('response' in verdict) {
+          // The reason only (the SDK puts it in the challenge); never the token.
+          outlast.runtime.log.debug('OAuth: request refused', { status: verdict.response.status, reason: /error_description="([^"]*)"/.exec(verdict.response.headers.get('www-authenticate') ?? '')?.[1] ?? null });
+          return void (await sendWeb(res, verdict.response));
+        }
         (req as IncomingMessage & { auth?: AuthInfo }).auth = verdict.authInfo;
       } else if (bearer) {
         let principal: string | undefined;
