@@ -139,4 +139,16 @@ describe('TaskClient with OAuth: an expired access token is refreshed, no browse
       provider.close();
     }
   });
+  it('the credentials lock: holders never overlap (a refresh rotates the refresh token, so two at once would spend it twice)', async () => {
+    const store = new CredentialStore(join(tempDir(), 'oauth.json'));
+    let inside = 0;
+    let most = 0;
+    await Promise.all(Array.from({ length: 5 }, () => store.withLock(async () => {
+      inside++;
+      most = Math.max(most, inside);
+      await new Promise((r) => setTimeout(r, 30));
+      inside--;
+    })));
+    assert.equal(most, 1);
+  });
 });

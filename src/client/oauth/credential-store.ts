@@ -3,7 +3,8 @@
  * by the protected resource and then by the authorization server's issuer (a client id or token from one issuer is
  * never offered to another). Written atomically (temporary file + rename). Never the journal.
  */
-import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -70,6 +71,41 @@ export class CredentialStore {
     const next = change(data[resource]?.[issuer] ?? {});
     data[resource] = { ...data[resource], [issuer]: next };
     this.write(data);
+  }
+
+  /**
+   * Runs `fn` holding the store's lock file (O_EXCL), so two processes never refresh one rotated refresh token at
+   * once. A lock older than `staleMs` is taken over (its holder died); after `waitMs` `fn` runs anyway.
+   */
+  async withLock<T>(fn: () => Promise<T>, waitMs = 15_000, staleMs = 60_000): Promise<T> {
+    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+    const lock = `${this.path}.lock`;
+    let fd: number | undefined;
+    for (const deadline = Date.now() + waitMs; fd === undefined && Date.now() < deadline; ) {
+      try {
+        fd = openSync(lock, 'wx', 0o600);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+        try {
+          if (Date.now() - statSync(lock).mtimeMs > staleMs) unlinkSync(lock);
+        } catch {
+          /* released meanwhile */
+        }
+        await delay(50);
+      }
+    }
+    try {
+      return await fn();
+    } finally {
+      if (fd !== undefined) {
+        closeSync(fd);
+        try {
+          unlinkSync(lock);
+        } catch {
+          /* already gone */
+        }
+      }
+    }
   }
 
   /** Forgets everything stored for `resource` (logout). Returns whether there was anything. */

@@ -123,6 +123,11 @@ export class LoopbackOAuthProvider implements InteractiveOAuthProvider {
     this.port = undefined;
   }
 
+  /** With a store: one process at a time signs in or refreshes for these credentials. */
+  withLock<T>(fn: () => Promise<T>): Promise<T> {
+    return this.options.store ? this.options.store.withLock(fn) : fn();
+  }
+
   state(): string {
     this.expectedState = randomBytes(16).toString('base64url');
     return this.expectedState;

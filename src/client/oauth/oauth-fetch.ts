@@ -20,6 +20,8 @@ export interface InteractiveOAuthProvider extends OAuthClientProvider {
   prepare?(): Promise<void>;
   /** The code (and RFC 9207 `iss`) of the redirect that follows `redirectToAuthorization`. */
   waitForAuthorizationCode?(): Promise<{ code: string; iss?: string }>;
+  /** Serialises authorizations across processes sharing the credentials (a refresh rotates the refresh token). */
+  withLock?<T>(fn: () => Promise<T>): Promise<T>;
 }
 
 export class OAuthAuthorizationError extends Error {
@@ -97,8 +99,14 @@ export function oauthFetch(provider: InteractiveOAuthProvider, server: string | 
     const first = await send();
     if (!needsAuthorization(first.res)) return first.res;
     await first.res.arrayBuffer().catch(() => undefined);
-    // Requests refused together share one authorization.
-    inflight ??= authorize(first.res, first.token).finally(() => (inflight = undefined));
+    // Requests refused together share one authorization; processes sharing the credentials take turns, and one that
+    // finds a token other than the one refused (another process refreshed it) just uses it.
+    const once = async () => {
+      const current = (await provider.tokens())?.access_token;
+      if (first.res.status === 401 && current && current !== first.token) return;
+      await authorize(first.res, first.token);
+    };
+    inflight ??= (provider.withLock ? provider.withLock(once) : once()).finally(() => (inflight = undefined));
     await inflight;
     return (await send()).res;
   };
