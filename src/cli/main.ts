@@ -5,10 +5,11 @@
  */
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
 import { serveOutlastStdio } from '../server/stdio.js';
+import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
 import { loadServerModule, type LoadedServerModule } from '../server/load-module.js';
 import { storeFromUrl } from './store-url.js';
 import { HelpRequested, UsageError, parseCommand } from './usage.js';
-import { CLIENT_HELP, call, cancel, resume, runClientCommand, tasks } from './client-commands.js';
+import { CLIENT_HELP, call, cancel, loginCommand, logoutCommand, resume, runClientCommand, tasks } from './client-commands.js';
 import { cliLogger } from './logger.js';
 import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
 import { dashboardArgs, dashboardCommand, DASHBOARD_HELP } from './dashboard-command.js';
@@ -27,6 +28,17 @@ Options for serve:
   --stdio                  serve on stdin/stdout instead of HTTP
   --default-ttl-ms N       task retention from creation, ms (default 86400000)
   --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401
+  --oauth-issuer URL       an OAuth resource server: accept access tokens of this authorization server
+                           (repeatable); tasks are bound to the token's issuer + subject (see docs/oauth.md)
+  --oauth-resource URL     this server's resource identifier: the audience every token must carry
+  --oauth-scopes a,b       scopes every request needs
+  --oauth-principal-claim NAME  the claim naming the person (default sub)
+  --oauth-allow-http       accept an http:// issuer on a loopback address (tests only)
+  --oauth-introspection-client-id ID  introspect opaque tokens (RFC 7662) as this client; its secret in
+                           $OUTLAST_OAUTH_INTROSPECTION_SECRET
+  --oauth-jwks-cooldown-ms N  least time between two JWKS fetches of an issuer (default 30000)
+  --oauth-token-cache-ms N    a verified JWT is remembered this long, capped by its exp (default 60000;
+                           0 checks the signature on every request)
   --inline-budget-ms N     how long an auto call may run before it becomes a task (default 1000)
   --concurrency N          running handlers above which auto calls become tasks at once (default 64)
   --max-running N          handlers running at once on this replica; calls over it wait in the run queue as
@@ -111,6 +123,14 @@ const SERVE_OPTIONS = {
   stdio: { type: 'boolean' },
   'default-ttl-ms': { type: 'string' },
   bearer: { type: 'string', multiple: true },
+  'oauth-issuer': { type: 'string', multiple: true },
+  'oauth-resource': { type: 'string' },
+  'oauth-scopes': { type: 'string' },
+  'oauth-principal-claim': { type: 'string' },
+  'oauth-allow-http': { type: 'boolean' },
+  'oauth-introspection-client-id': { type: 'string' },
+  'oauth-jwks-cooldown-ms': { type: 'string' },
+  'oauth-token-cache-ms': { type: 'string' },
   'inline-budget-ms': { type: 'string' },
   concurrency: { type: 'string' },
   'max-running': { type: 'string' },
@@ -169,6 +189,8 @@ async function serve(argv: string[]): Promise<void> {
     if (i <= 0 || i === b.length - 1) fail(`--bearer must be TOKEN=PRINCIPAL, got "${b}"`);
     bearer[b.slice(0, i)] = b.slice(i + 1);
   }
+  const oauth = oauthFlags(values);
+  if (oauth && values.stdio) fail('--oauth-* protects HTTP; stdio takes its principal from the environment (drop --stdio or the --oauth flags)');
   const toolLimits: Record<string, number> = {};
   for (const t of values['tool-limit'] ?? []) {
     const m = /^(.+)=(\d+)$/.exec(t);
@@ -249,6 +271,7 @@ async function serve(argv: string[]): Promise<void> {
         port,
         host,
         bearer,
+        ...(oauth ? { oauth } : {}),
         serverInfo: mod.info,
         directTaskMethods: !values['no-direct-task-methods'],
         tracePolls: !!values['trace-polls'],
@@ -269,6 +292,40 @@ async function serve(argv: string[]): Promise<void> {
   }
 }
 
+/** The `oauth` front option from the --oauth-* flags (undefined without --oauth-issuer). */
+function oauthFlags(values: Record<string, unknown>): OAuthFrontOptions | undefined {
+  const issuers = (values['oauth-issuer'] as string[] | undefined) ?? [];
+  const resource = values['oauth-resource'] as string | undefined;
+  const others = ['oauth-resource', 'oauth-scopes', 'oauth-principal-claim', 'oauth-allow-http', 'oauth-introspection-client-id', 'oauth-jwks-cooldown-ms', 'oauth-token-cache-ms'];
+  if (issuers.length === 0) {
+    const stray = others.find((o) => values[o] !== undefined);
+    if (stray) fail(`--${stray} needs --oauth-issuer URL`);
+    return undefined;
+  }
+  if (!resource) fail('--oauth-issuer needs --oauth-resource URL (this server\'s public URL, the audience tokens must carry)');
+  const scopes = typeof values['oauth-scopes'] === 'string' ? (values['oauth-scopes'] as string).split(',').map((s) => s.trim()).filter(Boolean) : [];
+  const introspectionId = values['oauth-introspection-client-id'] as string | undefined;
+  const secret = process.env.OUTLAST_OAUTH_INTROSPECTION_SECRET;
+  if (introspectionId && !secret) fail('--oauth-introspection-client-id needs the secret in $OUTLAST_OAUTH_INTROSPECTION_SECRET');
+  const cooldown = intFlag(values, 'oauth-jwks-cooldown-ms', 0);
+  const options: OAuthFrontOptions = {
+    issuers,
+    resource,
+    ...(scopes.length ? { scopes } : {}),
+    ...opt('principalClaim', values['oauth-principal-claim'] as string | undefined),
+    ...(values['oauth-allow-http'] ? { allowHttp: true } : {}),
+    ...(introspectionId ? { introspection: { clientId: introspectionId, clientSecret: secret! } } : {}),
+    ...opt('jwksCooldownMs', cooldown),
+    ...opt('tokenCacheMs', intFlag(values, 'oauth-token-cache-ms', 0)),
+  };
+  try {
+    createOAuthResourceServer(options); // the same checks the front makes, reported as a usage error
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  return options;
+}
+
 function opt<K extends string, V>(key: K, v: V | undefined): { [P in K]?: V } {
   return (v === undefined ? {} : { [key]: v }) as { [P in K]?: V };
 }
@@ -286,6 +343,10 @@ export async function main(argv: string[]): Promise<void> {
       return runClientCommand(resume, rest);
     case 'cancel':
       return runClientCommand(cancel, rest);
+    case 'login':
+      return runClientCommand(loginCommand, rest);
+    case 'logout':
+      return runClientCommand(logoutCommand, rest);
     case 'dashboard':
       return dashboardCommand(parsed('dashboard', () => dashboardArgs(rest)), fail);
     case undefined:

@@ -44,6 +44,12 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
     ...(dashboard ? { dashboard: { ...dashboard, host } } : {}),
     ...(loopback ? { allowedHosts: localhostAllowedHostnames(), allowedOrigins: localhostAllowedOrigins() } : {}),
   });
+  try {
+    await front.ready();
+  } catch (e) {
+    await front.close();
+    throw e;
+  }
   const server = createServer((req, res) => void front.node(req, res));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -10,3 +10,4 @@ export { defineServer, moduleFactory, type OutlastServerModule } from './module.
 export type { HandleOptions } from './handles.js';
 export type { LegacyOptions } from './legacy.js';
 export { recordDefinitions, type DefinitionSurface, type Definitions } from './definitions.js';
+export { createOAuthResourceServer, OAuthJwtVerifier, principalOfClaims, type OAuthFrontOptions, type OAuthResourceServer, type PrincipalKind } from './oauth/index.js';

@@ -3,7 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
-import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, requireScopes, type AuthInfo, type ScopeChallengeHandler, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
   CLIENT_CAPABILITIES_META,
@@ -46,6 +46,15 @@ export interface OutlastToolConfig<Shape extends z.ZodRawShape = z.ZodRawShape>
   /** A string argument whose value is the call's idempotency key (for clients that cannot send
    *  `_meta["outlast/idempotencyKey"]`, e.g. a model filling in a request id). */
   idempotencyKeyArgument?: keyof Shape & string;
+  /** OAuth scopes a caller's token must hold to call this tool (behind `oauth`): without them the call is answered
+   *  403 insufficient_scope naming them (step-up), before anything starts. tasks/get|update|cancel need only the owner. */
+  scopes?: string[];
+}
+
+/** The SDK's step-up check for OAuth tokens only: a static bearer token (operator-issued) carries no scopes. */
+function oauthScopeChallenge(scopes: string[]): ScopeChallengeHandler {
+  const check = requireScopes(...(scopes as [string, ...string[]]));
+  return (ctx) => ((ctx.authInfo?.extra as { kind?: unknown } | undefined)?.kind === undefined ? undefined : check(ctx));
 }
 
 export interface OutlastOptions extends RuntimeOptions {
@@ -149,6 +158,7 @@ export class Outlast {
       ...(c.inputSchema !== undefined ? { inputSchema: z.object(c.inputSchema) } : {}),
       ...(c.annotations !== undefined ? { annotations: c.annotations } : {}),
       ...(c._meta !== undefined ? { _meta: c._meta } : {}),
+      ...(c.scopes?.length ? { scopeChallenge: oauthScopeChallenge(c.scopes) } : {}),
     };
     this.tools.set(name, { name, config: c, registration });
     return this;

@@ -24,6 +24,7 @@ import { createDirectTaskPath } from '../direct.js';
 import { requestMetrics } from '../request-metrics.js';
 import { requestSpans } from '../request-spans.js';
 import { checkDashboardExposure, createDashboard, type Dashboard, type DashboardOptions } from '../../ops/dashboard/index.js';
+import { createOAuthResourceServer, type OAuthFrontOptions } from '../oauth/index.js';
 import { jsonRpcError, retryAfter } from './answers.js';
 import { serveTaskListen, type ListenRequest, type ListenStream } from './listen.js';
 
@@ -40,6 +41,9 @@ export interface OutlastHandlerOptions {
   path?: string;
   /** Static bearer tokens: token → principal. When set, requests without a listed token get 401. */
   bearer?: Record<string, string>;
+  /** An OAuth 2.1 resource server in front (src/server/oauth): tasks are bound to the token's issuer + subject. A
+   *  listed static bearer token still wins (operators' tokens beside OAuth). */
+  oauth?: OAuthFrontOptions;
   /** Default DEFAULT_MAX_BODY_BYTES; a body a framework already parsed is measured on its JSON text. */
   maxBodyBytes?: number;
   /** SSE keep-alive comment period on listen streams. Default 15 000 ms. */
@@ -80,6 +84,8 @@ export interface FrontExtra {
 
 export interface Front {
   fetch(request: Request, extra?: FrontExtra): Promise<Response>;
+  /** Resolves once what the front needs before its first request is there (the OAuth issuers' metadata); rejects with why not. */
+  ready(): Promise<void>;
   /** The node:http handler that owns this request (the dashboard, /metrics), after the Host check; a refusal; or undefined. */
   mount(request: Request): NodeMount | Response | undefined;
   /** Reads at most this many bytes of a body before calling it too large. */
@@ -132,6 +138,10 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   const keepAliveMs = options.keepAliveMs ?? 15_000;
   const bearer = options.bearer && Object.keys(options.bearer).length > 0 ? new Map(Object.entries(options.bearer)) : undefined;
   const onerror = options.onerror ?? (() => undefined);
+  const oauth = options.oauth ? createOAuthResourceServer(options.oauth) : undefined;
+  // Discovery starts now; the first request waits for it (and serveHttp before it listens).
+  const oauthReady = oauth?.ready();
+  oauthReady?.catch(() => undefined);
 
   let dashboard: Dashboard | undefined;
   if (options.dashboard) {
@@ -156,11 +166,19 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     return (options.allowedHosts && hostHeaderValidationResponse(request, options.allowedHosts)) || (options.allowedOrigins && originValidationResponse(request, options.allowedOrigins)) || undefined;
   }
 
-  /** The principal's auth: a configured bearer token, else what the app's own authentication gave. */
-  function authenticate(request: Request, extra: FrontExtra | undefined): AuthInfo | Response | undefined {
-    if (!bearer) return extra?.authInfo;
+  /** The principal's auth: a configured bearer token, else a verified OAuth token, else what the app's own authentication gave. */
+  async function authenticate(request: Request, extra: FrontExtra | undefined): Promise<AuthInfo | Response | undefined> {
+    if (!bearer && !oauth) return extra?.authInfo;
     const m = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '');
-    const principal = m ? bearer.get(m[1]!.trim()) : undefined;
+    const principal = m && bearer ? bearer.get(m[1]!.trim()) : undefined;
+    if (!principal && oauth) {
+      await oauthReady;
+      const verdict = await oauth.authenticate(request);
+      if ('authInfo' in verdict) return verdict.authInfo;
+      // The reason only (the SDK puts it in the challenge); never the token.
+      outlast.runtime.log.debug('OAuth: request refused', { status: verdict.response.status, reason: /error_description="([^"]*)"/.exec(verdict.response.headers.get('www-authenticate') ?? '')?.[1] ?? null });
+      return verdict.response;
+    }
     if (!principal) {
       return jsonRpcError(401, null, ErrorCode.InvalidRequest, m ? 'Unknown bearer token' : 'Authorization: Bearer <token> is required', undefined, {
         'www-authenticate': 'Bearer realm="outlast"',
@@ -201,10 +219,14 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
         headers: { 'content-type': 'text/plain; charset=utf-8' },
       });
     }
+    if (oauth && pathname.startsWith('/.well-known/')) {
+      const metadata = oauth.metadata(request);
+      if (metadata) return metadata;
+    }
     if (pathname !== path) return new Response(`Not found: the MCP endpoint is ${path}\n`, { status: 404, headers: { 'content-type': 'text/plain' } });
     const refused = refusedHost(request);
     if (refused) return refused;
-    const auth = authenticate(request, extra);
+    const auth = await authenticate(request, extra);
     if (auth instanceof Response) return auth;
     if (request.method !== 'POST') return sdk.fetch(request, auth ? { authInfo: auth } : undefined);
     const who = outlast.principalOfAuth(auth);
@@ -279,6 +301,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   return {
     bodyCap: maxBody + 1,
     sdk,
+    ready: async () => void (await oauthReady),
     mount: (request) => mountOf(request, pathnameOf(request.url)),
     async fetch(request, extra) {
       try {

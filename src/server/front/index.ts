@@ -19,6 +19,8 @@ export interface OutlastHandler {
   close(): Promise<void>;
   /** The SDK's handler behind the front (e.g. `notify` for list-changed notifications). */
   readonly sdk: McpHttpHandler;
+  /** Resolves once the front can serve (the OAuth issuers' metadata discovered); rejects, saying why, when it cannot. */
+  ready(): Promise<void>;
 }
 
 /** Outlast's HTTP front for your own stack. Does not start the runtime: `await outlast.start()` does. */
@@ -30,5 +32,6 @@ export function outlastHandler(outlast: Outlast, factory: ServerFactory, options
     node,
     close: () => front.close(),
     sdk: front.sdk,
+    ready: () => front.ready(),
   };
 }
