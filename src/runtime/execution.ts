@@ -85,6 +85,7 @@ export function newTaskFor(
 /** What the caller hears when its task could not be stored (nothing was started). */
 export function creationFailure(e: unknown, log: Logger): TaskProtocolError {
   if (e instanceof IdempotencyConflictError) return new TaskProtocolError(ErrorCode.InvalidParams, e.message, { existingTaskId: e.existingTaskId });
+  if (e instanceof TaskProtocolError) return e; // e.g. the store is unreachable: retryable, and it says so
   log.error('could not persist task', { error: String(e) });
   return new TaskProtocolError(ErrorCode.InternalError, 'The task could not be stored; nothing was started. Retry the call.');
 }
@@ -232,10 +233,10 @@ export class Execution implements TaskContext {
     return this.call.preflight;
   }
 
-  /** Another replica owns the task now: stop, and write nothing more. */
-  lostOwnership(): void {
+  /** Another replica owns the task now (or may: `why`): stop, and write nothing more. */
+  lostOwnership(why = 'another replica took this task over; stopping this run'): void {
     if (this.abandoned) return;
-    this.rt.log.warn('another replica took this task over; stopping this run', { taskId: this.taskId ?? null });
+    this.rt.log.warn(why, { taskId: this.taskId ?? null });
     this.abandoned = true;
     this.waitsOfRun?.close();
     this.span?.lost();

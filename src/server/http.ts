@@ -26,6 +26,7 @@ import { answerPostedResponse, isInputResponse } from './legacy.js';
 import { createDirectTaskPath } from './direct.js';
 import { requestMetrics } from './request-metrics.js';
 import { requestSpans } from './request-spans.js';
+import { HEALTH_PATHS, healthResponse } from './health.js';
 import { checkDashboardExposure, createDashboard, isLoopbackHost, type Dashboard, type DashboardOptions } from '../ops/dashboard/index.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
@@ -147,6 +148,12 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
         return void (await dashboard.handle(req, res));
       }
       if (options.metrics && pathname === '/metrics' && req.method === 'GET') return options.metrics(req, res);
+      if (HEALTH_PATHS.has(pathname)) {
+        const h = (await healthResponse(outlast, new Request(`http://localhost${pathname}`, { method: req.method ?? 'GET' })))!;
+        h.headers.forEach((v, k) => res.setHeader(k, v));
+        res.writeHead(h.status).end(req.method === 'HEAD' ? undefined : await h.text());
+        return;
+      }
       if (pathname !== path) {
         res.writeHead(404, { 'content-type': 'text/plain' }).end(`Not found: the MCP endpoint is ${path}\n`);
         return;
