@@ -112,6 +112,9 @@ export class Execution implements TaskContext {
   /** The claim this run holds the task under (every write names it). */
   epoch: number;
   attempt: number;
+  /** The id the task row is written under (known before the store answers: a creation whose answer was lost may
+   *  have happened). */
+  plannedTaskId: string | undefined;
   /** Settles when the handler does. */
   done!: Promise<HandlerEnd>;
   private promotion: Promise<{ record: TaskRecord; created: boolean }> | undefined;
@@ -274,8 +277,10 @@ export class Execution implements TaskContext {
   /** Persists the task (once). Resolves after the commit. */
   persist(): Promise<{ record: TaskRecord; created: boolean }> {
     if (!this.promotion) {
+      const row = newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride });
+      this.plannedTaskId = row.taskId;
       this.promotion = this.rt.store
-        .create(newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride }))
+        .create(row)
         .then((r) => {
           if (r.created) {
             this.taskId = r.record.taskId;

@@ -4,8 +4,9 @@
  *
  * A stalled store is a failure, not a wait (design.md §13):
  * - Every heartbeat has a deadline; a miss closes the store gate (store-health.ts: requests fail fast, retryable).
- * - Self-fencing: `leaseMs` after the last heartbeat that reached the store was *sent* (never later than the peers
- *   could judge it, since they measure from when it was written), the runs here are stopped without waiting for the
+ * - Self-fencing: `leaseMs` (less half a heartbeat, for a late timer) after the last heartbeat that reached the store
+ *   was *sent* (never later than the peers could judge it, since they measure from when it was written), the runs
+ *   here are stopped without waiting for the
  *   store, and the replica reports not ready. When the store answers again, each stopped run whose task still
  *   belongs to this replica is taken back: re-run if retry-safe, failed saying why otherwise; a task a peer took
  *   over is left to it.
@@ -89,14 +90,24 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 export class Recovery {
   private recovering: Promise<void> | undefined;
-  private beating = false;
+  /** Heartbeats in flight: a hung one does not hold back the next (that one may find the store back already). */
+  private beating = 0;
   private afterBeat: Promise<void> | undefined;
   private fenceTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
-  /** Runs this replica stopped when it fenced itself, by task id, until the store tells who owns them now. */
-  private readonly stopped = new Set<string>();
+  /** Tasks of this replica with no run here and an open fate, until the store tells who owns them now: runs it
+   *  stopped when it fenced itself, and creations whose answer the store did not give in time. */
+  private readonly stopped = new Map<string, 'fenced' | 'doubtful'>();
 
-  constructor(private readonly host: RecoveryHost, private readonly opts: LeaseOptions) {}
+  /** As many heartbeats as can hang within a deadline, plus one that may find the store back. */
+  private readonly maxInFlight: number;
+  /** Runs stop this long before the lease ends: a late timer must not let a peer's takeover come first. */
+  private readonly fenceMarginMs: number;
+
+  constructor(private readonly host: RecoveryHost, private readonly opts: LeaseOptions) {
+    this.maxInFlight = Math.min(3, Math.ceil(opts.heartbeatDeadlineMs / opts.heartbeatMs) + 1);
+    this.fenceMarginMs = Math.floor(opts.heartbeatMs / 2);
+  }
 
   async register(): Promise<void> {
     const now = Date.now();
@@ -114,18 +125,20 @@ export class Recovery {
   /** One heartbeat: renew the lease (within its deadline), then catch missed cancels and take over what dead
    *  replicas left. */
   async tick(): Promise<void> {
-    if (this.host.isStopping || this.beating) return;
-    this.beating = true;
+    if (this.host.isStopping || this.beating >= this.maxInFlight) return;
+    this.beating++;
     const sentAt = performance.now();
     let alive: boolean;
     try {
       alive = await withDeadline(this.host.store.heartbeat(this.host.replicaId, Date.now()), this.opts.heartbeatDeadlineMs, 'heartbeat');
     } catch (e) {
-      this.beatFailed(e);
+      // A miss counts unless a heartbeat sent after it has reached the store meanwhile.
+      if ((this.host.health.lastBeatSentAt ?? -Infinity) < sentAt) this.beatFailed(e);
       return;
     } finally {
-      this.beating = false;
+      this.beating--;
     }
+    if ((this.host.health.lastBeatSentAt ?? -Infinity) > sentAt) return; // a later one already counted
     this.beatSucceeded(sentAt);
     // The lease work may take longer than a heartbeat; it never delays the next one.
     this.afterBeat ??= this.leaseWork(alive).finally(() => (this.afterBeat = undefined));
@@ -153,7 +166,7 @@ export class Recovery {
     else if (wasFailing) log.info('the store answers heartbeats again');
     // Self-fencing: a whole lease after this heartbeat was sent, unless another one reaches the store first.
     clearTimeout(this.fenceTimer);
-    this.fenceTimer = setTimeout(() => this.selfFence(), Math.max(0, sentAt + this.opts.leaseMs - performance.now()));
+    this.fenceTimer = setTimeout(() => this.selfFence(), Math.max(0, sentAt + this.opts.leaseMs - this.fenceMarginMs - performance.now()));
     this.fenceTimer.unref?.();
   }
 
@@ -186,7 +199,7 @@ export class Recovery {
     const ids: string[] = [];
     for (const [taskId, exec] of [...running]) {
       ids.push(taskId);
-      this.stopped.add(taskId);
+      this.stopped.set(taskId, 'fenced');
       running.delete(taskId);
       exec.lostOwnership('no heartbeat reached the store for a whole lease; stopping this run (a peer may take the task over)');
     }
@@ -198,8 +211,13 @@ export class Recovery {
 
   /** After a self-fence: each stopped run whose task is still this replica's is re-run or failed (never both, never
    *  stuck); a task a peer took over meanwhile is the peer's. */
+  /** A task of this replica that nothing runs: once the store answers, it is re-run or failed like a stopped run. */
+  settleLater(taskId: string, why: 'fenced' | 'doubtful'): void {
+    if (this.stopped.size < 100_000) this.stopped.set(taskId, why);
+  }
+
   private async takeBackStopped(): Promise<void> {
-    for (const taskId of [...this.stopped]) {
+    for (const [taskId, why] of [...this.stopped]) {
       let rec: TaskRecord;
       try {
         rec = await this.host.store.takeOver(taskId, this.host.replicaId, this.host.replicaId, Date.now());
@@ -209,7 +227,7 @@ export class Recovery {
         continue;
       }
       this.stopped.delete(taskId);
-      await this.resume(rec, 'fenced');
+      await this.resume(rec, why);
     }
   }
 
@@ -283,7 +301,7 @@ export class Recovery {
 
   /** A task this replica now holds again (a dead peer's, or one of its own stopped runs): cancelled if that was
    *  asked, re-run when declared safe, failed with the reason otherwise. */
-  private async resume(rec: TaskRecord, why: 'lost' | 'fenced'): Promise<void> {
+  private async resume(rec: TaskRecord, why: 'lost' | 'fenced' | 'doubtful'): Promise<void> {
     const host = this.host;
     const tool = host.tool(rec.tool);
     const maxAttempts = tool?.spec.maxAttempts ?? this.opts.maxAttempts;
@@ -291,7 +309,7 @@ export class Recovery {
       await host.finishQuietly(rec.taskId, { status: 'cancelled' }, 'Cancelled: the server running it stopped after the cancel request');
       return;
     }
-    const failure = whyNotRerun(rec, tool, maxAttempts, why === 'fenced' ? this.opts.leaseMs : undefined);
+    const failure = whyNotRerun(rec, tool, maxAttempts, why === 'lost' ? undefined : { why, leaseMs: this.opts.leaseMs });
     if (failure || !tool) {
       const error = await namingStep(host.store, rec.taskId, failure ?? notRegistered(rec));
       host.alert({ kind: 'worker-lost', taskId: rec.taskId, tool: rec.tool, message: error.message });
@@ -323,12 +341,20 @@ function notRegistered(rec: TaskRecord): JsonRpcErrorObject {
 }
 
 /** Why a task whose worker was lost is failed instead of re-run (undefined: re-run it). */
-function whyNotRerun(rec: TaskRecord, tool: RegisteredTool | undefined, maxAttempts: number, fencedLeaseMs?: number): JsonRpcErrorObject | undefined {
+function whyNotRerun(
+  rec: TaskRecord,
+  tool: RegisteredTool | undefined,
+  maxAttempts: number,
+  store?: { why: 'fenced' | 'doubtful'; leaseMs: number },
+): JsonRpcErrorObject | undefined {
   if (!tool) return notRegistered(rec);
-  if (!rec.retrySafe && fencedLeaseMs !== undefined) {
+  if (!rec.retrySafe && store) {
+    const what = store.why === 'fenced'
+      ? `The server running this task could not reach its task store for longer than its lease (${store.leaseMs} ms), so it stopped the run (another replica could have taken it over)`
+      : 'The task store stored this task but did not answer its creation in time, so the caller was told to retry and nothing ran it';
     return {
       code: ErrorCode.InternalError,
-      message: `The server running this task could not reach its task store for longer than its lease (${fencedLeaseMs} ms), so it stopped the run (another replica could have taken it over); "${rec.tool}" is not declared safe to re-run, so it was not restarted`,
+      message: `${what}; "${rec.tool}" is not declared safe to re-run, so it was not restarted`,
       data: { reason: 'store_unreachable', attempts: rec.attempts - 1 },
     };
   }

@@ -457,6 +457,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       exec.abandoned = true;
       exec.abort(new TaskCancelledError('shutdown'));
       this.queue.release(exec.slot);
+      // The store did not answer: the row may exist all the same. Once the store answers, it is run or failed.
+      const stored = ((e as TaskProtocolError)?.data as { stored?: unknown } | undefined)?.stored;
+      if (stored === 'unknown' && exec.plannedTaskId) this.recovery.settleLater(exec.plannedTaskId, 'doubtful');
       throw creationFailure(e, this.log);
     }
   }

@@ -364,7 +364,7 @@ export class PostgresTaskStore implements TaskStore {
     client.release();
     this.pool = pool;
     // A heartbeat is a one-row update: it gets as long as a connect, not as long as a task query.
-    this.control = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 2 });
+    this.control = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
     this.control.on('error', () => undefined);
   }
 
@@ -437,6 +437,8 @@ export class PostgresTaskStore implements TaskStore {
       inserted = new Set((await this.q<{ task_id: string }>('insertMany', cols)).rows.map((r) => r.task_id));
     } catch (e) {
       if (batch.length === 1) return batch[0]!.reject(e);
+      // The store did not answer: every row's fate is the same unknown (retrying them one by one would wait again).
+      if (e instanceof StoreUnavailableError) return batch.forEach((p) => p.reject(e));
       // One bad row must not fail the others: each on its own.
       for (const p of batch) void this.insertBatch([p]);
       return;
