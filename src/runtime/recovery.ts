@@ -209,13 +209,13 @@ export class Recovery {
     });
   }
 
-  /** After a self-fence: each stopped run whose task is still this replica's is re-run or failed (never both, never
-   *  stuck); a task a peer took over meanwhile is the peer's. */
   /** A task of this replica that nothing runs: once the store answers, it is re-run or failed like a stopped run. */
   settleLater(taskId: string, why: 'fenced' | 'doubtful'): void {
     if (this.stopped.size < 100_000) this.stopped.set(taskId, why);
   }
 
+  /** After a self-fence (or a creation with no answer): each such task still this replica's is re-run or failed
+   *  (never both, never stuck); a task a peer took over meanwhile is the peer's. */
   private async takeBackStopped(): Promise<void> {
     for (const [taskId, why] of [...this.stopped]) {
       let rec: TaskRecord;
