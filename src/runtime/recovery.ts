@@ -2,7 +2,7 @@
  * Leases and crash recovery: this replica's heartbeat, the judgement of which replicas are dead, and the takeover
  * of the unfinished tasks they left (re-run when declared safe, failed with the reason otherwise).
  *
- * A stalled store is a failure, not a wait (design.md §13):
+ * A stalled store is a failure, not a wait:
  * - Every heartbeat has a deadline; a miss closes the store gate (store-health.ts: requests fail fast, retryable).
  * - Self-fencing: `leaseMs` (less half a heartbeat, for a late timer) after the last heartbeat that reached the store
  *   was *sent* (never later than the peers could judge it, since they measure from when it was written), the runs
