@@ -97,7 +97,7 @@ export class Recovery {
   private probeTimer: NodeJS.Timeout | undefined;
   /** Tasks of this replica with no run here and an open fate, until the store tells who owns them now: runs it
    *  stopped when it fenced itself, and creations whose answer the store did not give in time. */
-  private readonly stopped = new Map<string, 'fenced' | 'doubtful'>();
+  private readonly stopped = new Map<string, { why: 'fenced' | 'doubtful'; handlerEnded: () => boolean; since: number }>();
 
   /** As many heartbeats as can hang within a deadline, plus one that may find the store back. */
   private readonly maxInFlight: number;
@@ -199,7 +199,9 @@ export class Recovery {
     const ids: string[] = [];
     for (const [taskId, exec] of [...running]) {
       ids.push(taskId);
-      this.stopped.set(taskId, 'fenced');
+      let ended = false;
+      void exec.done?.then(() => (ended = true));
+      this.stopped.set(taskId, { why: 'fenced', handlerEnded: () => ended, since: performance.now() });
       running.delete(taskId);
       exec.lostOwnership('no heartbeat reached the store for a whole lease; stopping this run (a peer may take the task over)');
     }
@@ -211,13 +213,16 @@ export class Recovery {
 
   /** A task of this replica that nothing runs: once the store answers, it is re-run or failed like a stopped run. */
   settleLater(taskId: string, why: 'fenced' | 'doubtful'): void {
-    if (this.stopped.size < 100_000) this.stopped.set(taskId, why);
+    if (this.stopped.size < 100_000) this.stopped.set(taskId, { why, handlerEnded: () => true, since: performance.now() });
   }
 
   /** After a self-fence (or a creation with no answer): each such task still this replica's is re-run or failed
    *  (never both, never stuck); a task a peer took over meanwhile is the peer's. */
   private async takeBackStopped(): Promise<void> {
-    for (const [taskId, why] of [...this.stopped]) {
+    for (const [taskId, { why, handlerEnded, since }] of [...this.stopped]) {
+      // Not while the stopped handler still runs (it ignores its signal): a re-run would be a second run at once.
+      // One that never ends is given up on after a lease, as a peer would.
+      if (!handlerEnded() && performance.now() - since < this.opts.leaseMs * 2) continue;
       let rec: TaskRecord;
       try {
         rec = await this.host.store.takeOver(taskId, this.host.replicaId, this.host.replicaId, Date.now());
