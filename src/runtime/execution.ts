@@ -51,7 +51,7 @@ export interface ExecutionHost {
 /** The row a call becomes: the tool's TTL (or the shorter one a 2025-11-25 caller asked for), poll interval and
  *  retry-safety, the hash behind an idempotency key, and which wire created it. */
 export function newTaskFor(
-  host: Pick<ExecutionHost, 'defaultTtlMs' | 'defaultPollIntervalMs'>,
+  host: Pick<ExecutionHost, 'defaultTtlMs' | 'defaultPollIntervalMs' | 'store'>,
   tool: RegisteredTool,
   args: JsonObject,
   call: CallContext,
@@ -65,7 +65,7 @@ export function newTaskFor(
     tool: tool.name,
     args: call.preflight ? { ...args, preflight: call.preflight } : args,
     statusMessage: row.statusMessage,
-    createdAt: Date.now(),
+    createdAt: host.store.now(),
     ttlMs: ttlFor(spec.ttlMs !== undefined ? spec.ttlMs : host.defaultTtlMs, call.taskRequested?.ttlMs),
     pollIntervalMs: spec.pollIntervalMs ?? host.defaultPollIntervalMs,
     owner: row.owner,
@@ -392,7 +392,7 @@ export class Execution implements TaskContext {
       if ('error' in stored) throw stored.error;
       return stored.value;
     }
-    const now = Date.now();
+    const now = this.rt.store.now();
     const pending: Record<string, { request: InputRequest; deadline: number }> = {};
     for (const k of keys) pending[k] = { request: requests[k], deadline: now + timeoutMs };
     let rec: TaskRecord;
@@ -434,7 +434,7 @@ export class Execution implements TaskContext {
       }
       return sleepWakeAt(name, ms, now, expiresAt);
     });
-    await sleepUntil(wakeAt, this.signal, this.waits);
+    await sleepUntil(wakeAt, this.signal, this.waits, () => this.rt.store.now());
   }
 
   async elicit(message: string, requestedSchema: JsonObject, options: ElicitOptions = {}): Promise<ElicitResult> {
@@ -459,7 +459,7 @@ export class Execution implements TaskContext {
     // long as this replica lives; if it dies first, the task is recovered elsewhere like any other orphan.
     for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
       try {
-        await this.rt.store.finish(taskId, this.owner, outcome, message, Date.now(), this.epoch);
+        await this.rt.store.finish(taskId, this.owner, outcome, message, this.rt.store.now(), this.epoch);
         this.rt.publish(taskId);
         this.rt.taskFinished(this);
         return;

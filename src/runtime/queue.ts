@@ -270,7 +270,7 @@ export class RunQueue {
 
   /** tasks/cancel of a queued or parked task: cancelled at once, no handler involved. false: it was claimed meanwhile. */
   async cancelQueued(taskId: string, parked = false): Promise<boolean> {
-    const rec = await this.host.store.cancelQueued(taskId, Date.now(), parked ? 'Cancelled while parked (no handler was running)' : 'Cancelled before it started');
+    const rec = await this.host.store.cancelQueued(taskId, this.host.store.now(), parked ? 'Cancelled while parked (no handler was running)' : 'Cancelled before it started');
     if (!rec) return false;
     if (!parked) this.depth = Math.max(0, this.depth - 1);
     this.host.publish(taskId);
@@ -354,7 +354,7 @@ export class RunQueue {
       this.claimingSlots = max;
       this.claiming = room;
       let claimed: TaskRecord[];
-      const claim = this.host.store.claimQueued({ owner: this.host.replicaId, now: Date.now(), room, max, limits: this.limits() });
+      const claim = this.host.store.claimQueued({ owner: this.host.replicaId, now: this.host.store.now(), room, max, limits: this.limits() });
       this.claimDone = claim.catch(() => undefined);
       try {
         claimed = await claim;

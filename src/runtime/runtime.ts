@@ -214,7 +214,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   async finishQuietly(taskId: string, outcome: Outcome, message: string): Promise<void> {
     try {
-      await this.store.finish(taskId, this.replicaId, outcome, message, Date.now());
+      await this.store.finish(taskId, this.replicaId, outcome, message, this.store.now());
       this.publish(taskId);
     } catch (e) {
       if (!(e instanceof TaskWriteRefused)) throw e;
@@ -269,7 +269,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   }
 
   /** Expires tasks past their TTL (tombstones) and purges old tombstones. */
-  sweep(now = Date.now()): Promise<{ expired: number; purged: number }> {
+  sweep(now = this.store.now()): Promise<{ expired: number; purged: number }> {
     return sweepExpired(this, this.opts, now);
   }
 
@@ -409,7 +409,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   /** The CreateTaskResult for a record. */
   createResult(rec: TaskRecord): CreateTaskResult {
-    return createResult(rec, Date.now(), this.pollPolicy);
+    return createResult(rec, this.store.now(), this.pollPolicy);
   }
 
   /** The wire view of a record (what tasks/get and notifications/tasks carry). */
@@ -424,7 +424,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   /** Polls faster than advertised: returns ms to wait, or 0. */
   pollBackoff(taskId: string, principal: string): number {
-    const waitMs = this.governor?.check(principal, taskId, Date.now()) ?? 0;
+    const waitMs = this.governor?.check(principal, taskId, this.store.now()) ?? 0;
     if (waitMs > 0) this.telemetry?.pollRefusals.add('', () => ({}));
     return waitMs;
   }
@@ -432,7 +432,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** The narrow read behind a poll, for `principal`: notes the advertised interval and a first read of an outcome. */
   async pollView(taskId: unknown, principal: string): Promise<TaskView> {
     const rec = owned(await this.store.view(checkTaskId(taskId)), principal);
-    const now = Date.now();
+    const now = this.store.now();
     const terminal = isTerminal(rec.status);
     // A finished task needs no more polling, and its limiter entry would only hold memory.
     if (this.governor) this.governor.advertised(principal, rec.taskId, terminal ? undefined : advertisedPollInterval(rec, now, this.pollPolicy), now);
@@ -441,14 +441,14 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   }
 
   async getTask(taskId: unknown, principal: string): Promise<DetailedTask> {
-    return this.wireTask(await this.queue.withPosition(await this.pollView(taskId, principal)), Date.now());
+    return this.wireTask(await this.queue.withPosition(await this.pollView(taskId, principal)), this.store.now());
   }
 
   async updateTask(taskId: unknown, principal: string, inputResponses: unknown): Promise<{ accepted: string[] }> {
     const rec = await this.lookup(taskId, principal);
     const responses = validateInputResponses(inputResponses, rec.inputRequests);
     if (Object.keys(responses).length === 0) return { accepted: [] };
-    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, Date.now());
+    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, this.store.now());
     this.answered(record, accepted);
     return { accepted };
   }
@@ -458,14 +458,14 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     if (accepted.length === 0) return;
     this.publish(record.taskId, 'input');
     this.publish(record.taskId);
-    if (record.parkedAt !== null && record.queuedAt !== null && record.queuedAt <= Date.now()) this.publish(QUEUE_SIGNAL_ID, 'queue');
+    if (record.parkedAt !== null && record.queuedAt !== null && record.queuedAt <= this.store.now()) this.publish(QUEUE_SIGNAL_ID, 'queue');
   }
 
   async cancelTask(taskId: unknown, principal: string): Promise<void> {
     const rec = await this.lookup(taskId, principal);
     if (isTerminal(rec.status)) return;
     if (rec.queuedAt !== null && (await this.queue.cancelQueued(rec.taskId, rec.parkedAt !== null))) return;
-    const after = await this.store.requestCancel(rec.taskId, Date.now());
+    const after = await this.store.requestCancel(rec.taskId, this.store.now());
     // Parked in between: no handler would see the cancel, so it ends here (a park after the request sees it instead).
     if (after?.parkedAt != null && (await this.queue.cancelQueued(rec.taskId, true))) return;
     this.publish(rec.taskId, 'cancel');
@@ -501,7 +501,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const ended = await this.untilTerminal(rec.taskId, principal, graceMs);
     if (ended) return ended;
     try {
-      await this.store.finish(rec.taskId, null, { status: 'cancelled' }, 'Cancelled by the caller', Date.now());
+      await this.store.finish(rec.taskId, null, { status: 'cancelled' }, 'Cancelled by the caller', this.store.now());
       this.publish(rec.taskId);
     } catch (e) {
       if (!(e instanceof TaskWriteRefused)) throw e;
@@ -541,7 +541,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const responses = 'error' in answer
       ? { [key]: { [INPUT_REFUSED]: { code: answer.error.code, message: String(answer.error.message ?? '') } } }
       : validateInputResponses({ [key]: answer.result }, rec.inputRequests);
-    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, Date.now());
+    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, this.store.now());
     this.answered(record, accepted);
     // Past its deadline: the store recorded the timeout instead, and the answer is refused.
     if (accepted.length === 0 && record.inputResponses[key]?.timedOut) throw inputTimedOut(key, record.inputResponses[key]!.answeredAt);
@@ -551,7 +551,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Notes that a caller read a terminal outcome (the unread-failure alert keys on it). */
   noteRetrieved(view: TaskView): void {
     if (!isTerminal(view.status) || view.retrievedAt !== null) return;
-    void this.store.markRetrieved(view.taskId, Date.now()).catch((e) => this.log.warn('could not note retrieval', { error: String(e) }));
+    void this.store.markRetrieved(view.taskId, this.store.now()).catch((e) => this.log.warn('could not note retrieval', { error: String(e) }));
   }
 
   /** One page of `principal`'s tasks, newest first. `cursor` is the `nextCursor` of the page before. */
@@ -572,6 +572,6 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   /** Calls `listener` with the full task state now and after every change, until unsubscribed. */
   watch(taskId: unknown, principal: string, listener: (task: DetailedTask) => void): Promise<() => void> {
-    return this.watchViews(taskId, principal, (v) => listener(this.wireTask(v, Date.now())));
+    return this.watchViews(taskId, principal, (v) => listener(this.wireTask(v, this.store.now())));
   }
 }

@@ -252,6 +252,10 @@ export interface TaskStore {
   /** Opens the store and applies numbered migrations. Idempotent. */
   init(): Promise<void>;
   close(): Promise<void>;
+  /** The store's clock, epoch ms: every time decision another process must agree with (creation, expiry and the
+   *  sweep, claims and wakes, input deadlines, sleeps) is made on it, never on a replica's own clock. PostgreSQL:
+   *  the database's clock; SQLite: the clock of the machine that holds the file (every process on it shares one). */
+  now(): number;
   /** The bus that carries signals between the processes sharing this store (default: in-process only). */
   createSignalBus?(options?: { onError?: (message: string) => void }): SignalBus;
 

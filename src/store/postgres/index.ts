@@ -31,6 +31,7 @@ import {
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
 import { PgSignalBus, quoteIdent } from './bus.js';
+import { StoreClock } from './clock.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
 import { SETTINGS_QUERIES } from './settings.js';
@@ -278,6 +279,8 @@ export class PostgresTaskStore implements TaskStore {
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   readonly ops: OperatorStore;
   private opening: Promise<void> | undefined;
+  /** The database's clock (one clock decides: every time this store is given comes from it). */
+  private clock: StoreClock | undefined;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? 'outlast';
@@ -348,10 +351,19 @@ export class PostgresTaskStore implements TaskStore {
       throw e;
     }
     client.release();
+    const clock = new StoreClock(pool);
+    await clock.start();
+    this.clock = clock;
     this.pool = pool;
   }
 
+  /** Epoch ms on PostgreSQL's clock (an offset measured against clock_timestamp(), kept fresh). */
+  now(): number {
+    return this.clock ? this.clock.now() : Date.now();
+  }
+
   async close(): Promise<void> {
+    this.clock?.stop();
     const pool = this.pool;
     this.pool = undefined;
     this.opening = undefined;
@@ -459,7 +471,7 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number, epoch?: number): Promise<TaskRecord> {
-    const row = await this.row('progress', [taskId, owner, statusMessage, pollIntervalMs ?? null, Date.now(), epoch ?? null]);
+    const row = await this.row('progress', [taskId, owner, statusMessage, pollIntervalMs ?? null, this.now(), epoch ?? null]);
     if (!row) throw await this.refusal(taskId, owner, epoch);
     return toRecord(row);
   }
@@ -617,7 +629,7 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async sharedSecret(name: string, generate: () => string): Promise<string> {
-    await this.q('settingInsert', [name, generate(), Date.now()]);
+    await this.q('settingInsert', [name, generate(), this.now()]);
     return (await this.q<{ value: string }>('settingRead', [name])).rows[0]!.value;
   }
 

@@ -153,6 +153,11 @@ interface PendingWrite {
 
 export class SqliteTaskStore implements TaskStore {
   readonly backend = 'sqlite';
+
+  /** The file's processes share one machine and so one clock: the system clock of this host. */
+  now(): number {
+    return Date.now();
+  }
   readonly path: string;
   private db!: Database.Database;
   private readonly options: Required<SqliteStoreOptions>;
