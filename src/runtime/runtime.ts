@@ -26,6 +26,7 @@ import { validateInputResponses } from './input.js';
 import { inlineOutcome, taskOutcome, type HandlerEnd } from './outcome.js';
 import { DEFAULT_POLL_LIMIT, DEFAULT_POLL_POLICY, PollGovernor, advertisedPollInterval, type PollPolicy } from './poll.js';
 import { RunQueue, type QueueHost } from './queue.js';
+import { principalDefaults } from './principal-bounds.js';
 import { MAX_STEP_BYTES } from './steps.js';
 import { Recovery, type RecoveryHost } from './recovery.js';
 import { sweepExpired, type SweepHost } from './sweeper.js';
@@ -128,10 +129,16 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     for (const [name, n] of [['maxRunning', options.maxRunning], ['maxQueued', options.maxQueued], ['queuePollMs', options.queuePollMs], ['claimBatch', options.claimBatch]] as const) {
       if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`${name} must be an integer >= 1, got ${n}`);
     }
+    const maxRunning = options.maxRunning ?? Infinity;
+    const maxQueued = options.maxQueued ?? 10_000;
+    const shares = principalDefaults(maxRunning, maxQueued);
     this.queue = new RunQueue(this, {
-      maxRunning: options.maxRunning ?? Infinity,
+      maxRunning,
       toolLimits: { ...options.toolLimits },
-      maxQueued: options.maxQueued ?? 10_000,
+      maxQueued,
+      maxRunningPerPrincipal: options.maxRunningPerPrincipal ?? shares.maxRunningPerPrincipal,
+      maxQueuedPerPrincipal: options.maxQueuedPerPrincipal ?? shares.maxQueuedPerPrincipal,
+      maxTasksPerPrincipal: options.maxTasksPerPrincipal ?? shares.maxTasksPerPrincipal,
       queuePollMs: options.queuePollMs ?? 1000,
       claimBatch: options.claimBatch ?? 16,
     });
@@ -327,7 +334,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       throw new TaskProtocolError(ErrorCode.InvalidParams, 'The idempotency key must be a non-empty string of at most 255 characters');
     }
     // Over capacity, a caller that can follow a task (or a handle) waits for it in the run queue.
-    const admitted = await this.queue.admit(tool, asTask || asHandle);
+    // A caller at its bound of stored tasks is refused before anything runs (fair to every caller).
+    if (asTask || asHandle) await this.queue.bounds.checkStored(cc.principal);
+    const admitted = await this.queue.admit(tool, asTask || asHandle, cc.principal);
     if (admitted === 'queue') return this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key }, asTask ? 'task' : 'handle');
     const exec = new Execution(this, tool, args, { ...cc, idempotencyKey: key });
     exec.slot = admitted;
@@ -407,6 +416,10 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     }
   }
 
+  taskStored(principal: string): void {
+    this.queue.bounds.stored(principal);
+  }
+
   /** The CreateTaskResult for a record. */
   createResult(rec: TaskRecord): CreateTaskResult {
     return createResult(rec, this.store.now(), this.pollPolicy);
@@ -475,8 +488,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   /** Why a call of tool `name` would be refused for capacity now, before anything is stored (synchronous). `canWait`:
    *  the caller can follow a task or a handle. */
-  capacityRefusal(name: string, canWait: boolean): TaskProtocolError | undefined {
-    return this.queue.refusal(name, canWait);
+  capacityRefusal(name: string, canWait: boolean, principal?: string): TaskProtocolError | undefined {
+    return this.queue.refusal(name, canWait, principal);
   }
 
   /** A secret every replica on this store shares (e.g. the key sealing MRTR requestState): generated once, kept in

@@ -16,6 +16,7 @@ import {
   type ListCursor,
   type ParkRequest,
   type ParkResult,
+  type PrincipalLoad,
   type QueueClaim,
   type ReplicaInfo,
   type StepRecord,
@@ -583,6 +584,11 @@ export class PostgresTaskStore implements TaskStore {
       })),
       purged,
     };
+  }
+
+  async principalLoad(principal: string): Promise<PrincipalLoad> {
+    const r = (await this.q<{ queued: number; stored: number; next_expiry: number | null }>('principalLoad', [principal])).rows[0]!;
+    return { queued: r.queued, stored: r.stored, nextExpiry: r.next_expiry };
   }
 
   async queueDepth(): Promise<number> {

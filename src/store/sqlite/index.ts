@@ -13,6 +13,7 @@ import {
   type PendingInput,
   type ListCursor,
   type ParkRequest,
+  type PrincipalLoad,
   type ParkResult,
   type QueueClaim,
   type ReplicaInfo,
@@ -533,6 +534,12 @@ export class SqliteTaskStore implements TaskStore {
         purged,
       };
     }).immediate();
+  }
+
+  async principalLoad(principal: string): Promise<PrincipalLoad> {
+    this.ensureOpen();
+    const r = this.queueQ.principalLoad.get(principal) as { queued: number; stored: number; next_expiry: number | null };
+    return { queued: r.queued, stored: r.stored, nextExpiry: r.next_expiry };
   }
 
   async queueDepth(): Promise<number> {
