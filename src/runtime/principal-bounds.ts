@@ -53,7 +53,8 @@ export class PrincipalBounds {
   private readonly reads = new Map<string, Promise<PrincipalLoad>>();
 
   constructor(private readonly store: TaskStore, readonly opts: PrincipalBoundOptions, private readonly runMs: () => number) {
-    for (const [name, n] of Object.entries(opts)) {
+    for (const name of ['maxRunningPerPrincipal', 'maxQueuedPerPrincipal', 'maxTasksPerPrincipal'] as const) {
+      const n = opts[name];
       if (!Number.isInteger(n) || n < 1) throw new RangeError(`${name} must be an integer >= 1, got ${n}`);
     }
   }
