@@ -183,15 +183,14 @@ export class RunQueue {
     const tool = this.host.tool(name);
     if (!tool) return undefined;
     const asTask = canWait && tool.spec.policy !== 'never';
-    const own = principal === undefined ? undefined : this.bounds.knownRefusal(principal, asTask);
-    if (own) return own;
     // A claim in flight may take nothing: only what would be refused after it counts here.
     const room = this.roomFor(name, true) > 0;
-    if (!asTask) return this.deploymentLimit(name) === undefined && !room ? this.busy() : undefined;
+    const own = () => (principal === undefined ? undefined : this.bounds.knownRefusal(principal, asTask));
+    if (!asTask) return this.deploymentLimit(name) === undefined && !room ? this.busy() : own();
     const queues = this.deploymentLimit(name) !== undefined || this.backlog || !room;
     // Only on a recent reading: a stale one must not keep refusing while other replicas drain the queue.
     const recent = Date.now() - this.depthReadAt < 1000;
-    return queues && recent && this.depth >= this.opts.maxQueued ? this.queueFull(this.depth) : undefined;
+    return queues && recent && this.depth >= this.opts.maxQueued ? this.queueFull(this.depth) : own();
   }
 
   /** A slot for a call to start here now, or 'queue' (`asTask`: the caller can follow a task or a handle). Throws
@@ -206,12 +205,12 @@ export class RunQueue {
     for (;;) {
       // Work already waiting goes first: a new call that can wait joins the queue behind it.
       if (asTask && this.backlog) return 'queue';
-      // This caller runs its share here already: it waits in the queue (whose claim skips it here meanwhile), or is refused.
-      if (!this.bounds.hasRoom(principal)) {
+      if (this.hasRoom(tool.name)) {
+        if (this.bounds.hasRoom(principal)) return this.take(tool.name, principal);
+        // This caller runs its share here already: it waits in the queue (whose claim skips it here meanwhile), or is refused.
         if (asTask) return 'queue';
         throw this.bounds.runningFull(principal);
       }
-      if (this.hasRoom(tool.name)) return this.take(tool.name, principal);
       // Full only because of a claim in flight (a poll, most often): its answer decides.
       if (this.roomFor(tool.name, true) === 0) break;
       await this.claimDone;
@@ -254,7 +253,8 @@ export class RunQueue {
   /** Stores the call as a queued task (after the back-pressure check) and answers its CreateTaskResult, or a handle
    *  to it for a caller that follows tasks through handles. */
   async enqueue(tool: RegisteredTool, args: JsonObject, call: CallContext, as: 'task' | 'handle'): Promise<CallOutcome> {
-    const giveBack = await this.bounds.takeQueued(call.principal);
+    // A principal's share smaller than the whole queue binds first; otherwise the queue's own bound is the one.
+    const giveBack = this.opts.maxQueuedPerPrincipal < this.opts.maxQueued ? await this.bounds.takeQueued(call.principal) : () => undefined;
     let depth: number;
     try {
       depth = await this.takeQueuePlace();
