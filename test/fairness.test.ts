@@ -12,8 +12,9 @@ import { busyEvents, maxConcurrent } from './busy-log.js';
 
 const FLOOD = { token: 'flood-token' };
 const BOB = { token: 'bob-token' };
-const BEARERS = ['--bearer', 'flood-token=flooder', '--bearer', 'bob-token=bob'];
-const PLAIN_CAPS = {}; // a client without the tasks extension: its calls can only run inline
+const BEARERS = ['--bearer', 'flood-token=flooder', '--bearer', 'bob-token=bob', '--no-handles'];
+// A client without the tasks extension, and handles off: its calls can only run inline (the harshest case: they cannot wait).
+const PLAIN_CAPS = {};
 
 /** `n` calls sent `concurrency` at a time; every reply kept. */
 async function flood(url: string, n: number, concurrency: number, args: Record<string, unknown>): Promise<RpcReply[]> {
@@ -88,8 +89,12 @@ describe('fair to every caller', () => {
     assert.ok(refused.length >= 3000 - 2612, `${refused.length} refused`);
     await waitFor('flooder handlers started', () => started(log), (n) => n >= 12);
 
-    // Bob, meanwhile: inline calls (no tasks extension) are served at once in the 4 slots the flooder cannot take.
-    const inline = await Promise.all(Array.from({ length: 8 }, () => callTool(server.url, 'busy', { seconds: 0.2, log }, { ...BOB, caps: PLAIN_CAPS })));
+    // Bob, meanwhile: 24 inline calls (no tasks extension), four at a time, are served at once in the 4 slots the flooder
+    // cannot take.
+    const inline: RpcReply[] = [];
+    for (let wave = 0; wave < 6; wave++) {
+      inline.push(...(await Promise.all(Array.from({ length: 4 }, () => callTool(server.url, 'busy', { seconds: 0.2, log }, { ...BOB, caps: PLAIN_CAPS })))));
+    }
     assert.deepEqual(inline.map((r) => r.error), inline.map(() => undefined), JSON.stringify(inline.map((r) => r.error)));
     for (const r of inline) assert.match(r.result.content[0].text, /^Busy for 0.2 s/);
     // Task calls are accepted (queued behind the flooder's backlog) and each starts, claimed before the flooder's tasks.
