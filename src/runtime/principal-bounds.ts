@@ -59,6 +59,11 @@ export class PrincipalBounds {
     }
   }
 
+  /** Principals whose share is remembered (bounded by MAX_REMEMBERED_PRINCIPALS). */
+  get remembered(): number {
+    return this.shares.size;
+  }
+
   runningOf(principal: string): number {
     return this.running.get(principal) ?? 0;
   }

@@ -580,7 +580,16 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Calls `listener` with the stored view now and after every change, until unsubscribed. */
   async watchViews(taskId: unknown, principal: string, listener: (view: TaskView) => void): Promise<() => void> {
     const rec = owned(await this.store.view(checkTaskId(taskId)), principal);
-    return watchView({ store: this.store, bus: this.bus, recheckMs: this.watchRecheckMs }, rec, listener);
+    const unwatch = watchView({ store: this.store, bus: this.bus, recheckMs: this.watchRecheckMs }, rec, listener);
+    const t = this.telemetry;
+    if (!t) return unwatch;
+    t.watchesOpen++;
+    let open = true;
+    return () => {
+      if (open) t.watchesOpen--;
+      open = false;
+      unwatch();
+    };
   }
 
   /** Calls `listener` with the full task state now and after every change, until unsubscribed. */

@@ -287,9 +287,22 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
       else pending.push(n);
     };
     let acked = false;
+    let keepAlive: NodeJS.Timeout | undefined;
+    let stream: ListenStream | undefined;
+    const cleanup = () => {
+      open = false;
+      clearInterval(keepAlive);
+      for (const u of unsubscribers.splice(0)) u();
+      if (stream) streams.delete(stream);
+    };
+    // Before the first watch: a client gone at any stage of the setup releases every watch made so far.
+    res.on('close', cleanup);
     for (const taskId of new Set(wanted as string[])) {
+      if (!open) return;
       try {
-        unsubscribers.push(await outlast.runtime.watch(taskId, principal, (t) => onTask(t as unknown as JsonObject)));
+        const unwatch = await outlast.runtime.watch(taskId, principal, (t) => onTask(t as unknown as JsonObject));
+        if (!open) return unwatch();
+        unsubscribers.push(unwatch);
         honoured.push(taskId);
       } catch (e) {
         if (!(e instanceof TaskProtocolError)) throw e; // unknown / expired / someone else's: not honoured
@@ -305,12 +318,13 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
       const method = `notifications/${kind.replace('_list_changed', '')}/list_changed`;
       unsubscribers.push(handler.bus.subscribe((ev) => ev.kind === kind && send({ jsonrpc: '2.0', method, params: { _meta: subMeta } })));
     }
+    if (!open) return;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive' });
     send({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { _meta: subMeta, notifications: ack } });
     acked = true;
     for (const n of pending.splice(0)) send(n);
-    const keepAlive = setInterval(() => open && res.write(': keep-alive\n\n'), keepAliveMs);
-    const stream: ListenStream = {
+    keepAlive = setInterval(() => open && res.write(': keep-alive\n\n'), keepAliveMs);
+    stream = {
       end() {
         if (!open) return;
         send({ jsonrpc: '2.0', id, result: { resultType: 'complete', _meta: subMeta } });
@@ -318,14 +332,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
         res.end();
       },
     };
-    const cleanup = () => {
-      open = false;
-      clearInterval(keepAlive);
-      for (const u of unsubscribers) u();
-      streams.delete(stream);
-    };
     streams.add(stream);
-    res.on('close', cleanup);
   }
 
   await new Promise<void>((resolve, reject) => {
