@@ -152,7 +152,7 @@ describe('no request can make the server keep what it does not need', () => {
     const store = new SqliteTaskStore(join(tempDir(), 'shares.db'));
     await store.init();
     const bounds = new PrincipalBounds(store, { maxRunningPerPrincipal: 1, maxQueuedPerPrincipal: 1, maxTasksPerPrincipal: 1 }, () => 0);
-    for (let i = 0; i < MAX_REMEMBERED_PRINCIPALS + 500; i++) await bounds.checkStored(`p${i}`);
+    for (let i = 0; i < MAX_REMEMBERED_PRINCIPALS + 500; i++) await bounds.takeQueued(`p${i}`);
     assert.equal(bounds.remembered, MAX_REMEMBERED_PRINCIPALS);
     await store.close();
 

@@ -68,6 +68,28 @@ describe('fair to every caller', () => {
     assert.match(bob.result.content[0].text, /^Busy for 0 s/);
   });
 
+  it('--max-tasks-per-principal 5: past its stored tasks a caller is refused until its next task expires; another caller is not', async () => {
+    const server = await startServer(['--store', `sqlite:${join(tempDir(), 'stored.db')}`, '--max-tasks-per-principal', '5', '--default-ttl-ms', '600000', ...BEARERS]);
+    servers.push(server);
+    let accepted = 0;
+    let refusal: RpcReply['error'];
+    for (let attempt = 0; attempt < 30 && !refusal; attempt++) {
+      const r = await callTool(server.url, 'failing_job', {}, FLOOD);
+      if (r.error) refusal = r.error;
+      else accepted++;
+      if (accepted >= 5) await sleep(200); // the count is re-read at most once a second
+    }
+    assert.ok(refusal, 'a call past the bound was refused');
+    assert.ok(accepted >= 5 && accepted <= 7, `${accepted} tasks stored before the refusal (bound 5)`);
+    assert.equal(refusal.code, -31503);
+    assert.equal(refusal.data.reason, 'principal_tasks');
+    assert.match(refusal.message, /--max-tasks-per-principal 5\).*nothing was stored.*next task expires in \d+ ms: retry then/);
+    assert.ok(refusal.data.retryAfterMs > 500_000 && refusal.data.retryAfterMs <= 600_000, `retry in ${refusal.data.retryAfterMs} ms (the TTL is 10 min)`);
+    const other = await callTool(server.url, 'failing_job', {}, BOB);
+    assert.equal(other.error, undefined, JSON.stringify(other.error));
+    assert.equal(other.result.resultType, 'task');
+  });
+
   it('--max-running 16 --max-queued 10000 on PostgreSQL: the flooder fills only its share; another principal is served inline and as tasks', async (t) => {
     const schema = freshSchema('fair');
     const server = await startServer(['--store', pgStoreUrl(schema), '--max-running', '16', '--max-queued', '10000', '--queue-poll-ms', '500', ...BEARERS]);

@@ -47,7 +47,7 @@ export interface ExecutionHost {
   /** The task's outcome is committed, or it was parked (a slot of a deployment-wide limit may be free now). */
   taskFinished(exec: Execution): void;
   /** A task of `principal` was stored (its per-principal bound counts it). */
-  taskStored(principal: string): void;
+  taskStored(principal: string, expiresAt: number | null): void;
 }
 
 /** The row a call becomes: the tool's TTL (or the shorter one a 2025-11-25 caller asked for), poll interval and
@@ -279,7 +279,7 @@ export class Execution implements TaskContext {
         .create(newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride }))
         .then((r) => {
           if (r.created) {
-            this.rt.taskStored(r.record.principal);
+            this.rt.taskStored(r.record.principal, r.record.expiresAt);
             this.taskId = r.record.taskId;
             this.record = r.record;
             this.span?.persisted(r.record.taskId, r.record.status);

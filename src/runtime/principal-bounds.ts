@@ -138,25 +138,36 @@ export class PrincipalBounds {
     return share;
   }
 
-  /** Refuses a call that may become a task when the principal's stored tasks are at the bound. */
-  async checkStored(principal: string): Promise<void> {
-    const s = await this.share(principal);
-    if (s.load.stored + s.stored >= this.opts.maxTasksPerPrincipal) throw this.storedFull(s, this.store.now());
+  /** Refuses a call that may become a task when the principal's stored tasks are at the bound, on what is known now:
+   *  never waits for the store (an inline call needs none, also while it is unreachable); a stale share is re-read
+   *  in the background. */
+  checkStored(principal: string): void {
+    const s = this.shares.get(principal);
+    if (!s || Date.now() - s.at >= REUSE_MS) void this.share(principal).catch(() => undefined);
+    if (s && s.load.stored + s.stored >= this.opts.maxTasksPerPrincipal) throw this.storedFull(s, this.store.now());
   }
 
-  /** Takes a place among the principal's queued tasks (refused past the bound); `giveBack` undoes it. */
+  /** Takes a place among the principal's queued tasks (refused past the bound); `giveBack` undoes it. A store that
+   *  cannot be read refuses nothing here: the creation that follows fails with the store's own error. */
   async takeQueued(principal: string): Promise<() => void> {
-    const s = await this.share(principal);
+    let s: Share;
+    try {
+      s = await this.share(principal);
+    } catch {
+      return () => undefined;
+    }
     const queued = s.load.queued + s.queued;
     if (queued >= this.opts.maxQueuedPerPrincipal) throw this.queuedFull(queued);
     s.queued++;
     return () => void (s.queued = Math.max(0, s.queued - 1));
   }
 
-  /** A task of `principal` was stored here. */
-  stored(principal: string): void {
+  /** A task of `principal` that expires at `expiresAt` was stored here. */
+  stored(principal: string, expiresAt: number | null): void {
     const s = this.shares.get(principal);
-    if (s) s.stored++;
+    if (!s) return;
+    s.stored++;
+    if (expiresAt !== null && (s.load.nextExpiry === null || expiresAt < s.load.nextExpiry)) s.load = { ...s.load, nextExpiry: expiresAt };
   }
 
   /** The refusal a call would get now from what is already known (synchronous, for the HTTP front's 503). */

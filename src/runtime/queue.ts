@@ -276,7 +276,7 @@ export class RunQueue {
       this.creating.delete(creation);
     }
     if (created.created) {
-      this.bounds.stored(call.principal);
+      this.bounds.stored(call.principal, created.record.expiresAt);
       this.host.publish(QUEUE_SIGNAL_ID, 'queue');
     } else {
       this.depth = Math.max(0, this.depth - 1); // the key named a task that already existed

@@ -335,7 +335,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     }
     // Over capacity, a caller that can follow a task (or a handle) waits for it in the run queue.
     // A caller at its bound of stored tasks is refused before anything runs (fair to every caller).
-    if (asTask || asHandle) await this.queue.bounds.checkStored(cc.principal);
+    if (asTask || asHandle) this.queue.bounds.checkStored(cc.principal);
     const admitted = await this.queue.admit(tool, asTask || asHandle, cc.principal);
     if (admitted === 'queue') return this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key }, asTask ? 'task' : 'handle');
     const exec = new Execution(this, tool, args, { ...cc, idempotencyKey: key });
@@ -416,8 +416,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     }
   }
 
-  taskStored(principal: string): void {
-    this.queue.bounds.stored(principal);
+  taskStored(principal: string, expiresAt: number | null): void {
+    this.queue.bounds.stored(principal, expiresAt);
   }
 
   /** The CreateTaskResult for a record. */
