@@ -9,7 +9,10 @@ import { after, before, describe, it } from 'node:test';
 import { callTool, freshSchema, getTask, pgStoreUrl, sleep, startServer, waitForTask, type ServerProcess } from './helpers.js';
 
 const CLOCK_MODULE = new URL('./clock-module.js', import.meta.url).pathname;
-const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1';
+/** Debian's libfaketime (the `faketime` package), or the one OUTLAST_LIBFAKETIME names. */
+const LIBFAKETIME = process.env.OUTLAST_LIBFAKETIME ??
+  [`/usr/lib/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu/faketime/libfaketimeMT.so.1`, '/usr/lib/faketime/libfaketimeMT.so.1', '/usr/local/lib/faketime/libfaketimeMT.so.1']
+    .find((p) => existsSync(p)) ?? 'libfaketimeMT.so.1 (not found: apt-get install faketime)';
 const TTL_MS = 240_000;
 const ARGS = ['--default-ttl-ms', String(TTL_MS), '--sweep-interval-ms', '200', '--park-after-ms', '300', '--queue-poll-ms', '200'];
 
