@@ -92,28 +92,3 @@ describe('demo server: a killed server resumes its work', () => {
     }
   });
 });
-
-describe("the README's quick start", () => {
-  it('runs as written: a short call is a task with progress that completes', async () => {
-    const { spawn } = await import('node:child_process');
-    const db = join(tempDir(), 'q.db');
-    const proc = spawn(process.execPath, [join(ROOT, 'dist', 'demo', 'quickstart.js')], { env: { ...process.env, PORT: '0', TASKS_DB: db }, stdio: ['ignore', 'pipe', 'pipe'] });
-    try {
-      const url = await new Promise<string>((res, rej) => {
-        let out = '';
-        proc.stdout.on('data', (d) => {
-          out += d;
-          const m = /listening on (\S+)/.exec(out);
-          if (m) res(m[1]!);
-        });
-        proc.once('exit', (c) => rej(new Error(`quickstart exited ${c}`)));
-      });
-      const t = await callTool(url, 'reindex', { collection: 'docs' });
-      assert.equal(t.result.resultType, 'task');
-      const done = await waitForTask(url, t.result.taskId);
-      assert.equal(textOf(done.result), 'Reindexed docs');
-    } finally {
-      process.kill(proc.pid!, 'SIGKILL');
-    }
-  });
-});

@@ -3,7 +3,7 @@
  * `<!-- doc-test: NAME -->` (NAME unique in its file); the doc tests, and any test that runs a block itself (an
  * adapter page's examples, say), read it from here so the text a user copies is the text that was run.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './helpers.js';
 
@@ -45,4 +45,23 @@ export function docBlock(file: string, name: string): DocBlock {
   const block = docBlocks(file).find((b) => b.name === name);
   if (!block) throw new Error(`${file} has no block marked <!-- doc-test: ${name} -->`);
   return block;
+}
+
+/** The documentation the doc tests cover: README.md, CONTRIBUTING.md, bench/README.md and every page under docs/. */
+export function docFiles(): string[] {
+  const files = ['README.md', 'CONTRIBUTING.md', 'bench/README.md'].filter((f) => existsSync(join(ROOT, f)));
+  const walk = (dir: string): void => {
+    if (!existsSync(join(ROOT, dir))) return;
+    for (const e of readdirSync(join(ROOT, dir), { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      if (e.isDirectory()) walk(`${dir}/${e.name}`);
+      else if (e.name.endsWith('.md')) files.push(`${dir}/${e.name}`);
+    }
+  };
+  walk('docs');
+  return files;
+}
+
+/** Every marked block of every documentation file. */
+export function allDocBlocks(): DocBlock[] {
+  return docFiles().flatMap((f) => docBlocks(f));
 }

@@ -10,7 +10,7 @@
  * (detached; answer with `outlast resume ID --answers …` or on a terminal); 130 interrupted (Ctrl-C).
  */
 import { createInterface } from 'node:readline/promises';
-import { parseArgs } from 'node:util';
+import { HelpRequested, UsageError, parseCommand } from './usage.js';
 import type { JsonObject } from '../protocol/index.js';
 import { Journal, defaultJournalPath, type JournalEntry } from '../client/journal.js';
 import { TaskClient, type CallToolResult, type ElicitationHandler, type TaskCall } from '../client/task-client.js';
@@ -35,7 +35,6 @@ Options for call / resume / cancel:
 Exit codes: 0 done, 1 tool error / failed / cancelled / expired / unreachable, 2 usage, 3 needs input, 130 Ctrl-C
 `;
 
-class UsageError extends Error {}
 
 /** The process exit code a command asks for. */
 export class Exit extends Error {
@@ -52,7 +51,7 @@ function err(line: string): void {
 }
 
 function parse(argv: string[], command: string, allowed: string[] = []) {
-  const r = parseAll(argv);
+  const r = parseAll(argv, command);
   for (const only of ['detach', 'url'] as const) {
     if (r.values[only] !== undefined && !allowed.includes(only)) throw new UsageError(`--${only} is not an option of outlast ${command}`);
   }
@@ -74,25 +73,19 @@ function positionalDashes(argv: string[]): string[] {
   return ids.length ? [...keep, '--', ...ids] : keep;
 }
 
-function parseAll(argv: string[]) {
-  try {
-    return parseArgs({
-      args: positionalDashes(argv),
-      allowPositionals: true,
-      options: {
-        bearer: { type: 'string' },
-        journal: { type: 'string' },
-        json: { type: 'boolean' },
-        answers: { type: 'string' },
-        'cancel-on-interrupt': { type: 'boolean' },
-        poll: { type: 'boolean' },
-        detach: { type: 'boolean' },
-        url: { type: 'string' },
-      },
-    });
-  } catch (e) {
-    throw new UsageError(`${(e as Error).message}; run outlast help`);
-  }
+const CLIENT_OPTIONS = {
+  bearer: { type: 'string' },
+  journal: { type: 'string' },
+  json: { type: 'boolean' },
+  answers: { type: 'string' },
+  'cancel-on-interrupt': { type: 'boolean' },
+  poll: { type: 'boolean' },
+  detach: { type: 'boolean' },
+  url: { type: 'string' },
+} as const;
+
+function parseAll(argv: string[], command: string) {
+  return parseCommand(command, positionalDashes(argv), CLIENT_OPTIONS);
 }
 
 function openJournal(path: string | undefined): Journal {
@@ -601,8 +594,11 @@ export async function runClientCommand(fn: (argv: string[]) => Promise<number>, 
     if (e instanceof Exit) {
       if (e.message) err(`outlast: ${e.message}`);
       code = e.code;
+    } else if (e instanceof HelpRequested) {
+      process.stdout.write(CLIENT_HELP);
+      code = 0;
     } else if (e instanceof UsageError) {
-      err(`outlast: ${e.message}`);
+      err(e.message.startsWith('outlast ') ? e.message : `outlast: ${e.message}`);
       code = 2;
     } else if (e instanceof TransportError || e instanceof RpcError) {
       err(`outlast: ${e.message}`);

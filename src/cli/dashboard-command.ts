@@ -5,40 +5,38 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { parseArgs } from 'node:util';
 import { localhostHostValidation } from '@modelcontextprotocol/node';
 import { checkDashboardExposure, createDashboard, isLoopbackHost } from '../ops/dashboard/index.js';
 import { LocalSignalBus, type SignalBus } from '../store/local-bus.js';
 import { cliLogger } from './logger.js';
 import { OPS_OPTIONS, opsConfig } from './ops-options.js';
 import { storeFromUrl } from './store-url.js';
+import { parseCommand } from './usage.js';
 
 export const DASHBOARD_HELP = `The dashboard alone, against a store:
   outlast dashboard --store URL [--port N] [--host H] [--lease-ms N] [--operator TOKEN=NAME]...
                     [--operator-readonly TOKEN=NAME]... [--dashboard-payloads] [--dashboard-title T]
 `;
 
-export async function dashboardCommand(argv: string[], fail: (m: string) => never): Promise<void> {
-  let values: Record<string, unknown>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        store: { type: 'string' },
-        port: { type: 'string' },
-        host: { type: 'string' },
-        'lease-ms': { type: 'string' },
-        'log-level': { type: 'string' },
-        operator: OPS_OPTIONS.operator,
-        'operator-readonly': OPS_OPTIONS['operator-readonly'],
-        'dashboard-payloads': OPS_OPTIONS['dashboard-payloads'],
-        'dashboard-title': OPS_OPTIONS['dashboard-title'],
-        'log-format': OPS_OPTIONS['log-format'],
-      },
-    }));
-  } catch (e) {
-    fail((e as Error).message);
-  }
+const DASHBOARD_OPTIONS = {
+  store: { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  'lease-ms': { type: 'string' },
+  'log-level': { type: 'string' },
+  operator: OPS_OPTIONS.operator,
+  'operator-readonly': OPS_OPTIONS['operator-readonly'],
+  'dashboard-payloads': OPS_OPTIONS['dashboard-payloads'],
+  'dashboard-title': OPS_OPTIONS['dashboard-title'],
+  'log-format': OPS_OPTIONS['log-format'],
+} as const;
+
+/** The flags of `outlast dashboard` (throws HelpRequested / UsageError, see usage.ts). */
+export function dashboardArgs(argv: string[]): Record<string, unknown> {
+  return parseCommand('dashboard', argv, DASHBOARD_OPTIONS, 0).values;
+}
+
+export async function dashboardCommand(values: Record<string, unknown>, fail: (m: string) => never): Promise<void> {
   if (typeof values.store !== 'string') fail('dashboard needs --store URL (the store the replicas use)');
   const ops = opsConfig({ ...(values as object), dashboard: true });
   if (typeof ops === 'string') fail(ops);

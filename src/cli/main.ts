@@ -5,24 +5,22 @@
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
 import type { ServerNotifier } from '@modelcontextprotocol/server';
 import { Outlast } from '../server/outlast.js';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
 import { serveOutlastStdio } from '../server/stdio.js';
 import { moduleFactory, type OutlastServerModule } from '../server/module.js';
 import { storeFromUrl } from './store-url.js';
+import { HelpRequested, UsageError, parseCommand } from './usage.js';
 import { CLIENT_HELP, call, cancel, resume, runClientCommand, tasks } from './client-commands.js';
 import { cliLogger } from './logger.js';
 import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
-import { dashboardCommand, DASHBOARD_HELP } from './dashboard-command.js';
+import { dashboardArgs, dashboardCommand, DASHBOARD_HELP } from './dashboard-command.js';
 import { checkDashboardExposure } from '../ops/dashboard/index.js';
 import { AlertService } from '../ops/alerts/index.js';
 import { observeTaskCounts, startPrometheus, type PrometheusEndpoint } from '../ops/metrics.js';
 
-const HELP = `outlast: durable MCP Tasks (io.modelcontextprotocol/tasks, 2026-07-28)
-
-Usage:
+const SERVE_USAGE = `Usage:
   outlast serve MODULE [options]   serve the tools of MODULE (a JS module whose default export is defineServer({...}))
 
 Options for serve:
@@ -72,13 +70,41 @@ Options for serve:
   --trace-polls            a server span for every tasks/get too (when an OpenTelemetry SDK is registered)
   --log-level L            debug | info | warn | error (default info)
 
-${OPS_HELP}
+${OPS_HELP}`;
+
+const HELP = `outlast: durable MCP Tasks (io.modelcontextprotocol/tasks, 2026-07-28)
+
+${SERVE_USAGE}
 ${DASHBOARD_HELP}
 ${CLIENT_HELP}`;
 
+/** What `outlast COMMAND --help` prints. */
+const COMMAND_HELP: Record<string, string> = {
+  serve: SERVE_USAGE,
+  dashboard: DASHBOARD_HELP,
+  call: CLIENT_HELP,
+  tasks: CLIENT_HELP,
+  resume: CLIENT_HELP,
+  cancel: CLIENT_HELP,
+};
+
 function fail(message: string): never {
-  process.stderr.write(`outlast: ${message}\n`);
+  process.stderr.write(`${message.startsWith('outlast ') ? message : `outlast: ${message}`}\n`);
   process.exit(2);
+}
+
+/** Runs a command's parse: its usage on --help (exit 0), one line and exit 2 on a usage mistake. */
+function parsed<T>(command: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (e) {
+    if (e instanceof HelpRequested) {
+      process.stdout.write(COMMAND_HELP[command] ?? HELP);
+      process.exit(0);
+    }
+    if (e instanceof UsageError) fail(e.message);
+    throw e;
+  }
 }
 
 function intFlag(values: Record<string, unknown>, name: string, min = 0): number | undefined {
@@ -89,46 +115,44 @@ function intFlag(values: Record<string, unknown>, name: string, min = 0): number
   return n;
 }
 
+const SERVE_OPTIONS = {
+  port: { type: 'string' },
+  host: { type: 'string' },
+  store: { type: 'string' },
+  stdio: { type: 'boolean' },
+  'default-ttl-ms': { type: 'string' },
+  bearer: { type: 'string', multiple: true },
+  'inline-budget-ms': { type: 'string' },
+  concurrency: { type: 'string' },
+  'max-running': { type: 'string' },
+  'tool-limit': { type: 'string', multiple: true },
+  'max-queued': { type: 'string' },
+  'max-running-per-principal': { type: 'string' },
+  'max-queued-per-principal': { type: 'string' },
+  'max-tasks-per-principal': { type: 'string' },
+  'queue-poll-ms': { type: 'string' },
+  'no-http': { type: 'boolean' },
+  'poll-interval-ms': { type: 'string' },
+  'input-timeout-ms': { type: 'string' },
+  'park-after-ms': { type: 'string' },
+  'max-result-bytes': { type: 'string' },
+  'sweep-interval-ms': { type: 'string' },
+  'heartbeat-ms': { type: 'string' },
+  'lease-ms': { type: 'string' },
+  'drain-ms': { type: 'string' },
+  'max-body-bytes': { type: 'string' },
+  'no-poll-limit': { type: 'boolean' },
+  handles: { type: 'boolean' },
+  'no-handles': { type: 'boolean' },
+  'handle-after-ms': { type: 'string' },
+  'no-direct-task-methods': { type: 'boolean' },
+  'trace-polls': { type: 'boolean' },
+  'log-level': { type: 'string' },
+  ...OPS_OPTIONS,
+} as const;
+
 async function serve(argv: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      port: { type: 'string' },
-      host: { type: 'string' },
-      store: { type: 'string' },
-      stdio: { type: 'boolean' },
-      'default-ttl-ms': { type: 'string' },
-      bearer: { type: 'string', multiple: true },
-      'inline-budget-ms': { type: 'string' },
-      concurrency: { type: 'string' },
-      'max-running': { type: 'string' },
-      'tool-limit': { type: 'string', multiple: true },
-      'max-queued': { type: 'string' },
-      'max-running-per-principal': { type: 'string' },
-      'max-queued-per-principal': { type: 'string' },
-      'max-tasks-per-principal': { type: 'string' },
-      'queue-poll-ms': { type: 'string' },
-      'no-http': { type: 'boolean' },
-      'poll-interval-ms': { type: 'string' },
-      'input-timeout-ms': { type: 'string' },
-      'park-after-ms': { type: 'string' },
-      'max-result-bytes': { type: 'string' },
-      'sweep-interval-ms': { type: 'string' },
-      'heartbeat-ms': { type: 'string' },
-      'lease-ms': { type: 'string' },
-      'drain-ms': { type: 'string' },
-      'max-body-bytes': { type: 'string' },
-      'no-poll-limit': { type: 'boolean' },
-      handles: { type: 'boolean' },
-      'no-handles': { type: 'boolean' },
-      'handle-after-ms': { type: 'string' },
-      'no-direct-task-methods': { type: 'boolean' },
-      'trace-polls': { type: 'boolean' },
-      'log-level': { type: 'string' },
-      ...OPS_OPTIONS,
-    },
-  });
+  const { values, positionals } = parsed('serve', () => parseCommand('serve', argv, SERVE_OPTIONS, 1));
   const modulePath = positionals[0];
   if (!modulePath) fail('serve needs a MODULE path, e.g. outlast serve dist/demo/server.js');
   const ops = opsConfig(values);
@@ -287,7 +311,7 @@ export async function main(argv: string[]): Promise<void> {
     case 'cancel':
       return runClientCommand(cancel, rest);
     case 'dashboard':
-      return dashboardCommand(rest, fail);
+      return dashboardCommand(parsed('dashboard', () => dashboardArgs(rest)), fail);
     case undefined:
     case 'help':
     case '--help':

@@ -57,7 +57,7 @@ export function newTaskFor(
   tool: RegisteredTool,
   args: JsonObject,
   call: CallContext,
-  row: { owner: string | null; statusMessage: string | null; retrySafe?: boolean | undefined; queued?: boolean },
+  row: { owner: string | null; statusMessage: string | null; retrySafe?: boolean | undefined; queued?: boolean; callStartedAt?: number },
 ): NewTask {
   const spec = tool.spec;
   const key = call.idempotencyKey;
@@ -67,7 +67,9 @@ export function newTaskFor(
     tool: tool.name,
     args: call.preflight ? { ...args, preflight: call.preflight } : args,
     statusMessage: row.statusMessage,
-    createdAt: host.store.now(),
+    // The task's life is the call's: a call that ran inline before it became a task counts from its start (the
+    // time a handle says it has run, the TTL, the task's duration), on the store's clock.
+    createdAt: row.callStartedAt ?? host.store.now(),
     ttlMs: ttlFor(spec.ttlMs !== undefined ? spec.ttlMs : host.defaultTtlMs, call.taskRequested?.ttlMs),
     pollIntervalMs: spec.pollIntervalMs ?? host.defaultPollIntervalMs,
     owner: row.owner,
@@ -97,6 +99,36 @@ function ttlFor(toolTtl: number | null, requested: number | undefined): number |
   return toolTtl === null ? requested : Math.min(toolTtl, requested);
 }
 
+/** The client capability an input request needs; throws for a method ctx.input cannot ask. */
+function inputKind(request: InputRequest): 'elicitation' | 'sampling' | 'roots' {
+  const need =
+    request.method === 'elicitation/create' ? 'elicitation'
+    : request.method === 'sampling/createMessage' ? 'sampling'
+    : request.method === 'roots/list' ? 'roots'
+    : undefined;
+  if (!need) throw new TypeError(`ctx.input: unsupported input request method "${String(request.method)}"`);
+  return need;
+}
+
+/**
+ * The call a task's later run (a resume after parking, a queue claim, a takeover) continues: what the creating request
+ * declared, as kept with the task. A 2025-11-25 request over stateless HTTP declares nothing the server can see (its
+ * capabilities were given at initialize, to another instance): it is stored with none, and they stay unknown, not
+ * "declared nothing" (a session's, stored non-empty, stay known).
+ */
+export function callOfRecord(rec: TaskRecord): CallContext {
+  const { preflight } = rec.args as JsonObject & { preflight?: JsonObject };
+  return {
+    principal: rec.principal,
+    clientCapabilities: rec.clientCapabilities,
+    tasksDeclared: true,
+    origin: rec.origin,
+    capabilitiesKnown: rec.origin !== 'legacy' || Object.keys(rec.clientCapabilities).length > 0,
+    ...(rec.progressToken !== null ? { progressToken: rec.progressToken } : {}),
+    ...(preflight !== undefined ? { preflight } : {}),
+  };
+}
+
 function deferred<T>() {
   let resolve!: (v: T) => void;
   const promise = new Promise<T>((res) => {
@@ -107,6 +139,8 @@ function deferred<T>() {
 
 export class Execution implements TaskContext {
   readonly controller = new AbortController();
+  /** When the call reached this replica (epoch ms, the store's clock): a task it becomes later is created as of then. */
+  readonly callStartedAt: number;
   taskId: string | undefined;
   record: TaskRecord | undefined;
   owner: string;
@@ -117,6 +151,8 @@ export class Execution implements TaskContext {
   done!: Promise<HandlerEnd>;
   private promotion: Promise<{ record: TaskRecord; created: boolean }> | undefined;
   readonly promoteRequested = deferred<void>();
+  /** Settles when the run is parked (its handler will never settle here). */
+  readonly parkedNow = deferred<void>();
   private statusMessage: string | null = null;
   private statusChain: Promise<void> = Promise.resolve();
   private lastStatusAt = 0;
@@ -144,6 +180,7 @@ export class Execution implements TaskContext {
     readonly call: CallContext,
     fromRecord?: TaskRecord,
   ) {
+    this.callStartedAt = rt.store.now();
     this.owner = rt.replicaId;
     this.epoch = fromRecord?.epoch ?? 1;
     this.attempt = fromRecord?.attempts ?? 1;
@@ -212,6 +249,7 @@ export class Execution implements TaskContext {
     if (rec.queuedAt !== null) this.rt.wakeDueAt(rec.queuedAt);
     this.rt.log.debug('task parked: its handler waits with no process holding it', { taskId: rec.taskId, wakeAt: rec.queuedAt });
     this.abort(new TaskCancelledError('parked'));
+    this.parkedNow.resolve();
   }
 
   /** The slot and the registry entry of this run are given back once (when the handler settles, or when parked). */
@@ -276,7 +314,7 @@ export class Execution implements TaskContext {
   persist(): Promise<{ record: TaskRecord; created: boolean }> {
     if (!this.promotion) {
       this.promotion = this.rt.store
-        .create(newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride }))
+        .create(newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride, callStartedAt: this.callStartedAt }))
         .then((r) => {
           if (r.created) {
             this.rt.taskStored(r.record.principal, r.record.expiresAt);
@@ -354,12 +392,7 @@ export class Execution implements TaskContext {
 
   private checkCapability(request: InputRequest): void {
     const caps = this.call.clientCapabilities as Record<string, unknown>;
-    const need =
-      request.method === 'elicitation/create' ? 'elicitation'
-      : request.method === 'sampling/createMessage' ? 'sampling'
-      : request.method === 'roots/list' ? 'roots'
-      : undefined;
-    if (!need) throw new TypeError(`ctx.input: unsupported input request method "${String(request.method)}"`);
+    const need = inputKind(request);
     // Capabilities this wire cannot tell (2025-11-25 over stateless HTTP): a client that cannot answer says so.
     const known = this.call.capabilitiesKnown ?? this.call.origin !== 'legacy';
     if (!known) return;
@@ -382,12 +415,12 @@ export class Execution implements TaskContext {
     const keys = Object.keys(requests) as K[];
     if (keys.length === 0) throw new TypeError('ctx.input: pass at least one request');
     this.steps.assertOutside('ctx.input');
-    for (const k of keys) this.checkCapability(requests[k]);
+    for (const k of keys) inputKind(requests[k]);
     const timeoutMs = options.timeoutMs ?? this.tool.spec.inputTimeoutMs ?? this.rt.defaultInputTimeoutMs;
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new TypeError(`ctx.input: timeoutMs must be a finite number > 0, got ${String(timeoutMs)}`);
     this.signal.throwIfAborted();
-    const taskId = await this.ensureTask('Asking for input');
-    // A replay: every key was answered (or timed out) in an earlier run, for the same request. Nothing to write.
+    // A replay: every key was answered (or timed out) in an earlier run, for the same request. Nothing to write, and
+    // nothing to check: the recorded answer (or timeout) wins, so a resumed run ends as the original one would have.
     const known = this.record;
     const replayed = known && keys.every((k) => known.inputResponses[k] && sameRequest(known.inputResponses[k]!.request, requests[k]));
     const stored = replayed ? answersOf(keys, known, timeoutMs) : undefined;
@@ -395,6 +428,8 @@ export class Execution implements TaskContext {
       if ('error' in stored) throw stored.error;
       return stored.value;
     }
+    for (const k of keys) this.checkCapability(requests[k]);
+    const taskId = await this.ensureTask('Asking for input');
     const now = this.rt.store.now();
     const pending: Record<string, { request: InputRequest; deadline: number }> = {};
     for (const k of keys) pending[k] = { request: requests[k], deadline: now + timeoutMs };

@@ -21,7 +21,7 @@ import {
 import { LocalSignalBus, QUEUE_SIGNAL_ID, type SignalBus, type SignalKind } from '../store/local-bus.js';
 import { TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore, type TaskSummary, type TaskView } from '../store/types.js';
 import { TaskCancelledError } from './context.js';
-import { Execution, creationFailure, type ExecutionHost } from './execution.js';
+import { Execution, callOfRecord, creationFailure, type ExecutionHost } from './execution.js';
 import { validateInputResponses } from './input.js';
 import { inlineOutcome, taskOutcome, type HandlerEnd } from './outcome.js';
 import { DEFAULT_POLL_LIMIT, DEFAULT_POLL_POLICY, PollGovernor, advertisedPollInterval, type PollPolicy } from './poll.js';
@@ -212,8 +212,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Runs the handler of a task this replica now owns: taken over from a dead replica, or claimed from the queue
    *  (in the slot the claim took). */
   rerun(rec: TaskRecord, tool: RegisteredTool, slot?: Slot): void {
-    const { preflight, ...args } = rec.args as JsonObject & { preflight?: JsonObject };
-    const exec = new Execution(this, tool, args, { principal: rec.principal, clientCapabilities: rec.clientCapabilities, tasksDeclared: true, preflight }, rec);
+    const { preflight: _preflight, ...args } = rec.args as JsonObject & { preflight?: JsonObject };
+    const exec = new Execution(this, tool, args, callOfRecord(rec), rec);
     exec.slot = slot;
     this.track(exec);
     this.runToOutcome(exec);
@@ -371,17 +371,29 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       const toolBudget = tool.spec.inlineBudgetMs ?? this.inlineBudgetMs;
       const budget = asHandle ? Math.max(toolBudget, cc.handleAfterMs!) : toolBudget;
       let timer: NodeJS.Timeout | undefined;
+      const budgetEnds = Date.now() + budget;
       const winner = await Promise.race([
         exec.done.then((r) => ({ which: 'done' as const, r })),
         new Promise<{ which: 'budget' }>((res) => (timer = setTimeout(() => res({ which: 'budget' }), budget))),
-        exec.promoteRequested.promise.then(() => ({ which: 'promote' as const })),
+        // A task-capable caller gets the task once the handler needs one (a step, an input); a handle caller keeps
+        // waiting inline for the whole budget (the row exists meanwhile), as the handle tools promise.
+        asHandle ? exec.parkedNow.promise.then(() => ({ which: 'parked' as const })) : exec.promoteRequested.promise.then(() => ({ which: 'promote' as const })),
       ]);
       clearTimeout(timer);
+      if (winner.which === 'parked') {
+        // A durable wait parked before the budget ended: the run goes on from the store (here or elsewhere); the caller
+        // still gets its outcome inline if it ends in time, else a handle to where it is.
+        const taskId = exec.taskId!;
+        await this.untilTerminal(taskId, cc.principal, Math.max(0, budgetEnds - Date.now()), cc.signal).catch(() => undefined);
+        const now = await this.store.get(taskId).catch(() => undefined);
+        return { kind: 'handle', record: now?.state === 'found' ? now.record : exec.record! };
+      }
       if (winner.which === 'done') {
         // Inline only if nothing started persisting the call; otherwise the task row must get its outcome.
         if (!exec.persisting) return inlineOutcome(winner.r);
         if (asHandle) {
-          // A keyed call that finished in time: its row gets the outcome, the caller the plain result.
+          // A call whose row exists (keyed, or a durable tool's first step) that finished in time: its row gets the
+          // outcome, the caller the plain result.
           await exec.settle(winner.r);
           return inlineOutcome(winner.r);
         }
@@ -389,7 +401,10 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       const p = await this.persistOrThrow(exec);
       void exec.done.then((r) => exec.settle(r));
       const record = exec.record ?? p.record;
-      return asHandle ? { kind: 'handle', record } : this.taskOutcome(record);
+      if (!asHandle) return this.taskOutcome(record);
+      // The run may have written to its row since the row was created (status, input): the handle shows it as it is.
+      const now = await this.store.get(record.taskId).catch(() => undefined);
+      return { kind: 'handle', record: now?.state === 'found' ? now.record : record };
     } finally {
       cc.signal?.removeEventListener('abort', onRequestAbort);
     }

@@ -112,23 +112,25 @@ export class HandleTools {
   /** The answer to a call that became a task for a caller who cannot receive one. */
   handleResult(record: TaskRecord): CallToolResult {
     if (isTerminal(record.status)) return this.outcome(record);
-    const { statusTool, maxWaitSeconds } = this.options;
-    const id = record.taskId;
+    const queued = record.queuedAt !== null && record.parkedAt === null;
+    const state = queued ? 'is waiting for a free slot on the server' : 'is still running';
+    const summary = this.summary(record);
     return {
-      content: [
-        {
-          type: 'text',
-          text:
-            `"${record.tool}" ${record.queuedAt !== null && record.parkedAt === null ? 'is waiting for a free slot on the server' : 'is still running'}; it continues in the background as task ${id}. ` +
-            `Call ${statusTool} with {"taskId": "${id}"} to follow it: each call waits up to ${maxWaitSeconds} s and returns the result once it is done. ` +
-            `Do not call ${record.tool} again for this request: that would start the work a second time.`,
-        },
-      ],
-      structuredContent: this.summary(record),
+      content: [{ type: 'text', text: `"${record.tool}" ${state}; it continues in the background as task ${record.taskId}. It has run for ${duration(summary.runningForSeconds * 1000)} since the call started. ${summary.instructions}` }],
+      structuredContent: summary,
     };
   }
 
-  private summary(r: TaskRecord): JsonObject {
+  /** What the model must do next, in words it acts on (hosts that show the model only structuredContent get them too). */
+  private instructions(r: TaskRecord): string {
+    const { statusTool, maxWaitSeconds } = this.options;
+    return (
+      `Do not call ${r.tool} again for this request: the work is already under way, and calling it again would start it a second time. ` +
+      `Call ${statusTool} with {"taskId": "${r.taskId}"} to follow it: each call waits up to ${maxWaitSeconds} s and returns the result once it is done.`
+    );
+  }
+
+  private summary(r: TaskRecord): JsonObject & { runningForSeconds: number; instructions: string } {
     return {
       taskId: r.taskId,
       tool: r.tool,
@@ -139,6 +141,10 @@ export class HandleTools {
       ttlMs: r.ttlMs,
       statusTool: this.options.statusTool,
       cancelTool: this.options.cancelTool,
+      // createdAt is when the call started (a call that ran inline first is created as of its start).
+      runningForSeconds: Math.max(0, Math.round((Date.now() - r.createdAt) / 1000)),
+      instructions: this.instructions(r),
+      nextCall: { name: this.options.statusTool, arguments: { taskId: r.taskId } },
     };
   }
 
@@ -191,17 +197,17 @@ export class HandleTools {
     const waiting = now.status === 'input_required'
       ? ` It is waiting for input that only a client with task support can give (${Object.values(now.inputRequests).map((p) => String(p.request.params?.message ?? p.request.method)).join('; ')}).`
       : '';
+    const summary = this.summary(now);
     return {
       content: [
         {
           type: 'text',
           text:
             `Task ${now.taskId} (${now.tool}) is still ${now.status === 'working' ? 'working' : 'waiting'}${now.statusMessage ? `: ${now.statusMessage}` : ''}. ` +
-            `It has run for ${duration(Date.now() - now.createdAt)}.${waiting} Call ${this.options.statusTool} again with {"taskId": "${now.taskId}"} to keep following it. ` +
-            `Do not call ${now.tool} again: the work is already running.`,
+            `It has run for ${duration(summary.runningForSeconds * 1000)}.${waiting} ${summary.instructions}`,
         },
       ],
-      structuredContent: this.summary(now),
+      structuredContent: summary,
     };
   }
 

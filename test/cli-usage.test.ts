@@ -1,0 +1,91 @@
+/**
+ * Usage mistakes on every `outlast` command (the real binary, as a user types it): an unknown flag, a flag without
+ * its value, a stray argument each get one line naming it and pointing to `outlast help`, exit code 2, no stack
+ * trace; `--help` / `-h` on a command prints that command's usage and exits 0.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { BIN, ROOT, tempDir } from './helpers.js';
+import { docBlock } from './doc-blocks.js';
+
+function outlast(args: string[]) {
+  // A private journal: the client commands must not read or write the user's.
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 30_000,
+    env: { ...process.env, OUTLAST_JOURNAL: join(tempDir(), 'journal.db') },
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** One line on stderr, naming `expected`, pointing to `outlast help`, no stack trace, exit 2, nothing on stdout. */
+function assertUsageLine(args: string[], expected: RegExp): void {
+  const r = outlast(args);
+  const shown = `outlast ${args.join(' ')} → exit ${r.code}\nstderr: ${r.stderr}\nstdout: ${r.stdout}`;
+  assert.equal(r.code, 2, shown);
+  const lines = r.stderr.trimEnd().split('\n');
+  assert.equal(lines.length, 1, `one line: ${shown}`);
+  assert.match(lines[0]!, expected, shown);
+  assert.match(lines[0]!, /outlast help/, shown);
+  assert.doesNotMatch(r.stderr, /\n\s+at |TypeError|ERR_PARSE_ARGS/, `no stack trace or internal code: ${shown}`);
+  assert.equal(r.stdout, '', shown);
+}
+
+const COMMANDS: Array<{ command: string; args: string[]; usage: RegExp }> = [
+  { command: 'serve', args: ['dist/demo/server.js'], usage: /outlast serve MODULE \[options\][\s\S]*--park-after-ms N/ },
+  { command: 'call', args: ['http://127.0.0.1:9/mcp', 'reindex'], usage: /outlast call URL TOOL \[ARGS_JSON\]/ },
+  { command: 'tasks', args: [], usage: /outlast tasks \[--journal PATH\]/ },
+  { command: 'resume', args: [], usage: /outlast resume \[TASK_ID\]/ },
+  { command: 'cancel', args: ['some-task-id'], usage: /outlast cancel TASK_ID/ },
+  { command: 'dashboard', args: ['--store', 'sqlite:/nonexistent/x.db'], usage: /outlast dashboard --store URL/ },
+];
+
+describe('outlast CLI: usage mistakes and --help on every command', () => {
+  for (const { command, args, usage } of COMMANDS) {
+    it(`${command}: an unknown flag is one line naming it, exit 2`, () => {
+      assertUsageLine([command, ...args, '--no-such-flag'], new RegExp(`^outlast ${command}: unknown option --no-such-flag;`));
+      // The same with a value attached, as users write it.
+      assertUsageLine([command, ...args, '--colour=red'], new RegExp(`^outlast ${command}: unknown option --colour;`));
+    });
+
+    it(`${command}: --help and -h print its usage on stdout, exit 0`, () => {
+      for (const flag of ['--help', '-h']) {
+        const r = outlast([command, ...args, flag]);
+        assert.equal(r.code, 0, `${command} ${flag}: ${r.stderr}`);
+        assert.match(r.stdout, usage);
+        assert.equal(r.stderr, '');
+      }
+    });
+  }
+
+  it('serve: a flag without its value, a value for a switch, and an extra argument are named', () => {
+    assertUsageLine(['serve', 'dist/demo/server.js', '--port'], /^outlast serve: --port needs a value;/);
+    assertUsageLine(['serve', 'dist/demo/server.js', '--stdio=yes'], /^outlast serve: --stdio takes no value;/);
+    assertUsageLine(['serve', 'dist/demo/server.js', 'extra.js'], /^outlast serve: unexpected argument "extra.js";/);
+  });
+
+  it('dashboard takes no arguments; call names a flag missing its value', () => {
+    assertUsageLine(['dashboard', '--store', 'sqlite:/x.db', 'extra'], /^outlast dashboard: unexpected argument "extra";/);
+    assertUsageLine(['call', 'http://127.0.0.1:9/mcp', 'reindex', '--bearer'], /^outlast call: --bearer needs a value;/);
+  });
+
+  it('docs/real-clients.md: the documented command prints the documented line, exit 2', () => {
+    const command = docBlock('docs/real-clients.md', 'cli-unknown-flag').code.trim();
+    const output = docBlock('docs/real-clients.md', 'cli-unknown-flag-output').code;
+    const [bin, ...args] = command.split(/\s+/);
+    assert.equal(bin, 'outlast');
+    const r = outlast(args);
+    assert.equal(r.code, 2);
+    assert.equal(r.stderr, output);
+  });
+
+  it('an unknown command is one line too; outlast help prints everything, exit 0', () => {
+    assertUsageLine(['serv'], /^outlast: unknown command "serv"; run outlast help/);
+    const r = outlast(['help']);
+    assert.equal(r.code, 0);
+    for (const c of ['outlast serve MODULE', 'outlast dashboard --store', 'outlast call URL TOOL', 'outlast resume', 'outlast cancel TASK_ID']) assert.ok(r.stdout.includes(c), c);
+  });
+});

@@ -1,0 +1,141 @@
+/**
+ * The README's install and quick start, done as a new user would: a fresh `npm init -y` app beside a clone of
+ * Outlast (here a link to this checkout), the README's install commands as written (pack, then install the tarball:
+ * better-sqlite3 compiles, 1–2 min, once per run), server.mjs saved from the README and started with `node`, then the
+ * README's `outlast call`, whose output must be the README's. The same text as `server.mts` runs under `npx tsx` and
+ * type-checks. docs/clients-and-cli.md's smallest TaskClient program runs there too. The one change to the README's text: the port (PORT=free port, the URL printed instead of 3000).
+ */
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, rmSync, symlinkSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT, tempDir, freePort } from './helpers.js';
+import { docBlock } from './doc-blocks.js';
+
+const README = 'README.md';
+
+/** The environment of a new terminal: none of the npm_* variables `npm test` runs under. */
+function userEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!/^npm_|^INIT_CWD$/i.test(k)) env[k] = v;
+  return { ...env, ...extra };
+}
+
+/** Runs a shell snippet in `cwd`, stdout and stderr as one stream (the order a terminal shows). */
+function sh(script: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn('bash', ['-euo', 'pipefail', '-c', `exec 2>&1\n${script}`], { cwd, env, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.once('error', reject);
+    p.once('close', (code) => resolve({ code, out }));
+  });
+}
+
+/** Starts a server command in its own process group; resolves with the URL its first line names. */
+function startServer(cmd: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; line: string; url: string }> {
+  const proc = spawn(cmd[0]!, cmd.slice(1), { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    proc.stderr!.on('data', (d) => (err += d));
+    proc.stdout!.on('data', (d) => {
+      out += d;
+      const m = /^(MCP server with durable tasks at (http:\/\/\S+))$/m.exec(out);
+      if (m) resolve({ proc, line: m[1]!, url: m[2]! });
+    });
+    proc.once('exit', (c) => reject(new Error(`${cmd.join(' ')} exited ${c} before printing its URL:\n${out}${err}`)));
+  });
+}
+
+function stopGroup(proc: ChildProcess | undefined): void {
+  if (!proc?.pid || proc.exitCode !== null || proc.signalCode !== null) return;
+  try {
+    process.kill(-proc.pid, 'SIGKILL'); // npx starts node under it: the whole group
+  } catch {
+    /* gone */
+  }
+}
+
+/** The README's expected output with task ids and the port made comparable. */
+const normalise = (text: string, port: string) =>
+  text.replaceAll(`127.0.0.1:${port}`, '127.0.0.1:3000').replace(/[A-Za-z0-9_-]{22}/g, 'TASKID').trimEnd().split('\n');
+
+/** The README's `outlast call` against `url`; its output must be the README's (status lines may coalesce). */
+async function callAsTheReadmeSays(app: string, url: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const port = new URL(url).port;
+  const call = docBlock(README, 'call').code.replaceAll('127.0.0.1:3000', `127.0.0.1:${port}`);
+  const { code, out } = await sh(call, app, env);
+  assert.equal(code, 0, out);
+  const got = normalise(out, port);
+  const want = normalise(docBlock(README, 'call-output').code, '3000');
+  assert.deepEqual(got.slice(0, 3), want.slice(0, 3), out);
+  assert.deepEqual(got.slice(-2), want.slice(-2), out);
+  for (const line of got) assert.ok(want.includes(line), `a line the README does not show: ${line}\n${out}`);
+  assert.equal(got.filter((l) => l === 'Reindexed docs').length, 1);
+}
+
+describe("the README's install and quick start, in a fresh app", () => {
+  const dir = tempDir('outlast-quickstart-');
+  const app = join(dir, 'app');
+  const tarball = join(ROOT, 'outlast-0.1.0.tgz');
+  const env = userEnv({ OUTLAST_JOURNAL: join(dir, 'journal.db') });
+  const procs: ChildProcess[] = [];
+
+  before(async () => {
+    symlinkSync(ROOT, join(dir, 'outlast')); // "a clone of this repository beside your app folder"
+    mkdirSync(app);
+    const init = await sh('npm init -y', app, env);
+    assert.equal(init.code, 0, init.out);
+  });
+  after(() => {
+    for (const p of procs) stopGroup(p);
+    rmSync(tarball, { force: true });
+  });
+
+  it('installs with the commands the README gives', { timeout: 600_000 }, async () => {
+    const { code, out } = await sh(docBlock(README, 'install').code, app, env);
+    assert.equal(code, 0, out);
+    assert.doesNotMatch(out, /better-sqlite3@[^ ]+ \(install:/, 'npm warns that better-sqlite3 is not approved');
+    const pkg = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8'));
+    assert.equal(pkg.type, 'commonjs', 'npm init -y makes a CommonJS package, which the quick start must survive');
+    assert.ok(existsSync(join(app, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node')), 'better-sqlite3 was built');
+  });
+
+  it('node server.mjs prints its URL and answers `outlast call` with a task and its result', { timeout: 120_000 }, async () => {
+    writeFileSync(join(app, 'server.mjs'), docBlock(README, 'quickstart').code);
+    const port = String(await freePort());
+    const srv = await startServer([process.execPath, 'server.mjs'], app, { ...env, PORT: port });
+    procs.push(srv.proc);
+    assert.equal(srv.line, `MCP server with durable tasks at http://127.0.0.1:${port}/mcp`);
+    assert.match(readFileSync(join(ROOT, README), 'utf8'), /prints `MCP server with durable tasks at http:\/\/127\.0\.0\.1:3000\/mcp`/);
+    await callAsTheReadmeSays(app, srv.url, env);
+    assert.ok(existsSync(join(app, '.outlast', 'tasks.db')), 'the tasks are in the app folder');
+    // docs/clients-and-cli.md's smallest TaskClient program, beside the quick start as that page says.
+    writeFileSync(join(app, 'client.mjs'), docBlock('docs/clients-and-cli.md', 'client').code.replaceAll('127.0.0.1:3000', `127.0.0.1:${port}`));
+    const client = await sh('node client.mjs', app, env);
+    assert.equal(client.code, 0, client.out);
+    assert.equal(client.out, 'Reindexed docs\n');
+    assert.ok(existsSync(join(app, '.outlast', 'client.db')), 'the journal is where the program says');
+    stopGroup(srv.proc);
+  });
+
+  it('the same text is TypeScript: it type-checks (strict) and runs with `npx --yes tsx server.mts`', { timeout: 300_000 }, async () => {
+    writeFileSync(join(app, 'server.mts'), docBlock(README, 'quickstart').code);
+    assert.match(readFileSync(join(ROOT, README), 'utf8'), /save it as `server\.mts` and run `npx --yes tsx server\.mts`/);
+    const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    const types = join(ROOT, 'node_modules', '@types');
+    const check = await sh(
+      `node ${tsc} --noEmit --strict --skipLibCheck --module nodenext --moduleResolution nodenext --target es2022 --typeRoots ${types} --types node server.mts`,
+      app,
+      env,
+    );
+    assert.equal(check.code, 0, check.out);
+    const port = String(await freePort());
+    const srv = await startServer(['npx', '--yes', 'tsx', 'server.mts'], app, { ...env, PORT: port });
+    procs.push(srv.proc);
+    await callAsTheReadmeSays(app, srv.url, env);
+    stopGroup(srv.proc);
+  });
+});
