@@ -4,13 +4,13 @@
  * (127.0.0.1, port 0), the 2025-11-25 wire. Tools, as Outlast's bench server has them:
  *   quick  a task whose result is stored at once
  *   park   a task that stays working
- * Sends {type:'ready', url, pid}; answers {type:'stats'} with RSS; exits on SIGTERM or disconnect.
+ * Sends {type:'ready', url, pid}; answers {type:'stats'} with RSS; takes CPU profiles (BENCH_PROFILE); exits on SIGTERM or disconnect.
  */
 import { createServer } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
-import { answerCpuUsage, childFail, exitWithParent, listenAsChild } from './common.js';
+import { answerCpuUsage, childFail, exitWithParent, installProfiler, listenAsChild } from './common.js';
 
 const taskStore = new InMemoryTaskStore();
 const ok = { content: [{ type: 'text' as const, text: 'ok' }] };
@@ -38,6 +38,8 @@ function server(): McpServer {
 async function main(): Promise<void> {
   exitWithParent();
   answerCpuUsage();
+  // BENCH_PROFILE profiles every side of a row: without this the run waited for a "profile-started" that never came.
+  installProfiler();
   process.on('message', (m: { type?: string } | null) => {
     if (m?.type === 'stats') process.send!({ type: 'stats', rss: process.memoryUsage().rss, heapUsed: process.memoryUsage().heapUsed });
   });

@@ -2,7 +2,7 @@
  * The front's contract beyond the stacks of docs/existing-app.md: attach() behind the SDK's handler alone (warned once,
  * at the first request; a posted 2025-11-25 answer recorded, not dropped), loadServerModule, a body a framework parsed
  * (held to maxBodyBytes; one parsed and not handed over is refused, saying so), the dashboard path on a fetch runtime,
- * and the SDK peer range.
+ * the SDK peer range, and the Host check (allowedHosts) with the verdicts the front remembers.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -173,5 +173,50 @@ describe('the SDK as a peer', () => {
     assert.match(installedSdk('@modelcontextprotocol/server').version, /^2\.4\./);
     assert.throws(() => checkSdkPeer(() => '2.5.1'), /@modelcontextprotocol\/server 2\.5\.1 is installed, but Outlast is tested with @modelcontextprotocol\/server@~2\.4\.0/);
     assert.throws(() => checkSdkPeer(() => '2.3.9'), /2\.3\.9 is installed.*~2\.4\.0/);
+  });
+});
+
+describe('DNS-rebinding protection (allowedHosts) on the front', () => {
+  it('a Host not listed gets 403 every time, also after allowed ones and after more distinct allowed Host values than the front remembers; a listed one is served', async () => {
+    const { outlast, factory, options } = await loadServerModule(FIXTURES, { store: `sqlite:${join(tempDir(), 'hosts.db')}` });
+    const handler = outlastHandler(outlast, factory, { ...options, allowedHosts: ['127.0.0.1', 'localhost'] });
+    await outlast.start();
+    const discover = (host: string) =>
+      handler.fetch(
+        new Request('http://127.0.0.1/mcp', {
+          method: 'POST',
+          headers: { host, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'server/discover' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 't', version: '0' } } } }),
+        }),
+      );
+    const refused = async (host: string) => {
+      const r = await discover(host);
+      assert.equal(r.status, 403, host);
+      assert.deepEqual(await r.json(), { jsonrpc: '2.0', error: { code: -32000, message: `Invalid Host: ${new URL(`http://${host}`).hostname}` }, id: null });
+    };
+    try {
+      await refused('evil.example');
+      for (let i = 0; i < 3; i++) {
+        const ok = await discover('127.0.0.1:8080');
+        assert.equal(ok.status, 200);
+        await ok.body?.cancel();
+        await refused('evil.example');
+        await refused('evil.example:8080');
+      }
+      // More distinct allowed values than the front keeps (256): it forgets, it never starts allowing.
+      for (let port = 1; port <= 300; port++) {
+        const r = await discover(`localhost:${port}`);
+        assert.equal(r.status, 200, `localhost:${port}`);
+        await r.body?.cancel();
+      }
+      await refused('evil.example');
+      await refused('127.0.0.2:8080');
+      const missing = await handler.fetch(new Request('http://127.0.0.1/mcp', { method: 'POST', headers: { host: '' }, body: '{}' }));
+      assert.equal(missing.status, 403);
+      assert.match(JSON.stringify(await missing.json()), /Missing Host header/);
+    } finally {
+      await handler.close();
+      await outlast.stop(0);
+    }
   });
 });

@@ -162,9 +162,25 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   const streaming = new WeakSet<Response>();
   const mayStream = (r: Response) => (streaming.add(r), r);
 
+  /** Host header values the SDK's check passed: a client sends the same one on every request, and the check parses a
+   *  URL each time. Bounded (the header is the caller's): full, it is emptied. Refusals are never remembered. */
+  const allowedHostValues = new Set<string>();
+  const HOST_VALUES_MAX = 256;
+
   /** DNS-rebinding protection, as the SDK's adapters check it. */
   function refusedHost(request: Request): Response | undefined {
-    return (options.allowedHosts && hostHeaderValidationResponse(request, options.allowedHosts)) || (options.allowedOrigins && originValidationResponse(request, options.allowedOrigins)) || undefined;
+    if (options.allowedHosts) {
+      const host = request.headers.get('host');
+      if (host === null || !allowedHostValues.has(host)) {
+        const refused = hostHeaderValidationResponse(request, options.allowedHosts);
+        if (refused) return refused;
+        if (host !== null) {
+          if (allowedHostValues.size >= HOST_VALUES_MAX) allowedHostValues.clear();
+          allowedHostValues.add(host);
+        }
+      }
+    }
+    return (options.allowedOrigins && originValidationResponse(request, options.allowedOrigins)) || undefined;
   }
 
   /** The principal's auth: a configured bearer token, else a verified OAuth token, else what the app's own authentication gave. */
