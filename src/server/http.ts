@@ -26,6 +26,7 @@ import { answerPostedResponse, isInputResponse } from './legacy.js';
 import { createDirectTaskPath } from './direct.js';
 import { requestMetrics } from './request-metrics.js';
 import { requestSpans } from './request-spans.js';
+import { EVENT_METHODS, createEventsWire, type EventsWire, type EventsWireOptions } from './events/index.js';
 import { checkDashboardExposure, createDashboard, isLoopbackHost, type Dashboard, type DashboardOptions } from '../ops/dashboard/index.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
@@ -58,6 +59,8 @@ export interface HttpServeOptions {
   /** A server span for every tasks/get too (default false: polls are the hot path; other requests always get one
    *  once the application registers an OpenTelemetry tracer provider). */
   tracePolls?: boolean;
+  /** The MCP Events wire (events/list, subscribe, unsubscribe, poll, stream; src/server/events). Off by default. */
+  events?: Omit<EventsWireOptions, 'store'>;
 }
 
 export type ServerFactory = (ctx: McpRequestContext) => McpServer | Promise<McpServer>;
@@ -104,6 +107,18 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too-la
   });
 }
 
+/** Writes a web-standard Response (the events wire's answers) to node:http. */
+async function writeResponse(res: ServerResponse, r: Response): Promise<void> {
+  const headers: Record<string, string> = {};
+  r.headers.forEach((v, k) => (headers[k] = v));
+  res.writeHead(r.status, headers);
+  if (!r.body) return void res.end();
+  const reader = r.body.getReader();
+  res.once('close', () => void reader.cancel().catch(() => undefined));
+  for (let c = await reader.read(); !c.done; c = await reader.read()) res.write(c.value);
+  res.end();
+}
+
 interface ListenStream {
   end(): void;
 }
@@ -134,6 +149,8 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
   const streams = new Set<ListenStream>();
   const direct =
     options.serverInfo && options.directTaskMethods !== false ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods }) : undefined;
+  const events: EventsWire | undefined = options.events ? createEventsWire({ ...options.events, store: outlast.runtime.store }) : undefined;
+  if (events) outlast.eventsOn = true;
   const observe = requestMetrics();
   const traceRequest = requestSpans({ polls: options.tracePolls });
 
@@ -234,6 +251,12 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
           jsonRpcError(res, 400, msg.id, ErrorCode.InvalidParams, 'Invalid inputResponses: expected an object mapping each input request key to its response');
           return;
         }
+      }
+      if (events && typeof msg.method === 'string' && EVENT_METHODS.has(msg.method)) {
+        const ac = new AbortController();
+        res.once('close', () => ac.abort());
+        const authenticated = (req as IncomingMessage & { auth?: AuthInfo }).auth !== undefined;
+        return writeResponse(res, await events.answer(msg as { method: string }, who, authenticated, ac.signal));
       }
       const taskIds = (msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds;
       if (msg.method === 'subscriptions/listen' && taskIds !== undefined) {

@@ -65,6 +65,8 @@ CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
   EXECUTE FUNCTION outlast_history_changed();
 `;
 
+import { POSTGRES_EVENTS_MIGRATION } from './events.js';
+
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
     version: 1,
@@ -302,6 +304,7 @@ CREATE INDEX tasks_ops_parked ON tasks (queued_at, task_id) WHERE parked_at IS N
 DROP TRIGGER tasks_history_changed ON tasks;
 ${HISTORY_TRIGGER_SQL}`,
   },
+  POSTGRES_EVENTS_MIGRATION,
 ];
 
 /** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */
