@@ -18,7 +18,8 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { AuthProvider } from '@modelcontextprotocol/client';
+import type { AuthProvider, OAuthClientProvider } from '@modelcontextprotocol/client';
+import { oauthFetch } from './oauth/index.js';
 import {
   ErrorCode,
   IDEMPOTENCY_KEY_META,
@@ -67,6 +68,9 @@ export interface TaskClientOptions {
   push?: string;
   bearer?: string;
   authProvider?: AuthProvider;
+  /** OAuth (MCP authorization): the SDK client's OAuthClientProvider, e.g. a LoopbackOAuthProvider. A 401 or a
+   *  403 insufficient_scope runs the SDK's auth() once for all waiting requests, then retries. Wins over `bearer`. */
+  auth?: OAuthClientProvider;
   fetch?: FetchLike;
   clientInfo?: { name: string; version: string };
   /** A Journal, a path to one, or nothing (an in-memory journal: no crash recovery). */
@@ -329,9 +333,13 @@ export class TaskClient {
     this.dispatcher = new RawDispatcher({
       url: options.url,
       capabilities,
-      ...(options.bearer !== undefined ? { bearer: options.bearer } : {}),
+      ...(options.bearer !== undefined && !options.auth ? { bearer: options.bearer } : {}),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
-      ...(options.fetch ? { fetch: options.fetch } : {}),
+      ...(options.auth
+        ? { fetch: oauthFetch(options.auth, options.url, options.fetch) }
+        : options.fetch
+          ? { fetch: options.fetch }
+          : {}),
       ...(options.clientInfo ? { clientInfo: options.clientInfo } : {}),
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
     });

@@ -361,15 +361,17 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       if (!asTask && !asHandle) return inlineOutcome(await exec.done);
       const toolBudget = tool.spec.inlineBudgetMs ?? this.inlineBudgetMs;
       const budget = asHandle ? Math.max(toolBudget, cc.handleAfterMs!) : toolBudget;
+      // One promise settled by whichever comes first (the default policy's hot path: no race of three).
       let timer: NodeJS.Timeout | undefined;
       const budgetEnds = Date.now() + budget;
-      const winner = await Promise.race([
-        exec.done.then((r) => ({ which: 'done' as const, r })),
-        new Promise<{ which: 'budget' }>((res) => (timer = setTimeout(() => res({ which: 'budget' }), budget))),
+      const winner = await new Promise<{ which: 'done'; r: HandlerEnd } | { which: 'budget' | 'promote' | 'parked' }>((settle, fail) => {
+        timer = setTimeout(settle, budget, { which: 'budget' });
+        exec.done.then((r) => settle({ which: 'done', r }), fail);
         // A task-capable caller gets the task once the handler needs one (a step, an input); a handle caller keeps
         // waiting inline for the whole budget (the row exists meanwhile), as the handle tools promise.
-        asHandle ? exec.parkedNow.promise.then(() => ({ which: 'parked' as const })) : exec.promoteRequested.promise.then(() => ({ which: 'promote' as const })),
-      ]);
+        if (asHandle) void exec.parkedNow.promise.then(() => settle({ which: 'parked' }));
+        else void exec.promoteRequested.promise.then(() => settle({ which: 'promote' }));
+      });
       clearTimeout(timer);
       if (winner.which === 'parked') {
         // A durable wait parked before the budget ended: the run goes on from the store (here or elsewhere); the caller
