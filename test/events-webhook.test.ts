@@ -256,6 +256,28 @@ describe('MCP Events: webhooks', () => {
     assert.equal(hits.slice(sent).filter((h) => h.json.type === 'verification' && !h.path.startsWith('/wrong-echo')).length, 0, 'no challenge was sent for any refused subscribe');
   });
 
+  it('without --events-allow-host: loopback refused, by literal and by a name that resolves to it, before any event', async () => {
+    const strict = await startServer(['--store', `sqlite:${db}`, '--events', '--bearer', 'ta=alice'], { module: MODULE });
+    try {
+      const port = (receiver.address() as AddressInfo).port;
+      const sent = hits.length;
+      for (const [url, message] of [
+        [`${base}/strict`, /https/],
+        [`https://127.0.0.1:${port}/strict`, /private/],
+        [`https://localhost:${port}/strict`, /resolves to .*not a public address/],
+        [`https://169.254.169.254/latest`, /private/],
+        [`https://[::ffff:127.0.0.1]:${port}/strict`, /private/],
+      ] as const) {
+        const r = await rpc(strict.url, 'events/subscribe', { name: 'outlast.task.finished', arguments: {}, delivery: { mode: 'webhook', url, secret: secretOf() } }, alice);
+        assert.equal(r.error?.code, -32602, `${url}: ${JSON.stringify(r.error)}`);
+        assert.match(r.error!.message, message);
+      }
+      assert.equal(hits.length, sent, 'no request reached the receiver');
+    } finally {
+      await strict.stop('SIGTERM');
+    }
+  });
+
   it('1,000 subscriptions from one principal: the limit refuses past it with a clear error', async () => {
     const secret = secretOf();
     let refused: { code: number; message: string; data?: any } | undefined;

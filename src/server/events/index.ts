@@ -174,6 +174,7 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
         await verifyCallback(url, secret, subId, { policy: o.policy, timeoutMs: o.challengeTimeoutMs ?? 10_000 });
       } catch (e) {
         const reason = e instanceof CallbackError ? e.reason : 'connection_refused';
+        if (reason === 'blocked_address') throw new EventsError(EventErrorCode.InvalidParams, `delivery.url ${(e as Error).message.replace(/^refused: /, '')}; the operator must allow that host with --events-allow-host`);
         throw new EventsError(EventErrorCode.CallbackEndpointError, `The callback failed verification (${reason}); nothing was stored`, { reason });
       }
     }
