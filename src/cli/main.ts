@@ -27,6 +27,8 @@ Options for serve:
   --host H                 interface to bind (default 127.0.0.1)
   --store URL              sqlite:PATH (default sqlite:.outlast/tasks.db), or
                            postgres://USER@HOST:PORT/DB?schema=NAME&pool=N for several replicas
+                           (deadlines: &connect_timeout_ms=&query_timeout_ms=&statement_timeout_ms=
+                           &keepalive_ms=&signal_ping_ms=, see docs/faults-store.md)
   --stdio                  serve on stdin/stdout instead of HTTP
   --default-ttl-ms N       task retention from creation, ms (default 86400000)
   --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401

@@ -3,6 +3,7 @@ export { serveHttp, DEFAULT_MAX_BODY_BYTES, type HttpServeOptions, type RunningH
 export { outlastHandler, type OutlastHandler, type OutlastHandlerOptions, type NodeMount } from './front/index.js';
 export { loadServerModule, type LoadServerModuleOptions, type LoadedServerModule } from './load-module.js';
 export { serveOutlastStdio } from './stdio.js';
+export { healthResponse, HEALTH_PATHS, type HealthOptions } from './health.js';
 export type { TaskContext, ToolHandler, ElicitResult, InputOptions, ElicitOptions } from '../runtime/context.js';
 export { InputTimeoutError, TaskCancelledError } from '../runtime/context.js';
 export { TaskProtocolError } from '../protocol/index.js';

@@ -24,6 +24,7 @@ import { createDirectTaskPath } from '../direct.js';
 import { requestMetrics } from '../request-metrics.js';
 import { requestSpans } from '../request-spans.js';
 import { checkDashboardExposure, createDashboard, type Dashboard, type DashboardOptions } from '../../ops/dashboard/index.js';
+import { HEALTH_PATHS, healthResponse } from '../health.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../oauth/index.js';
 import { jsonRpcError, retryAfter } from './answers.js';
 import { serveTaskListen, type ListenRequest, type ListenStream } from './listen.js';
@@ -214,7 +215,8 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
 
   async function serve(request: Request, extra: FrontExtra | undefined): Promise<Response> {
     const pathname = pathnameOf(request.url);
-    // Health (/healthz, /readyz): `healthResponse(outlast, request)` from ../health.ts answers here, before anything else.
+    // Liveness and readiness come before everything else: a balancer asks them without credentials.
+    if (HEALTH_PATHS.has(pathname)) return (await healthResponse(outlast, request))!;
     const mounted = mountOf(request, pathname);
     if (mounted instanceof Response) return mounted;
     if (mounted) {
