@@ -34,7 +34,8 @@ describe('MCP Events: client side', () => {
   before(async () => {
     await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
     hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
-    server = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`, '--events', '--events-allow-host', '127.0.0.1', '--bearer', 'ta=alice'], { module: MODULE });
+    server = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`, '--events', '--events-allow-host', '127.0.0.1', '--bearer', 'ta=alice',
+      '--dashboard', '--operator', 'optoken-1=ops', '--operator-readonly', 'rotoken-1=viewer'], { module: MODULE });
   });
   after(async () => {
     receiver.closeAllConnections();
@@ -78,5 +79,27 @@ describe('MCP Events: client side', () => {
     const bad = runCli(['call', server.url, 'work', '{"key":"bad","ms":1500}', '--bearer', 'ta', '--detach', '--notify', 'ftp://nowhere', '--notify-secret', secret]);
     await bad.exited;
     assert.match(bad.stderr(), /notify: could not subscribe ftp:\/\/nowhere: .*https/);
+  });
+
+  it('dashboard: subscriptions per principal with their delivery state; an operator deactivates one, a viewer cannot', async () => {
+    const client = new TaskClient({ url: server.url, bearer: 'ta' });
+    const sub = await client.subscribeWebhook({ url: `${hook}/dash`, secret, arguments: { tool: 'big' } });
+    await client.close();
+    const dash = server.url.replace(/\/mcp$/, '/dashboard');
+    const page = async (token: string) => (await fetch(`${dash}/subscriptions?principal=alice`, { headers: { authorization: `Bearer ${token}` } })).text();
+    const before = await page('optoken-1');
+    assert.match(before, new RegExp(`data-subscription="${sub.id}"[\\s\\S]*?alice[\\s\\S]*?outlast.task.finished[\\s\\S]*?active`));
+    assert.doesNotMatch(await page('rotoken-1'), /data-action="deactivate"/, 'a viewer gets no button');
+    const form = (token: string) => ({ method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-www-form-urlencoded' }, body: '', redirect: 'manual' as const });
+    assert.equal((await fetch(`${dash}/subscriptions/${sub.id}/deactivate`, form('rotoken-1'))).status, 403, 'a viewer may not act');
+    assert.match(await page('optoken-1'), new RegExp(`data-subscription="${sub.id}"[\\s\\S]*?>active<`));
+    assert.equal((await fetch(`${dash}/subscriptions/${sub.id}/deactivate`, form('optoken-1'))).status, 303);
+    assert.match(await page('optoken-1'), new RegExp(`data-subscription="${sub.id}"[\\s\\S]*?deactivated by ops`));
+    // Deactivated: a finished big task is not delivered there.
+    const c2 = new TaskClient({ url: server.url, bearer: 'ta' });
+    await c2.callTool('big', {});
+    await c2.close();
+    await sleep(800);
+    assert.equal(received.filter((x) => x.data.tool === 'big').length, 0);
   });
 });
