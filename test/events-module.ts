@@ -10,6 +10,10 @@ export default defineServer({
       await delay(ms, undefined, { signal: ctx.signal });
       return { content: [{ type: 'text' as const, text: `done ${key}` }] };
     });
+    outlast.tool('ask', { description: 'Asks a question, then answers with the reply.', inputSchema: {}, policy: 'always' }, async (_a, ctx) => {
+      const r = await ctx.elicit('Deploy now?', { type: 'object', properties: { ok: { type: 'boolean' } } }, { key: 'deploy' });
+      return { content: [{ type: 'text' as const, text: `answer ${JSON.stringify(r.content ?? null)}` }] };
+    });
     outlast.tool('big', { description: 'Answers with about 300 KiB of text.', inputSchema: {}, policy: 'always' }, async () => ({
       content: [{ type: 'text' as const, text: 'x'.repeat(300 * 1024) }],
     }));
