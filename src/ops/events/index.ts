@@ -16,6 +16,8 @@ export { CallbackError, callbackUrlProblem, isPrivateAddress, type CallbackPolic
 
 /** The body limit ChatGPT enforces on one webhook POST (bytes). */
 export const MAX_EVENT_BODY_BYTES = 256 * 1024;
+/** Deliveries one replica claims at a time. */
+const CLAIM_BATCH = 50;
 export const SUBSCRIPTION_ID_HEADER = 'x-mcp-subscription-id';
 
 export interface EventOccurrence {
@@ -120,9 +122,11 @@ export class EventDelivery {
   start(): void {
     const tick = () => {
       if (this.stopped) return;
-      this.running = this.tick().then(() => undefined).finally(() => {
+      let full = false;
+      this.running = this.tick().then((n) => void (full = n >= CLAIM_BATCH)).finally(() => {
         this.running = undefined;
-        if (!this.stopped) this.timer = setTimeout(tick, this.o.everyMs);
+        // A full batch means more is due: claim again at once instead of waiting a period.
+        if (!this.stopped) this.timer = setTimeout(tick, full ? 0 : this.o.everyMs);
       });
     };
     this.timer = setTimeout(tick, this.o.everyMs);
@@ -142,8 +146,16 @@ export class EventDelivery {
         this.lastPrune = now;
         await this.o.store.events.prune(now - this.o.logRetentionMs, now);
       }
-      const claimed = await this.o.store.events.claim(this.o.replicaId, now, this.o.timeoutMs + 2000, 20);
-      await Promise.all(claimed.map((d) => this.send(d)));
+      const claimed = await this.o.store.events.claim(this.o.replicaId, now, this.o.timeoutMs + 2000, CLAIM_BATCH);
+      // One body per change and event name, however many subscriptions it goes to (one read of the task).
+      const bodies = new Map<string, Promise<{ occurrence: EventOccurrence; body: string }>>();
+      const bodyOf = (d: ClaimedDelivery) => {
+        const k = `${d.seq} ${d.name}`;
+        let b = bodies.get(k);
+        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq))));
+        return b;
+      };
+      await Promise.all(claimed.map((d) => this.send(d, bodyOf(d))));
       return claimed.length;
     } catch (e) {
       this.o.log.warn('events: could not reach the store; retrying', { error: String(e) });
@@ -161,9 +173,9 @@ export class EventDelivery {
     return k;
   }
 
-  private async send(d: ClaimedDelivery): Promise<void> {
+  private async send(d: ClaimedDelivery, built: Promise<{ occurrence: EventOccurrence; body: string }>): Promise<void> {
     const { store, replicaId, log } = this.o;
-    const { occurrence, body } = await occurrenceOf(store, d, d.name, String(d.seq));
+    const { occurrence, body } = await built;
     const headers = { ...webhookHeaders(this.key(d.secret), occurrence.eventId, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
     let status: number | null = null;
     let error = '';
