@@ -6,7 +6,7 @@
 import type { TaskStatus } from '../protocol/index.js';
 
 /** Migration numbers of this room (renumber here, one line, when merging next to other rooms' migrations). */
-export const EVENTS_MIGRATION = 8;
+export const EVENTS_MIGRATION = 9;
 
 /** The event names Outlast serves (the contract). */
 export const TASK_FINISHED = 'outlast.task.finished';

@@ -173,6 +173,12 @@ export class EventDelivery {
     return k;
   }
 
+  private async sendGap(d: ClaimedDelivery): Promise<void> {
+    const body = JSON.stringify({ type: 'gap', cursor: String(d.seq) });
+    const headers = { ...webhookHeaders(this.key(d.secret), `msg_gap_${randomBytes(12).toString('hex')}`, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
+    await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs).catch(() => undefined);
+  }
+
   private async send(d: ClaimedDelivery, built: Promise<{ occurrence: EventOccurrence; body: string }>): Promise<void> {
     const { store, replicaId, log } = this.o;
     const { occurrence, body } = await built;
@@ -200,6 +206,8 @@ export class EventDelivery {
     const backoff = this.o.retryBaseMs * 4 ** (d.attempts - 1);
     const retryAt = final ? null : now + Math.min(15 * 60_000, Math.max(retryAfterMs ?? 0, Math.round(backoff * (0.8 + Math.random() * 0.4))));
     await store.events.settle(d.subId, d.seq, replicaId, { delivered: false, status, error, retryAt, now, deactivateAfter: this.o.deactivateAfter });
+    // An event given up (attempts spent, or too large) leaves a hole: say so once with a signed `gap` envelope.
+    if (final && status !== 410 && error !== 'blocked_address') await this.sendGap(d);
     log.warn(final ? 'event delivery given up' : 'event delivery failed; will retry', { eventId: occurrence.eventId, subscription: d.subId, attempts: d.attempts, error, ...(retryAt ? { retryInMs: retryAt - now } : {}) });
   }
 }
