@@ -35,6 +35,7 @@ CREATE TABLE event_log (
 );
 CREATE INDEX event_log_by_principal ON event_log (principal, seq);
 CREATE INDEX event_log_by_time ON event_log (at);
+CREATE INDEX event_log_by_task ON event_log (task_id);
 CREATE TABLE event_subscriptions (
   sub_id           text PRIMARY KEY,
   principal        text NOT NULL,
@@ -83,6 +84,15 @@ BEGIN
 END $$;
 CREATE TRIGGER tasks_event_changed AFTER UPDATE ON tasks FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
   EXECUTE FUNCTION outlast_event_logged();
+-- A task leaves (the sweeper made it a tombstone): its log rows and deliveries go with it, so the log is bounded by
+-- task retention even when no replica prunes (no --events).
+CREATE FUNCTION outlast_event_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM event_deliveries WHERE seq IN (SELECT seq FROM event_log WHERE task_id = OLD.task_id);
+  DELETE FROM event_log WHERE task_id = OLD.task_id;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_event_gone AFTER DELETE ON tasks FOR EACH ROW EXECUTE FUNCTION outlast_event_gone();
 CREATE TRIGGER tasks_event_created AFTER INSERT ON tasks FOR EACH ROW WHEN (NEW.status <> 'working')
   EXECUTE FUNCTION outlast_event_logged();
 `,

@@ -36,6 +36,7 @@ CREATE TABLE event_log (
 );
 CREATE INDEX event_log_by_principal ON event_log (principal, seq);
 CREATE INDEX event_log_by_time ON event_log (at);
+CREATE INDEX event_log_by_task ON event_log (task_id);
 CREATE TABLE event_subscriptions (
   sub_id           TEXT PRIMARY KEY,
   principal        TEXT NOT NULL,
@@ -71,6 +72,12 @@ CREATE TABLE event_deliveries (
 CREATE INDEX event_deliveries_due ON event_deliveries (next_attempt_at) WHERE state = 'pending';
 CREATE TRIGGER tasks_event_changed AFTER UPDATE OF status ON tasks WHEN NEW.status <> OLD.status BEGIN ${LOG_INSERT}; END;
 CREATE TRIGGER tasks_event_created AFTER INSERT ON tasks WHEN NEW.status <> 'working' BEGIN ${LOG_INSERT}; END;
+-- A task leaves (the sweeper made it a tombstone): its log rows and deliveries go with it, so the log is bounded by
+-- task retention even on a replica that never prunes (no --events).
+CREATE TRIGGER tasks_event_gone AFTER DELETE ON tasks BEGIN
+  DELETE FROM event_deliveries WHERE seq IN (SELECT seq FROM event_log WHERE task_id = OLD.task_id);
+  DELETE FROM event_log WHERE task_id = OLD.task_id;
+END;
 -- Each change goes to the owner's live subscriptions it matches (same transaction: no change without its deliveries).
 CREATE TRIGGER event_log_fanout AFTER INSERT ON event_log BEGIN
   INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)

@@ -63,6 +63,10 @@ export function eventsKit(open: Open, openAt: (location: string) => Promise<{ st
     await store.events.subscribe({ ...first, principal: s1.principal, url: s1.url, name: s1.name, args: s1.args, taskId: s1.taskId, tool: s1.tool, refreshBefore: Date.now() + 60_000, now: Date.now() }, 10);
     assert.equal((await store.events.get(first.subId))!.active, true, 'a refresh reactivates');
     assert.equal((await store.events.claim('r1', Date.now() + 20_000, 10_000, 50)).filter((c) => c.subId === first.subId).length, 1, 'and the pending delivery resumes');
+    // The task leaves (tombstoned by the sweep): its log rows and deliveries go with it.
+    await store.sweep(Date.now() + 10 * 86_400_000, 86_400_000, 100);
+    assert.deepEqual(await store.events.read('alice', { name: TASK_STATUS, taskId: t.record.taskId, tool: null }, 0, 10), []);
+    assert.equal((await store.events.get(byTool.subId))!.pending, 0);
     assert.equal(await store.events.unsubscribe({ principal: 'alice', url: all.url, name: TASK_FINISHED, args: '{}' }), true);
     assert.equal(await store.events.get(all.subId), undefined);
     assert.equal(await store.events.unsubscribe({ principal: 'alice', url: all.url, name: TASK_FINISHED, args: '{}' }), false);
