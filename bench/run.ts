@@ -82,6 +82,7 @@
  *                       creation mode under the CPU profiler -> bench-results/profiles/*.cpuprofile
  * Results: a table on stdout and bench-results/latest.json.
  */
+import { eventsLatency, eventsLoad } from './events-bench.js';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -862,6 +863,10 @@ async function main(): Promise<void> {
     if (ONLY.has('v')) await sustained(gen);
     if (ONLY.has('w') || ONLY.has('x')) await frontBench(gen);
     if (ONLY.has('y')) await oauthThroughput(gen);
+    // (z) and (z.load): MCP Events webhooks (bench/events-bench.ts).
+    if (ONLY.has('z')) rows.push(await eventsLatency({ tasks: envNumber('BENCH_EVENT_TASKS', 500), pgUrl: PG_URL, schema: pgSchema('events'), inflight: 8 }, log));
+    if (ONLY.has('z.load')) rows.push(await eventsLoad({ seconds: SECONDS, rounds: ROUNDS, inflight: 8, dir: tempDir('zload'), matching: false }, log));
+    if (ONLY.has('z.load.fanout')) rows.push(await eventsLoad({ seconds: SECONDS, rounds: ROUNDS, inflight: 8, dir: tempDir('zload'), matching: true }, log));
     // (l) and (m): the operations side (bench/dashboard-scale.ts, bench/ops-overhead.ts).
     if (ONLY.has('l')) {
       rows.push(...(await dashboardScale({ small: 1000, big: BIG_TASKS, rounds: ROUNDS, seconds: SECONDS, concurrency: 2, pgUrl: PG_URL, backends: ['sqlite', 'postgres'] }, log)));

@@ -29,6 +29,8 @@ Options for call / resume / cancel:
   --journal PATH           the journal (default $OUTLAST_JOURNAL, else ${defaultJournalPath()})
   --json                   final result(s) as JSON on stdout; progress stays on stderr
   --detach                 (call) print the task id and exit; the task keeps running
+  --notify URL             (call) a webhook (MCP Events, outlast.task.finished) for this call's task, even when detached
+  --notify-secret whsec_…  (call) the secret deliveries are signed with (default: a fresh one, printed)
   --cancel-on-interrupt    Ctrl-C cancels the task (default: Ctrl-C detaches; resume later)
   --answers JSON           answers to form questions by input key or field, e.g. '{"confirm": true}'
                            (without a terminal, a question with no answer detaches with exit code 3)
@@ -54,13 +56,13 @@ function err(line: string): void {
 
 function parse(argv: string[], command: string, allowed: string[] = []) {
   const r = parseAll(argv, command);
-  for (const only of ['detach', 'url'] as const) {
+  for (const only of ['detach', 'url', 'notify', 'notify-secret'] as const) {
     if (r.values[only] !== undefined && !allowed.includes(only)) throw new UsageError(`--${only} is not an option of outlast ${command}`);
   }
   return r;
 }
 
-const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url', ...OAUTH_STRING_OPTIONS]);
+const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url', '--notify', '--notify-secret', ...OAUTH_STRING_OPTIONS]);
 
 /** Task ids are base64url and may start with "-": a lone-dash token that is no option's value is a positional. */
 function positionalDashes(argv: string[]): string[] {
@@ -84,6 +86,8 @@ const CLIENT_OPTIONS = {
   poll: { type: 'boolean' },
   detach: { type: 'boolean' },
   url: { type: 'string' },
+  notify: { type: 'string' },
+  'notify-secret': { type: 'string' },
   ...OAUTH_OPTIONS,
 } as const;
 
@@ -396,7 +400,7 @@ function blockedExit(ui: Ui): Exit {
 // ---- commands --------------------------------------------------------------------------------------------
 
 export async function call(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, 'call', ['detach']);
+  const { values, positionals } = parse(argv, 'call', ['detach', 'notify', 'notify-secret']);
   const [url, tool, argsJson, ...more] = positionals;
   if (!url || !tool) throw new UsageError('usage: outlast call URL TOOL [ARGS_JSON] (e.g. outlast call http://127.0.0.1:3000/mcp reindex \'{"collection":"docs","documents":50000}\')');
   if (more.length) throw new UsageError(`unexpected argument "${more[0]}"; ARGS_JSON must be one quoted JSON object`);
@@ -432,6 +436,14 @@ export async function call(argv: string[]): Promise<number> {
       if (values.json) process.stdout.write(JSON.stringify(errorJson(e as Error)) + '\n');
       throw new Exit(1, `${tool}: ${(e as Error).message}`);
     }
+    if (values.notify && handle.taskId) {
+      try {
+        const s = await client.subscribeWebhook({ url: values.notify, arguments: { taskId: handle.taskId }, ...(values['notify-secret'] ? { secret: values['notify-secret'] } : {}) });
+        err(`notify: ${values.notify} subscribed (${s.id}) to task ${handle.taskId} finishing, until ${s.refreshBefore}${values['notify-secret'] ? '' : `; deliveries are signed with ${s.secret}`}`);
+      } catch (e) {
+        err(`notify: could not subscribe ${values.notify}: ${(e as Error).message}`);
+      }
+    } else if (values.notify && handle.done) err('notify: the call finished at once (no task); nothing to subscribe');
     if (handle.taskId && !values.detach) {
       ui.status.say(`task ${handle.taskId} created (${handle.status}); Ctrl-C ${values['cancel-on-interrupt'] ? 'cancels it' : `detaches, \`outlast resume ${handle.taskId}\` continues`}`);
     }

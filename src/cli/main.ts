@@ -12,6 +12,8 @@ import { HelpRequested, UsageError, parseCommand } from './usage.js';
 import { CLIENT_HELP, call, cancel, loginCommand, logoutCommand, resume, runClientCommand, tasks } from './client-commands.js';
 import { cliLogger } from './logger.js';
 import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
+import { EVENTS_HELP, EVENTS_OPTIONS, eventsConfig } from './events-options.js';
+import { EventDelivery } from '../ops/events/index.js';
 import { dashboardArgs, dashboardCommand, DASHBOARD_HELP } from './dashboard-command.js';
 import { checkDashboardExposure } from '../ops/dashboard/index.js';
 import { AlertService } from '../ops/alerts/index.js';
@@ -80,7 +82,7 @@ Options for serve:
   --trace-polls            a server span for every tasks/get too (when an OpenTelemetry SDK is registered)
   --log-level L            debug | info | warn | error (default info)
 
-${OPS_HELP}`;
+${OPS_HELP}${EVENTS_HELP}`;
 
 const HELP = `outlast: durable MCP Tasks (io.modelcontextprotocol/tasks, 2026-07-28)
 
@@ -167,6 +169,7 @@ const SERVE_OPTIONS = {
   'trace-polls': { type: 'boolean' },
   'log-level': { type: 'string' },
   ...OPS_OPTIONS,
+  ...EVENTS_OPTIONS,
 } as const;
 
 async function serve(argv: string[]): Promise<void> {
@@ -175,6 +178,9 @@ async function serve(argv: string[]): Promise<void> {
   if (!modulePath) fail('serve needs a MODULE path, e.g. outlast serve dist/demo/server.js');
   const ops = opsConfig(values);
   if (typeof ops === 'string') fail(ops);
+  const events = eventsConfig(values);
+  if (typeof events === 'string') fail(events);
+  if (events && (values.stdio || values['no-http'])) fail('--events needs HTTP (webhooks are subscribed over HTTP; not --stdio or --no-http)');
   const log = cliLogger(values['log-level'] ?? 'info', ops.logFormat);
   if (typeof log === 'string') fail(log);
   const host = values.host ?? '127.0.0.1';
@@ -249,6 +255,7 @@ async function serve(argv: string[]): Promise<void> {
   const { outlast, factory, module: mod } = loaded;
   log.setReplica(outlast.runtime.replicaId);
   const alerts = ops.alertsOn ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log }) : undefined;
+  const delivery = events ? new EventDelivery({ ...events.delivery, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log }) : undefined;
   const drainMs = intFlag(values, 'drain-ms') ?? 3000;
 
   let http: RunningHttpServer | undefined;
@@ -260,6 +267,7 @@ async function serve(argv: string[]): Promise<void> {
     log.info(`${signal}: shutting down`);
     try {
       await alerts?.stop();
+      await delivery?.stop();
       await http?.close();
       await outlast.stop(drainMs);
       await prometheus?.shutdown();
@@ -296,9 +304,11 @@ async function serve(argv: string[]): Promise<void> {
           ? { dashboard: { ...ops.tokens, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
           : {}),
         ...(prometheus ? { metrics: prometheus.handler } : {}),
+        ...(events ? { events: events.wire } : {}),
       });
       if (prometheus) observeTaskCounts(outlast.runtime.store);
       alerts?.start();
+      delivery?.start();
       process.stdout.write(`outlast listening on ${http.url}\n`);
       if (ops.dashboard) process.stdout.write(`outlast dashboard on ${http.url.replace(/\/mcp$/, '/dashboard')}\n`);
     }

@@ -15,6 +15,7 @@
  *   `Mcp-Param-*` headers they ask for; a call refused with -32020 (HeaderMismatch) refreshes the list and is
  *   sent again once if that changes its headers.
  */
+import { subscribeWebhook, unsubscribeWebhook, type SubscribeWebhookOptions, type WebhookSubscription } from './events.js';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -407,6 +408,14 @@ export class TaskClient {
   }
 
   /** Calls a tool and returns its final CallToolResult, whether the server answered inline or made it a task. */
+  /** Subscribes a webhook to MCP Events for your tasks (default outlast.task.finished, all of them); verify deliveries with webhookReceiver. */
+  subscribeWebhook(o: SubscribeWebhookOptions): Promise<WebhookSubscription> {
+    return subscribeWebhook(this.dispatcher, o);
+  }
+  unsubscribeWebhook(s: Pick<WebhookSubscription, 'name' | 'arguments' | 'url'>): Promise<void> {
+    return unsubscribeWebhook(this.dispatcher, s);
+  }
+
   async callTool(name: string, args: JsonObject = {}, opts: StartOptions = {}): Promise<CallToolResult> {
     const call = await this.start(name, args, opts);
     const onAbort = () => call.detach();

@@ -12,3 +12,5 @@ export type { HandleOptions } from './handles.js';
 export type { LegacyOptions } from './legacy.js';
 export { recordDefinitions, type DefinitionSurface, type Definitions } from './definitions.js';
 export { createOAuthResourceServer, OAuthJwtVerifier, principalOfClaims, type OAuthFrontOptions, type OAuthResourceServer, type PrincipalKind } from './oauth/index.js';
+export { EventDelivery, type EventDeliveryOptions, MAX_EVENT_BODY_BYTES } from '../ops/events/index.js';
+export { EVENT_DESCRIPTORS, EventErrorCode, subscriptionId, canonicalJson, type EventsWireOptions } from './events/index.js';

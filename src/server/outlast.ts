@@ -127,6 +127,8 @@ export class Outlast {
   private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
   private readonly pushDestinations: Set<string>;
+  /** Set by the HTTP front when it serves the Events wire (src/server/events): server/discover advertises it. */
+  eventsOn = false;
   /** The front serving this Outlast (outlastHandler, serveHttp, stdio), once one is made. */
   private front: { notify(): ServerNotifier | undefined } | undefined;
   private warnedNoFront = false;
@@ -274,6 +276,8 @@ export class Outlast {
   private attachTaskMethods(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
     if (era !== 'modern') return mcp;
     mcp.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
+    // MCP Events, both shapes: `events` (what ChatGPT reads) and the SEP-3415 extension key.
+    if (this.eventsOn) mcp.server.registerCapabilities({ events: { listChanged: false }, extensions: { [TASKS_EXTENSION]: {}, 'io.modelcontextprotocol/events': { listChanged: false } } } as never);
     for (const [name, run] of Object.entries(TASK_METHODS.modern)) {
       mcp.server.setRequestHandler(name as 'tasks/get', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
         try {

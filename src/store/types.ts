@@ -3,6 +3,7 @@
  * shared test kit (src/store/testkit). A store never imports the runtime or the SDK.
  */
 import type { SignalBus } from './local-bus.js';
+import type { EventStore } from './events.js';
 import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskOrigin, TaskStatus } from '../protocol/index.js';
 
 /** An input request the task is waiting for, with its deadline (epoch ms). */
@@ -370,6 +371,8 @@ export interface TaskStore {
 
   /** What operators read and do (the dashboard, alerts): a room of its own in each backend (`ops.ts`). */
   readonly ops: OperatorStore;
+  /** MCP Events (subscriptions, the change log, webhook deliveries): a room of its own in each backend (`events.ts`). */
+  readonly events: EventStore;
 }
 
 // ---- operators ------------------------------------------------------------------------------------------------

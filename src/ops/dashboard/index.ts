@@ -11,6 +11,7 @@ import { OperatorAuth, COOKIE, type Operator, type OperatorTokens } from './auth
 import { LIVE_JS, STYLE_CSS } from './assets.js';
 import type { Html } from './html.js';
 import { LiveHub } from './live.js';
+import { subscriptionsPage } from './subscriptions.js';
 import { STATUSES, TOOL_WINDOWS, alertsPage, errorPage, filterQuery, layout, listPage, loginPage, overviewPage, taskPage, toolsPage, type PageContext } from './pages.js';
 
 export { OperatorAuth, type Operator, type OperatorTokens } from './auth.js';
@@ -278,6 +279,12 @@ export function createDashboard(o: DashboardOptions): Dashboard {
     if (rest === '/logout') return redirect(res, `${base}/login`, { 'set-cookie': `${COOKIE}=; Path=${base}; HttpOnly; SameSite=Strict; Max-Age=0` });
     if (op.role !== 'act') return send(res, 403, errorPage(base, ctxOf(op), 'Read-only', `${op.name} may look but not act.`));
     if (rest === '/bulk') return bulk(res, op, form);
+    const d = /^\/subscriptions\/(sub_[0-9a-f]{32})\/deactivate$/.exec(rest);
+    if (d) {
+      const done = await o.store.events.deactivate(d[1]!, op.name);
+      if (done) log('operator deactivated an event subscription', { subscription: d[1], operator: op.name });
+      return redirect(res, `${base}/subscriptions?notice=${encodeURIComponent(done ? `${d[1]} deactivated` : `${d[1]} was not active`)}`);
+    }
     const m = /^\/tasks\/([^/]{1,200})\/(cancel|acknowledge)$/.exec(rest);
     if (!m) return send(res, 404, errorPage(base, ctxOf(op), 'Not found', 'No such action.'));
     const taskId = decodeURIComponent(m[1]!);
@@ -311,6 +318,11 @@ export function createDashboard(o: DashboardOptions): Dashboard {
         if (rest === '/tasks') return await list(res, op, url.searchParams);
         if (rest === '/alerts') return await alerts(res, op, url.searchParams);
         if (rest === '/tools') return await tools(res, op, url.searchParams);
+        if (rest === '/subscriptions') {
+          const principal = url.searchParams.get('principal') || undefined;
+          const rows = await o.store.events.list(principal, 200);
+          return send(res, 200, layoutOf(op, 'Subscriptions', subscriptionsPage(ctxOf(op), rows, principal, url.searchParams.get('notice') ?? undefined), true));
+        }
         if (rest === '/events') {
           if (!hub.open(res, SECURITY_HEADERS)) send(res, 503, 'Too many open dashboard streams\n', 'text/plain; charset=utf-8', { 'retry-after': '10' });
           return;

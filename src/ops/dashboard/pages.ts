@@ -36,7 +36,7 @@ ${ctx ? html`<script src="${base}/assets/live.js" defer></script>` : ''}
 </head><body data-base="${base}">
 <header><a class="brand" href="${base}">Outlast operations</a>
 ${ctx ? html`<span class="env">${ctx.title}</span>
-<nav><a href="${base}">Overview</a> <a href="${base}/tasks">Tasks</a> <a href="${base}/tools">Tools</a> <a href="${base}/alerts">Alerts</a></nav>
+<nav><a href="${base}">Overview</a> <a href="${base}/tasks">Tasks</a> <a href="${base}/tools">Tools</a> <a href="${base}/alerts">Alerts</a> <a href="${base}/subscriptions">Subscriptions</a></nav>
 <span class="who" data-testid="operator">${ctx.operator.name} (${ctx.operator.role === 'act' ? 'may act' : 'read-only'})</span>
 ${ctx.operator.via === 'cookie' ? html`<form method="post" action="${base}/logout" class="inline"><input type="hidden" name="_csrf" value="${ctx.csrf}"><button>Sign out</button></form>` : ''}` : ''}
 <span class="live-state" id="live-state">${opts.refresh ? 'reloads every 10 s' : ''}</span>

@@ -28,6 +28,7 @@ import { HEALTH_PATHS, healthResponse } from '../health.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../oauth/index.js';
 import { jsonRpcError, retryAfter } from './answers.js';
 import { serveTaskListen, type ListenRequest, type ListenStream } from './listen.js';
+import { EVENT_METHODS, createEventsWire, type EventsWireOptions } from '../events/index.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -69,6 +70,8 @@ export interface OutlastHandlerOptions {
   allowedHosts?: string[];
   /** Requests with an Origin whose hostname is not listed get 403 (no Origin: allowed). Default: not checked. */
   allowedOrigins?: string[];
+  /** The MCP Events wire (events/list, subscribe, unsubscribe, poll, stream; src/server/events). Off by default. */
+  events?: Omit<EventsWireOptions, 'store'>;
 }
 
 /** What an adapter may hand the front besides the Request. */
@@ -155,6 +158,8 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   const streams = new Set<ListenStream>();
   const direct =
     options.serverInfo && options.directTaskMethods !== false ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods }) : undefined;
+  const events = options.events ? createEventsWire({ ...options.events, store: outlast.runtime.store }) : undefined;
+  if (events) outlast.eventsOn = true;
   const observe = requestMetrics();
   const traceRequest = requestSpans({ polls: options.tracePolls });
   const listenHost = { runtime: outlast.runtime, bus: sdk.bus, keepAliveMs, streams };
@@ -308,6 +313,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
           return jsonRpcError(400, msg.id, ErrorCode.InvalidParams, 'Invalid inputResponses: expected an object mapping each input request key to its response');
         }
       }
+      if (events && typeof msg.method === 'string' && EVENT_METHODS.has(msg.method)) return mayStream(await events.answer(msg as { method: string }, who, auth !== undefined, request.signal));
       const taskIds = (msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds;
       if (msg.method === 'subscriptions/listen' && taskIds !== undefined) return mayStream(await serveTaskListen(listenHost, request, msg as ListenRequest, who));
     }

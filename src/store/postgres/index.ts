@@ -42,6 +42,8 @@ import { PARKING_QUERIES } from './parking.js';
 import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
 import { applyHistorySetting, postgresOps } from './ops.js';
+import { postgresEvents } from './events.js';
+import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
 
 export { PgSignalBus } from './bus.js';
@@ -289,6 +291,8 @@ export class PostgresTaskStore implements TaskStore {
   readonly timeouts: PgTimeouts;
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   readonly ops: OperatorStore;
+  /** MCP Events: subscriptions, the change log, deliveries; see ./events.ts. */
+  readonly events: EventStore;
   private opening: Promise<void> | undefined;
   /** The database's clock (one clock decides: every time this store is given comes from it). */
   private clock: StoreClock | undefined;
@@ -309,6 +313,25 @@ export class PostgresTaskStore implements TaskStore {
         return this.pool.query({ name, text, values });
       },
       (taskId) => this.get(taskId),
+    );
+    const notOpen = () => new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
+    this.events = postgresEvents(
+      (name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())),
+      async (fn) => {
+        if (!this.pool) throw notOpen();
+        const c = await this.pool.connect();
+        try {
+          await c.query('BEGIN');
+          const out = await fn(c);
+          await c.query('COMMIT');
+          return out;
+        } catch (e) {
+          await c.query('ROLLBACK').catch(() => undefined);
+          throw e;
+        } finally {
+          c.release();
+        }
+      },
     );
   }
 

@@ -65,6 +65,8 @@ CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
   EXECUTE FUNCTION outlast_history_changed();
 `;
 
+import { POSTGRES_EVENTS_MIGRATION } from './events.js';
+
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
     version: 1,
@@ -309,6 +311,7 @@ ${HISTORY_TRIGGER_SQL}`,
 DROP FUNCTION IF EXISTS outlast_claim(text, bigint, text[], integer[], text[], integer[], integer);
 ${CLAIM_FUNCTION}`,
   },
+  POSTGRES_EVENTS_MIGRATION,
 ];
 
 /** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */

@@ -35,6 +35,8 @@ import { prepareListing, type Listing } from './listing.js';
 import { prepareParking, type SqliteParking } from './parking.js';
 import { prepareSteps, type SqliteSteps } from './steps.js';
 import { applyHistorySetting, sqliteOps } from './ops.js';
+import { sqliteEvents } from './events.js';
+import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
 
 export interface SqliteStoreOptions {
@@ -211,7 +213,11 @@ export class SqliteTaskStore implements TaskStore {
     });
     applyHistorySetting(db, this.options.history);
     this.ops = sqliteOps(db, (op) => this.write(op), (taskId) => this.get(taskId));
+    this.events = sqliteEvents(db, (op) => this.write(op));
   }
+
+  /** MCP Events: subscriptions, the change log, deliveries; see ./events.ts. */
+  events!: EventStore;
 
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   ops!: OperatorStore;

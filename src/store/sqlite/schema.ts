@@ -1,3 +1,5 @@
+import { SQLITE_EVENTS_MIGRATION } from './events.js';
+
 /** Numbered migrations for the SQLite store. Applied in order at start-up, each once, in a transaction. */
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
@@ -224,6 +226,7 @@ CREATE INDEX tasks_ops_finished ON tasks (updated_at DESC, tool, created_at, sta
 CREATE INDEX tasks_ops_parked ON tasks (queued_at, task_id) WHERE parked_at IS NOT NULL;
 `,
   },
+  SQLITE_EVENTS_MIGRATION,
 ];
 
 /**

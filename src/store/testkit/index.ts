@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { nextClaim, type QueuedTask } from '../rules.js';
 import { opsKit } from './ops.js';
+import { eventsKit } from './events.js';
 import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type StepWrite, type TaskStore } from '../types.js';
 
 export interface StoreKitOptions {
@@ -647,5 +648,6 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.equal(await store.sharedSecret('another', () => 'b'), 'b');
     });
     opsKit(() => open(), (location) => open(location));
+    eventsKit(() => open(), (location) => open(location));
   });
 }

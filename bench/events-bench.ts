@@ -1,0 +1,115 @@
+/**
+ * Rows (z) and (z.load): MCP Events webhooks. (z): from a task's terminal commit (its `lastUpdatedAt`, the store's
+ * write) to the webhook's arrival at a loopback receiver, p50/p99 over N tasks created across two replicas on
+ * PostgreSQL. (z.load): task creations per second (each finishing at once, so each is also a delivery to every
+ * subscription) with 100 matching subscriptions active vs none, same store, same run.
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { ROOT, latencyRow, median, round, send, serve, toolCall, wire, type BenchRow, type WireRequest } from './common.js';
+
+const MODULE = join(ROOT, 'dist', 'test', 'events-module.js');
+
+const authed = (r: WireRequest): WireRequest => ({ ...r, headers: { ...r.headers, authorization: 'Bearer bench-token' } });
+
+async function receiver(onEvent: (json: any) => void) {
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      const json = JSON.parse(body);
+      if (json.type === 'verification') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ challenge: json.challenge }));
+      onEvent(json);
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => (server.closeAllConnections(), server.close()) };
+}
+
+async function subscribe(url: string, hook: string, args: Record<string, unknown> = {}) {
+  const r = await send(url, authed(wire('events/subscribe', { name: 'outlast.task.finished', arguments: args, delivery: { mode: 'webhook', url: hook, secret: `whsec_${randomBytes(32).toString('base64')}` }, cursor: null })));
+  if (!r.json?.result?.id) throw new Error(`subscribe failed: ${r.text}`);
+}
+
+const ARGS = (store: string) => ['--store', store, '--events', '--events-allow-host', '127.0.0.1', '--bearer', 'bench-token=bench', '--max-running', '1000'];
+
+export async function eventsLatency(o: { tasks: number; pgUrl: string; schema: string; inflight: number }, log: (m: string) => void): Promise<BenchRow> {
+  const store = `${o.pgUrl}?schema=${o.schema}`;
+  const arrivals = new Map<string, number>();
+  const rec = await receiver((j) => arrivals.set(j.data.taskId, Date.now() - Date.parse(j.data.lastUpdatedAt)));
+  const a = await serve(MODULE, ARGS(store));
+  const b = await serve(MODULE, ARGS(store));
+  try {
+    await subscribe(a.url, `${rec.url}/z`);
+    let next = 0;
+    const ids: string[] = [];
+    await Promise.all(Array.from({ length: o.inflight }, async () => {
+      while (next < o.tasks) {
+        const i = next++;
+        const r = await send(i % 2 ? a.url : b.url, authed(toolCall('work', { key: String(i), ms: 0 })));
+        const id = r.json?.result?.task?.taskId ?? r.json?.result?.taskId;
+        if (id) ids.push(id);
+      }
+    }));
+    const deadline = Date.now() + 120_000;
+    while (ids.some((id) => !arrivals.has(id)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const samples = ids.filter((id) => arrivals.has(id)).map((id) => arrivals.get(id)!);
+    log(`(z) ${samples.length}/${ids.length} delivered`);
+    return latencyRow('z', `terminal commit → webhook arrival (loopback receiver), ${o.tasks} tasks across two PG replicas`, samples, 1000, `${ids.length - samples.length} not delivered within 2 min`);
+  } finally {
+    await a.stop();
+    await b.stop();
+    rec.close();
+  }
+}
+
+export async function eventsLoad(o: { seconds: number; rounds: number; inflight: number; dir: string; matching: boolean }, log: (m: string) => void): Promise<BenchRow> {
+  const rec = await receiver(() => undefined);
+  const rate = async (subs: number, round: number) => {
+    const s = await serve(MODULE, ARGS(`sqlite:${join(o.dir, `zload-${subs}-${round}.db`)}`));
+    try {
+      for (let i = 0; i < subs; i++) await subscribe(s.url, `${rec.url}/load/${i}`, o.matching ? {} : { tool: 'big' });
+      let n = 0;
+      const end = Date.now() + o.seconds * 1000;
+      await Promise.all(Array.from({ length: o.inflight }, async () => {
+        while (Date.now() < end) {
+          const r = await send(s.url, authed(toolCall('work', { key: 'l', ms: 0 })));
+          if (r.status === 200) n++;
+        }
+      }));
+      return n / o.seconds;
+    } finally {
+      await s.stop();
+    }
+  };
+  const base: number[] = [];
+  const withSubs: number[] = [];
+  try {
+    for (let r = 0; r < o.rounds; r++) {
+      base.push(await rate(0, r));
+      withSubs.push(await rate(100, r));
+      log(`(z.load${o.matching ? '.fanout' : ''}) round ${r + 1}: ${round(base.at(-1)!)} vs ${round(withSubs.at(-1)!)} creations/s`);
+    }
+  } finally {
+    rec.close();
+  }
+  const ratio = median(withSubs) / median(base);
+  return {
+    id: o.matching ? 'z.load.fanout' : 'z.load',
+    what: o.matching
+      ? 'task creations/s (each finishing at once) with 100 subscriptions that all match, so 100 webhooks per task, vs none (SQLite, one process)'
+      : "task creations/s (each finishing at once) with 100 of the caller's subscriptions active (another tool's) vs none (SQLite)",
+    figure: round(median(withSubs)),
+    unit: 'creations/s',
+    baselineWhat: 'no subscriptions',
+    baseline: round(median(base)),
+    ratio: round(ratio, 2),
+    target: 'ratio ≥ 0.9',
+    pass: ratio >= 0.9,
+    rounds: withSubs.map((x) => round(x)),
+    baselineRounds: base.map((x) => round(x)),
+  };
+}

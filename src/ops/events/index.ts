@@ -1,0 +1,215 @@
+/**
+ * MCP Events delivery: any replica claims due webhook deliveries from the store (written by the database with the
+ * task's change), builds one EventOccurrence per POST (the task's `tasks/get` view, thin when the body would pass
+ * 256 KiB), signs it with the subscriber's secret (Standard Webhooks; one `webhook-id` across retries), posts it
+ * under the SSRF rules, and retries with back-off and `Retry-After` within a bounded window. A `410` or `413` ends
+ * that delivery; repeated failures deactivate the subscription until its owner refreshes it.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Logger } from '../../runtime/types.js';
+import type { TaskStore } from '../../store/types.js';
+import { TASK_FINISHED, TASK_INPUT_REQUIRED, type ClaimedDelivery, type EventName, type LoggedChange } from '../../store/events.js';
+import { webhookHeaders, webhookKey } from '../../protocol/webhook.js';
+import { CallbackError, checkedPost, statusFailure, type CallbackPolicy } from './ssrf.js';
+
+export { CallbackError, callbackUrlProblem, isPrivateAddress, type CallbackPolicy, type CallbackFailure } from './ssrf.js';
+
+/** The body limit ChatGPT enforces on one webhook POST (bytes). */
+export const MAX_EVENT_BODY_BYTES = 256 * 1024;
+/** Deliveries one replica claims at a time. */
+const CLAIM_BATCH = 50;
+export const SUBSCRIPTION_ID_HEADER = 'x-mcp-subscription-id';
+
+export interface EventOccurrence {
+  eventId: string;
+  name: EventName;
+  timestamp: string;
+  data: Record<string, unknown>;
+  cursor?: string | null;
+}
+
+/** Stable per change: the task and the store's log position (a task emits several events over its life). */
+export function eventIdOf(c: LoggedChange): string {
+  return `evt_${c.taskId}_${c.seq}`;
+}
+
+/** The occurrence of `change` for `name`: the tasks/get view of the task at that change; its result (or error) only when the whole body fits. */
+export async function occurrenceOf(store: TaskStore, change: LoggedChange, name: EventName, cursor?: string | null): Promise<{ occurrence: EventOccurrence; body: string }> {
+  const data: Record<string, unknown> = {
+    taskId: change.taskId,
+    tool: change.tool,
+    status: change.status,
+    ...(change.statusMessage !== null ? { statusMessage: change.statusMessage } : {}),
+    lastUpdatedAt: new Date(change.at).toISOString(),
+  };
+  const found = await store.get(change.taskId).catch(() => undefined);
+  const record = found?.state === 'found' ? found.record : undefined;
+  if (record && record.principal === change.principal) {
+    data.createdAt = new Date(record.createdAt).toISOString();
+    if (record.ttlMs !== null) data.ttl = record.ttlMs;
+    if (change.status === 'input_required' && record.status === 'input_required') {
+      // What is asked, never what was answered; the client answers with tasks/update (or the tool's handle).
+      data.inputRequests = Object.fromEntries(
+        Object.entries(record.inputRequests).map(([k, p]) => [k, { method: p.request.method, message: String((p.request.params as { message?: unknown } | undefined)?.message ?? '').slice(0, 2000) }]),
+      );
+    }
+  }
+  const base: EventOccurrence = { eventId: eventIdOf(change), name, timestamp: new Date(change.at).toISOString(), data, ...(cursor !== undefined ? { cursor } : {}) };
+  if (record && (change.status === 'completed' || change.status === 'failed') && record.status === change.status) {
+    const full = { ...base, data: { ...data, ...(change.status === 'completed' ? { result: record.result } : { error: record.error }) } };
+    const body = JSON.stringify(full);
+    if (Buffer.byteLength(body) <= MAX_EVENT_BODY_BYTES) return { occurrence: full, body };
+    base.data.resultOmitted = `the ${change.status === 'completed' ? 'result' : 'error'} is larger than one event may carry; fetch it with tasks/get (or the status tool)`;
+  }
+  return { occurrence: base, body: JSON.stringify(base) };
+}
+
+export interface ChallengeOptions {
+  policy: CallbackPolicy;
+  timeoutMs: number;
+}
+
+/** Endpoint verification: a signed `{type:"verification", challenge}` the endpoint must echo in a 2xx. Throws CallbackError. */
+export async function verifyCallback(url: string, secret: string, subId: string, o: ChallengeOptions): Promise<void> {
+  const challenge = randomBytes(24).toString('base64url');
+  const body = JSON.stringify({ type: 'verification', challenge });
+  const id = `msg_verification_${randomBytes(12).toString('hex')}`;
+  const headers = { ...webhookHeaders(webhookKey(secret), id, body), [SUBSCRIPTION_ID_HEADER]: subId, 'user-agent': 'outlast-events' };
+  const res = await checkedPost(url, headers, body, o.policy, o.timeoutMs, 4096);
+  if (res.status < 200 || res.status >= 300) throw new CallbackError(statusFailure(res.status), `the endpoint answered the challenge with HTTP ${res.status}`, res.status);
+  let echoed: unknown;
+  try {
+    echoed = (JSON.parse(res.body) as { challenge?: unknown }).challenge;
+  } catch {
+    echoed = undefined;
+  }
+  const a = Buffer.from(typeof echoed === 'string' ? echoed : '');
+  const b = Buffer.from(challenge);
+  if (a.length !== b.length || !timingSafeEqual(a, b)) throw new CallbackError('challenge_failed', 'the endpoint did not echo the challenge ({"challenge": "<the nonce>"})');
+}
+
+export interface EventDeliveryOptions {
+  store: TaskStore;
+  replicaId: string;
+  log: Logger;
+  policy: CallbackPolicy;
+  /** Period of the claim loop, ms. Default 250. */
+  everyMs?: number;
+  /** First retry after this long, then 4x longer each time (bounded by `maxAttempts`). Default 5000. */
+  retryBaseMs?: number;
+  /** Attempts per event before it is given up. Default 5 (about 7 minutes at the default base). */
+  maxAttempts?: number;
+  /** One attempt's time limit, ms. Default 10 000. */
+  timeoutMs?: number;
+  /** Consecutive failed attempts that deactivate a subscription until a refresh. Default 20. */
+  deactivateAfter?: number;
+  /** Log rows older than this are pruned (poll/stream cursors older than it lose events: a gap). Default 24 h. */
+  logRetentionMs?: number;
+}
+
+export class EventDelivery {
+  private readonly o: Required<EventDeliveryOptions>;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private lastPrune = 0;
+  private readonly keys = new Map<string, Buffer>();
+
+  constructor(options: EventDeliveryOptions) {
+    this.o = { everyMs: 250, retryBaseMs: 5000, maxAttempts: 5, timeoutMs: 10_000, deactivateAfter: 20, logRetentionMs: 86_400_000, ...options };
+  }
+
+  start(): void {
+    const tick = () => {
+      if (this.stopped) return;
+      let full = false;
+      this.running = this.tick().then((n) => void (full = n >= CLAIM_BATCH)).finally(() => {
+        this.running = undefined;
+        // A full batch means more is due: claim again at once instead of waiting a period.
+        if (!this.stopped) this.timer = setTimeout(tick, full ? 0 : this.o.everyMs);
+      });
+    };
+    this.timer = setTimeout(tick, this.o.everyMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running?.catch(() => undefined);
+  }
+
+  /** Claims and delivers what is due now; returns how many were claimed. */
+  async tick(): Promise<number> {
+    try {
+      const now = Date.now();
+      if (now - this.lastPrune > 60_000) {
+        this.lastPrune = now;
+        await this.o.store.events.prune(now - this.o.logRetentionMs, now);
+      }
+      const claimed = await this.o.store.events.claim(this.o.replicaId, now, this.o.timeoutMs + 2000, CLAIM_BATCH);
+      // One body per change and event name, however many subscriptions it goes to (one read of the task).
+      const bodies = new Map<string, Promise<{ occurrence: EventOccurrence; body: string }>>();
+      const bodyOf = (d: ClaimedDelivery) => {
+        const k = `${d.seq} ${d.name}`;
+        let b = bodies.get(k);
+        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq))));
+        return b;
+      };
+      await Promise.all(claimed.map((d) => this.send(d, bodyOf(d))));
+      return claimed.length;
+    } catch (e) {
+      this.o.log.warn('events: could not reach the store; retrying', { error: String(e) });
+      return 0;
+    }
+  }
+
+  private key(secret: string): Buffer {
+    let k = this.keys.get(secret);
+    if (!k) {
+      k = webhookKey(secret);
+      if (this.keys.size > 1000) this.keys.clear();
+      this.keys.set(secret, k);
+    }
+    return k;
+  }
+
+  private async sendGap(d: ClaimedDelivery): Promise<void> {
+    const body = JSON.stringify({ type: 'gap', cursor: String(d.seq) });
+    const headers = { ...webhookHeaders(this.key(d.secret), `msg_gap_${randomBytes(12).toString('hex')}`, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
+    await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs).catch(() => undefined);
+  }
+
+  private async send(d: ClaimedDelivery, built: Promise<{ occurrence: EventOccurrence; body: string }>): Promise<void> {
+    const { store, replicaId, log } = this.o;
+    const { occurrence, body } = await built;
+    const headers = { ...webhookHeaders(this.key(d.secret), occurrence.eventId, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
+    let status: number | null = null;
+    let error = '';
+    let retryAfterMs: number | undefined;
+    try {
+      const res = await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs);
+      status = res.status;
+      retryAfterMs = res.retryAfterMs;
+      if (status < 200 || status >= 300) error = statusFailure(status);
+    } catch (e) {
+      error = e instanceof CallbackError ? e.reason : 'connection_refused';
+      if (this.stopped) return; // shutting down: the claim lapses and another replica retries
+    }
+    const now = Date.now();
+    if (!error && status !== null) {
+      await store.events.settle(d.subId, d.seq, replicaId, { delivered: true, status, now });
+      log.info('event delivered', { eventId: occurrence.eventId, name: d.name, subscription: d.subId, attempts: d.attempts });
+      return;
+    }
+    // 410: the receiver rejects this delivery; 413: it never fits. Neither is retried (the subscription stays).
+    const final = status === 410 || status === 413 || error === 'blocked_address' || d.attempts >= this.o.maxAttempts;
+    const backoff = this.o.retryBaseMs * 4 ** (d.attempts - 1);
+    const retryAt = final ? null : now + Math.min(15 * 60_000, Math.max(retryAfterMs ?? 0, Math.round(backoff * (0.8 + Math.random() * 0.4))));
+    await store.events.settle(d.subId, d.seq, replicaId, { delivered: false, status, error, retryAt, now, deactivateAfter: this.o.deactivateAfter });
+    // An event given up (attempts spent, or too large) leaves a hole: say so once with a signed `gap` envelope.
+    if (final && status !== 410 && error !== 'blocked_address') await this.sendGap(d);
+    log.warn(final ? 'event delivery given up' : 'event delivery failed; will retry', { eventId: occurrence.eventId, subscription: d.subId, attempts: d.attempts, error, ...(retryAt ? { retryInMs: retryAt - now } : {}) });
+  }
+}
+
+export { TASK_FINISHED, TASK_INPUT_REQUIRED };

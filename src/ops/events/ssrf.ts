@@ -1,0 +1,135 @@
+/**
+ * A POST to a caller-given URL under SSRF rules, checked at every connection: the name is resolved, every address
+ * that is not publicly routable (loopback, private, link-local, CGNAT, multicast, unique-local, IPv4-mapped forms of
+ * those) is refused unless the operator allowed the host, the socket connects to the address that was checked, and
+ * a redirect is never followed. Failures surface only as categories (never the receiver's body).
+ */
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { lookup } from 'node:dns';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+
+export type CallbackFailure = 'connection_refused' | 'timeout' | 'tls_error' | 'http_3xx' | 'http_4xx' | 'http_5xx' | 'challenge_failed' | 'blocked_address';
+
+export class CallbackError extends Error {
+  constructor(
+    readonly reason: CallbackFailure,
+    message: string,
+    readonly status: number | null = null,
+  ) {
+    super(message);
+  }
+}
+
+const blocked = new BlockList();
+for (const [net, bits] of [
+  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
+  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24],
+  ['224.0.0.0', 4], ['240.0.0.0', 4],
+] as const) blocked.addSubnet(net, bits, 'ipv4');
+for (const [net, bits] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32], ['2002::', 16], ['100::', 64]] as const) {
+  blocked.addSubnet(net, bits, 'ipv6');
+}
+
+/** True when `ip` is not a publicly routable address (IPv4-mapped IPv6 is judged as its IPv4). */
+export function isPrivateAddress(ip: string): boolean {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) return blocked.check(mapped[1]!, 'ipv4');
+  const family = isIP(ip);
+  if (family === 4) return blocked.check(ip, 'ipv4');
+  if (family === 6) return blocked.check(ip, 'ipv6') || /^::ffff:/i.test(ip);
+  return true;
+}
+
+export interface CallbackPolicy {
+  /** Hosts whose URLs pass the address check (and may use http://): operator-named, e.g. for tests on loopback. */
+  allowHosts: ReadonlySet<string>;
+}
+
+function hostOf(u: URL): string {
+  return u.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+}
+
+/** Why a callback URL is refused at subscribe time (null: acceptable). Checks the form only; addresses are checked per connection. */
+export function callbackUrlProblem(url: unknown, policy: CallbackPolicy): string | null {
+  if (typeof url !== 'string' || url.length === 0) return 'delivery.url must be a string';
+  if (url.length > 2048) return 'delivery.url is longer than 2048 characters';
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return `delivery.url is not a valid URL: ${JSON.stringify(url.slice(0, 100))}`;
+  }
+  if (u.username || u.password) return 'delivery.url must not carry credentials';
+  if (u.hash) return 'delivery.url must not carry a fragment';
+  const allowed = policy.allowHosts.has(hostOf(u));
+  if (u.protocol === 'http:' && !allowed) return 'delivery.url must be https:// (http:// only for a host the operator allowed with --events-allow-host)';
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') return 'delivery.url must be https://';
+  if (!allowed && isIP(hostOf(u)) && isPrivateAddress(hostOf(u))) return `delivery.url points at a private, loopback or link-local address (${hostOf(u)}); the operator must allow that host with --events-allow-host`;
+  return null;
+}
+
+export interface PostResult {
+  status: number;
+  retryAfterMs: number | undefined;
+  /** At most `readLimit` bytes of the answer (read only when asked). */
+  body: string;
+}
+
+/** POSTs `body` under the SSRF rules; throws CallbackError with a category for every failure but an HTTP status. */
+export function checkedPost(url: string, headers: Record<string, string>, body: string, policy: CallbackPolicy, timeoutMs: number, readLimit = 0): Promise<PostResult> {
+  const u = new URL(url);
+  const host = hostOf(u);
+  const allowed = policy.allowHosts.has(host);
+  if (!allowed && isIP(host) && isPrivateAddress(host)) return Promise.reject(new CallbackError('blocked_address', `refused: ${host} is not a public address`));
+  // The socket connects to the address this lookup checked (no second resolution between check and connect).
+  const checkedLookup: LookupFunction = (hostname, options, cb) => {
+    lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return cb(err, '', 0);
+      const list = addresses as Array<{ address: string; family: number }>;
+      const bad = list.find((a) => isPrivateAddress(a.address));
+      if (!allowed && bad) return cb(Object.assign(new Error(`refused: ${hostname} resolves to ${bad.address}, not a public address`), { code: 'EBLOCKED' }), '', 0);
+      if ((options as { all?: boolean }).all) return (cb as unknown as (e: null, a: typeof list) => void)(null, list);
+      cb(null, list[0]!.address, list[0]!.family);
+    });
+  };
+  return new Promise((resolve, reject) => {
+    const req = (u.protocol === 'https:' ? httpsRequest : httpRequest)(
+      u,
+      { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, lookup: checkedLookup, timeout: timeoutMs, agent: false },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        const ra = Number(res.headers['retry-after']);
+        const retryAfterMs = Number.isFinite(ra) && ra > 0 ? ra * 1000 : undefined;
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size <= readLimit) chunks.push(c);
+          else if (readLimit === 0 || size > readLimit) res.destroy();
+        });
+        const done = () => resolve({ status, retryAfterMs, body: Buffer.concat(chunks).toString('utf8') });
+        res.once('end', done);
+        res.once('close', done);
+        res.once('error', done);
+      },
+    );
+    const timer = setTimeout(() => req.destroy(new CallbackError('timeout', `no answer within ${timeoutMs} ms`)), timeoutMs);
+    req.once('close', () => clearTimeout(timer));
+    req.once('timeout', () => req.destroy(new CallbackError('timeout', `no answer within ${timeoutMs} ms`)));
+    req.once('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      if (e instanceof CallbackError) return reject(e);
+      if (e.code === 'EBLOCKED') return reject(new CallbackError('blocked_address', e.message));
+      if (/CERT|SSL|TLS/i.test(e.code ?? '') || /certificate|TLS|SSL/i.test(e.message)) return reject(new CallbackError('tls_error', 'TLS failed'));
+      if (e.code === 'ETIMEDOUT') return reject(new CallbackError('timeout', 'connection timed out'));
+      reject(new CallbackError('connection_refused', `could not connect (${e.code ?? 'error'})`));
+    });
+    req.end(body);
+  });
+}
+
+/** The category of an HTTP status that is not a success. */
+export function statusFailure(status: number): CallbackFailure {
+  return status >= 500 ? 'http_5xx' : status >= 400 ? 'http_4xx' : 'http_3xx';
+}

@@ -1,0 +1,186 @@
+/**
+ * The MCP Events room of the store: webhook subscriptions, the event log (one row per task status change, written
+ * by a trigger in the transaction of the change: the outbox) and the delivery rows fanned out from it to each
+ * matching subscription, claimed by whichever replica delivers first. Both backends implement EventStore.
+ */
+import type { TaskStatus } from '../protocol/index.js';
+
+/** Migration numbers of this room (renumber here, one line, when merging next to other rooms' migrations). */
+export const EVENTS_MIGRATION = 9;
+
+/** The event names Outlast serves (the contract). */
+export const TASK_FINISHED = 'outlast.task.finished';
+export const TASK_INPUT_REQUIRED = 'outlast.task.input_required';
+export const TASK_STATUS = 'outlast.task.status';
+export const EVENT_NAMES = [TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS] as const;
+export type EventName = (typeof EVENT_NAMES)[number];
+
+/** A subscription's identity: (principal, url, name, canonical arguments); `subId` is derived from it. */
+export interface SubscriptionKey {
+  principal: string;
+  url: string;
+  name: EventName;
+  /** Canonical JSON of the arguments (sorted keys). */
+  args: string;
+}
+
+export interface NewSubscription extends SubscriptionKey {
+  subId: string;
+  /** The filters the arguments carry (null: any). */
+  taskId: string | null;
+  tool: string | null;
+  secret: string;
+  /** Epoch ms, or null for no expiry. */
+  refreshBefore: number | null;
+  now: number;
+}
+
+export interface SubscriptionRecord extends NewSubscription {
+  createdAt: number;
+  active: boolean;
+  /** Consecutive failed attempts since the last success or refresh. */
+  failures: number;
+  verifiedAt: number | null;
+  lastStatus: number | null;
+  lastError: string | null;
+  lastDeliveryAt: number | null;
+  deactivatedBy: string | null;
+  /** Deliveries not yet delivered or given up. */
+  pending: number;
+}
+
+/** One status change of a task, from the event log. `seq` is the store-wide cursor position. */
+export interface LoggedChange {
+  seq: number;
+  principal: string;
+  taskId: string;
+  tool: string;
+  status: TaskStatus;
+  statusMessage: string | null;
+  at: number;
+}
+
+/** A claimed delivery: the change, the subscription it goes to, and how many attempts it had (this one included). */
+export interface ClaimedDelivery extends LoggedChange {
+  subId: string;
+  name: EventName;
+  url: string;
+  secret: string;
+  attempts: number;
+}
+
+export type DeliveryOutcome =
+  | { delivered: true; status: number; now: number }
+  | { delivered: false; status: number | null; error: string; retryAt: number | null; now: number; deactivateAfter: number };
+
+export interface EventFilter {
+  name: EventName;
+  taskId: string | null;
+  tool: string | null;
+}
+
+export interface EventStore {
+  /** Upserts a subscription on its key (refresh: new secret, grant, reactivated, failures reset). `limit`: live
+   *  subscriptions one principal may hold; a new one past it is refused ('limit'), a refresh never is. */
+  subscribe(s: NewSubscription, limit: number): Promise<'created' | 'refreshed' | 'limit'>;
+  /** Removes the subscription and its pending deliveries. Returns whether there was one. */
+  unsubscribe(key: SubscriptionKey): Promise<boolean>;
+  get(subId: string): Promise<SubscriptionRecord | undefined>;
+  /** Live (unexpired) subscriptions of `principal`. */
+  live(principal: string, now: number): Promise<number>;
+  /** When a subscription of `principal` to `url` last passed the challenge (the verification cache). */
+  verifiedAt(principal: string, url: string): Promise<number | null>;
+  markVerified(subId: string, now: number): Promise<void>;
+  /** Subscriptions for the dashboard, newest first (optionally one principal's). */
+  list(principal: string | undefined, limit: number): Promise<SubscriptionRecord[]>;
+  /** An operator stops a subscription's deliveries (a refresh by its owner turns it on again). */
+  deactivate(subId: string, operator: string): Promise<boolean>;
+  /** Claims up to `limit` due deliveries of live, active subscriptions for `claimMs` (PostgreSQL: SKIP LOCKED). */
+  claim(replica: string, now: number, claimMs: number, limit: number): Promise<ClaimedDelivery[]>;
+  settle(subId: string, seq: number, replica: string, outcome: DeliveryOutcome): Promise<void>;
+  /** The newest position of the log (a cursor "from now"). */
+  head(): Promise<number>;
+  /** `principal`'s changes after `afterSeq` matching `filter`, oldest first. */
+  read(principal: string, filter: EventFilter, afterSeq: number, limit: number): Promise<LoggedChange[]>;
+  /** Drops log rows older than `before` with nothing pending, and subscriptions expired before `expiredBefore`. */
+  prune(before: number, expiredBefore: number): Promise<void>;
+}
+
+/** Which log statuses an event name matches (SQL over a `status` column). */
+export function statusMatch(column: string, nameColumn: string): string {
+  return `CASE ${nameColumn} WHEN '${TASK_FINISHED}' THEN ${column} IN ('completed','failed','cancelled')
+    WHEN '${TASK_INPUT_REQUIRED}' THEN ${column} = 'input_required' ELSE 1 = 1 END`;
+}
+
+export function filterWhere(f: EventFilter): string {
+  if (f.name === TASK_FINISHED) return `status IN ('completed','failed','cancelled')`;
+  if (f.name === TASK_INPUT_REQUIRED) return `status = 'input_required'`;
+  return '1 = 1';
+}
+
+export interface SubscriptionRow {
+  sub_id: string;
+  principal: string;
+  url: string;
+  name: string;
+  args: string;
+  task_id: string | null;
+  tool: string | null;
+  secret: string;
+  refresh_before: number | string | null;
+  active: number | boolean;
+  created_at: number | string;
+  failures: number;
+  verified_at: number | string | null;
+  last_status: number | null;
+  last_error: string | null;
+  last_delivery_at: number | string | null;
+  deactivated_by: string | null;
+  pending?: number | string;
+}
+
+const n = (v: number | string | null | undefined): number | null => (v === null || v === undefined ? null : Number(v));
+
+export function toSubscription(r: SubscriptionRow): SubscriptionRecord {
+  return {
+    subId: r.sub_id,
+    principal: r.principal,
+    url: r.url,
+    name: r.name as EventName,
+    args: r.args,
+    taskId: r.task_id,
+    tool: r.tool,
+    secret: r.secret,
+    refreshBefore: n(r.refresh_before),
+    now: Number(r.created_at),
+    createdAt: Number(r.created_at),
+    active: r.active === true || r.active === 1,
+    failures: r.failures,
+    verifiedAt: n(r.verified_at),
+    lastStatus: r.last_status,
+    lastError: r.last_error,
+    lastDeliveryAt: n(r.last_delivery_at),
+    deactivatedBy: r.deactivated_by,
+    pending: Number(r.pending ?? 0),
+  };
+}
+
+export interface LogRow {
+  seq: number | string;
+  principal: string;
+  task_id: string;
+  tool: string;
+  status: string;
+  status_message: string | null;
+  at: number | string;
+}
+
+export function toChange(r: LogRow): LoggedChange {
+  return { seq: Number(r.seq), principal: r.principal, taskId: r.task_id, tool: r.tool, status: r.status as TaskStatus, statusMessage: r.status_message, at: Number(r.at) };
+}
+
+export type ClaimRow = LogRow & { sub_id: string; name: string; url: string; secret: string; attempts: number };
+
+export function toClaimed(r: ClaimRow): ClaimedDelivery {
+  return { ...toChange(r), subId: r.sub_id, name: r.name as EventName, url: r.url, secret: r.secret, attempts: r.attempts };
+}

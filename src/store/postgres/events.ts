@@ -1,0 +1,208 @@
+/**
+ * The MCP Events room of the PostgreSQL store: its migration (log, subscriptions, deliveries and the triggers that
+ * write them with the task's change) and its queries; deliveries are claimed with SKIP LOCKED, so replicas
+ * delivering together never take the same one while a claim holds.
+ */
+import type pg from 'pg';
+import {
+  EVENTS_MIGRATION,
+  filterWhere,
+  statusMatch,
+  toChange,
+  toClaimed,
+  toSubscription,
+  type ClaimRow,
+  type EventStore,
+  type LogRow,
+  type SubscriptionRow,
+} from '../events.js';
+
+type Query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) => Promise<pg.QueryResult<R>>;
+type Tx = <T>(fn: (c: pg.PoolClient) => Promise<T>) => Promise<T>;
+
+export const POSTGRES_EVENTS_MIGRATION = {
+  version: EVENTS_MIGRATION,
+  sql: `
+-- Every status change of a task, in its own transaction: the outbox of MCP Events and the poll/stream cursor.
+CREATE TABLE event_log (
+  seq            bigserial PRIMARY KEY,
+  principal      text NOT NULL,
+  task_id        text NOT NULL,
+  tool           text NOT NULL,
+  status         text NOT NULL,
+  status_message text,
+  at             bigint NOT NULL
+);
+CREATE INDEX event_log_by_principal ON event_log (principal, seq);
+CREATE INDEX event_log_by_time ON event_log (at);
+CREATE INDEX event_log_by_task ON event_log (task_id);
+CREATE TABLE event_subscriptions (
+  sub_id           text PRIMARY KEY,
+  principal        text NOT NULL,
+  url              text NOT NULL,
+  name             text NOT NULL,
+  args             text NOT NULL,
+  task_id          text,
+  tool             text,
+  secret           text NOT NULL,
+  refresh_before   bigint,
+  active           boolean NOT NULL DEFAULT true,
+  created_at       bigint NOT NULL,
+  failures         integer NOT NULL DEFAULT 0,
+  verified_at      bigint,
+  last_status      integer,
+  last_error       text,
+  last_delivery_at bigint,
+  deactivated_by   text
+);
+CREATE INDEX event_subscriptions_match ON event_subscriptions (principal, name);
+CREATE TABLE event_deliveries (
+  sub_id          text NOT NULL,
+  seq             bigint NOT NULL,
+  state           text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending','delivered','failed')),
+  attempts        integer NOT NULL DEFAULT 0,
+  next_attempt_at bigint NOT NULL,
+  claimed_by      text,
+  claimed_until   bigint,
+  last_status     integer,
+  last_error      text,
+  PRIMARY KEY (sub_id, seq)
+);
+CREATE INDEX event_deliveries_due ON event_deliveries (next_attempt_at) WHERE state = 'pending';
+-- A change is logged and fanned out to the owner's live subscriptions it matches, in the change's transaction.
+CREATE FUNCTION outlast_event_logged() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE s bigint;
+BEGIN
+  INSERT INTO event_log (principal, task_id, tool, status, status_message, at)
+    VALUES (NEW.principal, NEW.task_id, NEW.tool, NEW.status, NEW.status_message, NEW.updated_at) RETURNING seq INTO s;
+  INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
+    SELECT e.sub_id, s, NEW.updated_at FROM event_subscriptions e
+    WHERE e.principal = NEW.principal AND e.active AND (e.refresh_before IS NULL OR e.refresh_before > NEW.updated_at)
+      AND (e.task_id IS NULL OR e.task_id = NEW.task_id) AND (e.tool IS NULL OR e.tool = NEW.tool)
+      AND ${statusMatch('NEW.status', 'e.name')};
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_event_changed AFTER UPDATE ON tasks FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+  EXECUTE FUNCTION outlast_event_logged();
+-- A task leaves (the sweeper made it a tombstone): its log rows and deliveries go with it, so the log is bounded by
+-- task retention even when no replica prunes (no --events).
+CREATE FUNCTION outlast_event_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM event_deliveries WHERE seq IN (SELECT seq FROM event_log WHERE task_id = OLD.task_id);
+  DELETE FROM event_log WHERE task_id = OLD.task_id;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_event_gone AFTER DELETE ON tasks FOR EACH ROW EXECUTE FUNCTION outlast_event_gone();
+CREATE TRIGGER tasks_event_created AFTER INSERT ON tasks FOR EACH ROW WHEN (NEW.status <> 'working')
+  EXECUTE FUNCTION outlast_event_logged();
+`,
+};
+
+const SUB_COLUMNS = `s.*, (SELECT count(*) FROM event_deliveries d WHERE d.sub_id = s.sub_id AND d.state = 'pending') AS pending`;
+
+export function postgresEvents(query: Query, tx: Tx): EventStore {
+  return {
+    subscribe: (s, limit) =>
+      tx(async (c) => {
+        // One principal's subscribes are serialised, so the limit holds under concurrent requests.
+        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outlast-events:${s.principal}`]);
+        const refreshed = await c.query(
+          `UPDATE event_subscriptions SET secret = $2, refresh_before = $3, active = true, failures = 0, deactivated_by = NULL WHERE sub_id = $1`,
+          [s.subId, s.secret, s.refreshBefore],
+        );
+        if (refreshed.rowCount) return 'refreshed' as const;
+        const live = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_subscriptions WHERE principal = $1 AND (refresh_before IS NULL OR refresh_before > $2)`, [s.principal, s.now]);
+        if (live.rows[0]!.n >= limit) return 'limit' as const;
+        await c.query(
+          `INSERT INTO event_subscriptions (sub_id, principal, url, name, args, task_id, tool, secret, refresh_before, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+          [s.subId, s.principal, s.url, s.name, s.args, s.taskId, s.tool, s.secret, s.refreshBefore, s.now],
+        );
+        return 'created' as const;
+      }),
+    unsubscribe: async (key) => {
+      const r = await query<{ sub_id: string }>(
+        'ev_unsub',
+        `WITH gone AS (DELETE FROM event_subscriptions WHERE principal = $1 AND url = $2 AND name = $3 AND args = $4 RETURNING sub_id),
+           d AS (DELETE FROM event_deliveries WHERE sub_id IN (SELECT sub_id FROM gone)) SELECT sub_id FROM gone`,
+        [key.principal, key.url, key.name, key.args],
+      );
+      return (r.rowCount ?? 0) > 0;
+    },
+    get: async (subId) => {
+      const r = await query<SubscriptionRow>('ev_get', `SELECT ${SUB_COLUMNS} FROM event_subscriptions s WHERE sub_id = $1`, [subId]);
+      return r.rows[0] ? toSubscription(r.rows[0]) : undefined;
+    },
+    live: async (principal, now) => (await query<{ n: number }>('ev_live', `SELECT count(*)::int AS n FROM event_subscriptions WHERE principal = $1 AND (refresh_before IS NULL OR refresh_before > $2)`, [principal, now])).rows[0]!.n,
+    verifiedAt: async (principal, url) => {
+      const r = await query<{ v: string | null }>('ev_verified', `SELECT max(verified_at) AS v FROM event_subscriptions WHERE principal = $1 AND url = $2`, [principal, url]);
+      return r.rows[0]?.v == null ? null : Number(r.rows[0].v);
+    },
+    markVerified: async (subId, now) => void (await query('ev_mark', `UPDATE event_subscriptions SET verified_at = $2 WHERE sub_id = $1`, [subId, now])),
+    list: async (principal, limit) => {
+      const r = principal === undefined
+        ? await query<SubscriptionRow>('ev_list', `SELECT ${SUB_COLUMNS} FROM event_subscriptions s ORDER BY created_at DESC LIMIT $1`, [limit])
+        : await query<SubscriptionRow>('ev_list_of', `SELECT ${SUB_COLUMNS} FROM event_subscriptions s WHERE principal = $1 ORDER BY created_at DESC LIMIT $2`, [principal, limit]);
+      return r.rows.map(toSubscription);
+    },
+    deactivate: async (subId, operator) => ((await query('ev_deact', `UPDATE event_subscriptions SET active = false, deactivated_by = $2 WHERE sub_id = $1 AND active`, [subId, operator])).rowCount ?? 0) > 0,
+    claim: async (replica, now, claimMs, limit) => {
+      const r = await query<ClaimRow>(
+        'ev_claim',
+        `WITH due AS (
+            SELECT d.sub_id, d.seq FROM event_deliveries d JOIN event_subscriptions s ON s.sub_id = d.sub_id
+            WHERE d.state = 'pending' AND d.next_attempt_at <= $2 AND (d.claimed_until IS NULL OR d.claimed_until <= $2)
+              AND s.active AND (s.refresh_before IS NULL OR s.refresh_before > $2)
+            ORDER BY d.next_attempt_at LIMIT $4 FOR UPDATE OF d SKIP LOCKED
+          ), claimed AS (
+            UPDATE event_deliveries d SET claimed_by = $1, claimed_until = $3, attempts = d.attempts + 1
+            FROM due WHERE d.sub_id = due.sub_id AND d.seq = due.seq RETURNING d.sub_id, d.seq, d.attempts
+          )
+          SELECT l.*, c.sub_id, c.attempts, s.name, s.url, s.secret FROM claimed c
+          JOIN event_log l ON l.seq = c.seq JOIN event_subscriptions s ON s.sub_id = c.sub_id`,
+        [replica, now, now + claimMs, limit],
+      );
+      return r.rows.map(toClaimed);
+    },
+    settle: async (subId, seq, replica, o) => {
+      if (o.delivered) {
+        await query(
+          'ev_delivered',
+          `WITH d AS (UPDATE event_deliveries SET state = 'delivered', last_status = $4, claimed_by = NULL, claimed_until = NULL
+              WHERE sub_id = $1 AND seq = $2 AND claimed_by = $3 RETURNING sub_id)
+           UPDATE event_subscriptions SET failures = 0, last_status = $4, last_error = NULL, last_delivery_at = $5 WHERE sub_id IN (SELECT sub_id FROM d)`,
+          [subId, seq, replica, o.status, o.now],
+        );
+        return;
+      }
+      await query(
+        'ev_failed',
+        `WITH d AS (UPDATE event_deliveries SET state = CASE WHEN $6::bigint IS NULL THEN 'failed' ELSE 'pending' END,
+              next_attempt_at = coalesce($6::bigint, next_attempt_at), last_status = $4, last_error = $5, claimed_by = NULL, claimed_until = NULL
+            WHERE sub_id = $1 AND seq = $2 AND claimed_by = $3 RETURNING sub_id)
+         UPDATE event_subscriptions SET failures = failures + 1, last_status = $4, last_error = $5,
+           active = CASE WHEN failures + 1 >= $7 THEN false ELSE active END WHERE sub_id IN (SELECT sub_id FROM d)`,
+        [subId, seq, replica, o.status, o.error, o.retryAt, o.deactivateAfter],
+      );
+    },
+    head: async () => Number((await query<{ seq: string }>('ev_head', `SELECT coalesce(max(seq), 0) AS seq FROM event_log`, [])).rows[0]!.seq),
+    read: async (principal, filter, after, limit) => {
+      const values: unknown[] = [principal, after, limit];
+      let extra = '';
+      if (filter.taskId !== null) extra += ` AND task_id = $${values.push(filter.taskId)}`;
+      if (filter.tool !== null) extra += ` AND tool = $${values.push(filter.tool)}`;
+      const where = filterWhere(filter);
+      const r = await query<LogRow>(`ev_read_${filter.name}_${filter.taskId !== null}_${filter.tool !== null}`, `SELECT * FROM event_log WHERE principal = $1 AND seq > $2 AND ${where}${extra} ORDER BY seq LIMIT $3`, values);
+      return r.rows.map(toChange);
+    },
+    prune: async (before, expiredBefore) => {
+      await query(
+        'ev_prune_subs',
+        `WITH gone AS (DELETE FROM event_subscriptions WHERE refresh_before IS NOT NULL AND refresh_before < $1 RETURNING sub_id)
+         DELETE FROM event_deliveries WHERE sub_id IN (SELECT sub_id FROM gone)`,
+        [expiredBefore],
+      );
+      await query('ev_prune_log', `DELETE FROM event_log l WHERE at < $1 AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.seq = l.seq AND d.state = 'pending')`, [before]);
+      await query('ev_prune_done', `DELETE FROM event_deliveries d WHERE state <> 'pending' AND NOT EXISTS (SELECT 1 FROM event_log l WHERE l.seq = d.seq)`, []);
+    },
+  };
+}

@@ -1,0 +1,93 @@
+/**
+ * The MCP Events side of the store test kit: subscriptions (upsert on the key, the per-principal limit, expiry), the
+ * change log written with the task's own change, fan-out only to the owner's matching live subscriptions, claims
+ * that one replica holds at a time, settle and deactivation, unsubscribe. Called by runStoreTestKit.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import type { TaskStore } from '../types.js';
+import { TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS, type NewSubscription } from '../events.js';
+import { newTask } from './index.js';
+
+type Open = () => Promise<{ store: TaskStore; location: string }>;
+
+const sub = (over: Partial<NewSubscription> = {}): NewSubscription => ({
+  subId: `sub_${Math.random().toString(16).slice(2)}`,
+  principal: 'alice',
+  url: 'https://hooks.example/a',
+  name: TASK_FINISHED,
+  args: '{}',
+  taskId: null,
+  tool: null,
+  secret: 'whsec_x',
+  refreshBefore: Date.now() + 60_000,
+  now: Date.now(),
+  ...over,
+});
+
+export function eventsKit(open: Open, openAt: (location: string) => Promise<{ store: TaskStore }>): void {
+  it('events: a finish fans out to the owner\'s matching live subscriptions only, in the same write; claims are exclusive', async () => {
+    const { store, location } = await open();
+    const { store: other } = await openAt(location);
+    const now = Date.now();
+    const all = sub();
+    const byTool = sub({ url: 'https://hooks.example/b', args: '{"tool":"render"}', tool: 'render' });
+    const otherTool = sub({ url: 'https://hooks.example/c', args: '{"tool":"zip"}', tool: 'zip' });
+    const expired = sub({ url: 'https://hooks.example/d', refreshBefore: now - 1 });
+    const bobs = sub({ principal: 'bob', url: 'https://hooks.example/e' });
+    const asks = sub({ url: 'https://hooks.example/f', name: TASK_INPUT_REQUIRED });
+    for (const s of [all, byTool, otherTool, expired, bobs, asks]) assert.equal(await store.events.subscribe(s, 10), 'created');
+    assert.equal(await store.events.subscribe({ ...all, secret: 'whsec_y' }, 10), 'refreshed', 'the same key is a refresh');
+    const head = await store.events.head();
+    const t = await store.create(newTask({ principal: 'alice', tool: 'render', owner: 'r1' }));
+    const status = sub({ url: 'https://hooks.example/g', name: TASK_STATUS, args: JSON.stringify({ taskId: t.record.taskId }), taskId: t.record.taskId });
+    assert.equal(await store.events.subscribe(status, 10), 'created');
+    await store.finish(t.record.taskId, 'r1', { status: 'completed', result: { content: [] } }, null, Date.now());
+    const [a, b] = await Promise.all([store.events.claim('r1', Date.now(), 10_000, 50), other.events.claim('r2', Date.now(), 10_000, 50)]);
+    const claimed = [...a!, ...b!];
+    assert.deepEqual(claimed.map((c) => c.subId).sort(), [all.subId, byTool.subId, status.subId].sort(), 'each matching delivery claimed once, by one replica');
+    assert.ok(claimed.every((c) => c.taskId === t.record.taskId && c.status === 'completed' && c.attempts === 1));
+    assert.equal(claimed.find((c) => c.subId === all.subId)!.secret, 'whsec_y', 'the refreshed secret signs');
+    const log = await store.events.read('alice', { name: TASK_FINISHED, taskId: null, tool: null }, head, 10);
+    assert.deepEqual(log.map((l) => [l.taskId, l.status]), [[t.record.taskId, 'completed']]);
+    assert.deepEqual(await store.events.read('bob', { name: TASK_FINISHED, taskId: null, tool: null }, head, 10), [], "never another principal's");
+    // Settle: delivered once; a failure is due again; the claim of another replica cannot settle it.
+    const mine = a!.length ? { list: a!, replica: 'r1' } : { list: b!, replica: 'r2' };
+    const first = mine.list[0]!;
+    await store.events.settle(first.subId, first.seq, 'not-the-claimer', { delivered: true, status: 200, now: Date.now() });
+    assert.equal((await store.events.get(first.subId))!.pending, 1, 'only the claimer settles');
+    await store.events.settle(first.subId, first.seq, mine.replica, { delivered: false, status: 500, error: 'http_5xx', retryAt: Date.now() - 1, now: Date.now(), deactivateAfter: 1 });
+    const s1 = (await store.events.get(first.subId))!;
+    assert.deepEqual([s1.active, s1.failures, s1.lastError, s1.pending], [false, 1, 'http_5xx', 1], 'deactivated after the failures allowed');
+    assert.equal((await store.events.claim('r1', Date.now() + 20_000, 10_000, 50)).filter((c) => c.subId === first.subId).length, 0, 'an inactive subscription delivers nothing');
+    await store.events.subscribe({ ...first, principal: s1.principal, url: s1.url, name: s1.name, args: s1.args, taskId: s1.taskId, tool: s1.tool, refreshBefore: Date.now() + 60_000, now: Date.now() }, 10);
+    assert.equal((await store.events.get(first.subId))!.active, true, 'a refresh reactivates');
+    assert.equal((await store.events.claim('r1', Date.now() + 20_000, 10_000, 50)).filter((c) => c.subId === first.subId).length, 1, 'and the pending delivery resumes');
+    // The task leaves (tombstoned by the sweep): its log rows and deliveries go with it.
+    await store.sweep(Date.now() + 10 * 86_400_000, 86_400_000, 100);
+    assert.deepEqual(await store.events.read('alice', { name: TASK_STATUS, taskId: t.record.taskId, tool: null }, 0, 10), []);
+    assert.equal((await store.events.get(byTool.subId))!.pending, 0);
+    assert.equal(await store.events.unsubscribe({ principal: 'alice', url: all.url, name: TASK_FINISHED, args: '{}' }), true);
+    assert.equal(await store.events.get(all.subId), undefined);
+    assert.equal(await store.events.unsubscribe({ principal: 'alice', url: all.url, name: TASK_FINISHED, args: '{}' }), false);
+    await other.close();
+  });
+
+  it('events: the per-principal limit counts live subscriptions; a refresh at the limit still succeeds; expired ones are pruned', async () => {
+    const { store } = await open();
+    const now = Date.now();
+    const subs = [0, 1, 2].map((i) => sub({ principal: 'carol', url: `https://hooks.example/${i}` }));
+    for (const s of subs.slice(0, 2)) assert.equal(await store.events.subscribe(s, 2), 'created');
+    assert.equal(await store.events.subscribe(subs[2]!, 2), 'limit');
+    assert.equal(await store.events.get(subs[2]!.subId), undefined, 'nothing stored past the limit');
+    assert.equal(await store.events.subscribe(subs[0]!, 2), 'refreshed');
+    assert.equal(await store.events.live('carol', now), 2);
+    await store.events.subscribe({ ...subs[1]!, refreshBefore: now - 10 }, 2);
+    assert.equal(await store.events.live('carol', now), 1);
+    await store.events.prune(0, now);
+    assert.equal(await store.events.get(subs[1]!.subId), undefined, 'an expired subscription is pruned');
+    assert.equal((await store.events.list('carol', 10)).length, 1);
+    assert.equal(await store.events.deactivate(subs[0]!.subId, 'ops'), true);
+    assert.equal((await store.events.get(subs[0]!.subId))!.deactivatedBy, 'ops');
+  });
+}
