@@ -316,6 +316,7 @@ export class Execution implements TaskContext {
           if (r.created) {
             this.taskId = r.record.taskId;
             this.record = r.record;
+            this.call.onTask?.(r.record);
             this.span?.persisted(r.record.taskId, r.record.status);
             // No change signal: nobody can be watching an id that has not been handed out yet.
             this.rt.track(this);
@@ -338,12 +339,9 @@ export class Execution implements TaskContext {
   /** Makes sure the call is a task (input needs one). */
   private async ensureTask(what: string): Promise<string> {
     if (this.taskId) return this.taskId;
-    if (!this.call.tasksDeclared || this.tool.spec.policy === 'never') {
-      throw missingTasksCapability(
-        this.call.handleAfterMs !== undefined
-          ? `${what} needs a client with task support; this caller follows the work through a handle and cannot answer`
-          : `${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`,
-      );
+    // A handle caller can be asked too: on its call's stream, through the status tool, or on the answer page.
+    if ((!this.call.tasksDeclared && this.call.handleAfterMs === undefined) || this.tool.spec.policy === 'never') {
+      throw missingTasksCapability(`${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`);
     }
     this.promoteRequested.resolve();
     await this.persist();
@@ -392,6 +390,8 @@ export class Execution implements TaskContext {
     // Capabilities this wire cannot tell (2025-11-25 over stateless HTTP): a client that cannot answer says so.
     const known = this.call.capabilitiesKnown ?? this.call.origin !== 'legacy';
     if (!known) return;
+    // A form question to a handle caller can always reach a person: the answer page, the status tool, a later call.
+    if ((!this.call.tasksDeclared || this.call.origin === 'handle') && need === 'elicitation' && (request.params as { mode?: string } | undefined)?.mode !== 'url') return;
     const declared = caps[need] as Record<string, unknown> | undefined;
     if (!declared) {
       throw new TaskProtocolError(

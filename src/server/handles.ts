@@ -5,6 +5,9 @@
  * same principal binding as every other wire.
  */
 import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META, declaresTasks } from '../protocol/index.js';
+import type { LegacyTasks } from './legacy.js';
+import { declaredInputKinds, offerableQuestions, recordRetryAnswers, relayQuestionsOnStream, untilEndOrQuestion } from './questions.js';
 import * as z from 'zod';
 import { TaskProtocolError, isTerminal, type JsonObject } from '../protocol/index.js';
 import type { TaskRuntime } from '../runtime/runtime.js';
@@ -48,6 +51,7 @@ export function resolveHandleOptions(h: boolean | HandleOptions | undefined): Re
 /** What the handle tools need from the server glue. */
 export interface HandleHost {
   readonly runtime: TaskRuntime;
+  readonly legacy: LegacyTasks;
   principal(ctx: ServerContext): string;
 }
 
@@ -78,7 +82,7 @@ export class HandleTools {
   }
 
   /** Adds the status and cancel tools to one McpServer (after the application's own tools, so a clash is seen). */
-  register(mcp: McpServer): void {
+  register(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): void {
     const { statusTool, cancelTool, maxWaitSeconds } = this.options;
     const existing = (mcp as unknown as { _registeredTools: Record<string, unknown> })._registeredTools;
     for (const name of [statusTool, cancelTool]) {
@@ -95,7 +99,7 @@ export class HandleTools {
         inputSchema: statusSchema,
         annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
       },
-      (args, ctx) => this.status(args.taskId, args.waitSeconds, ctx),
+      ((args: { taskId: string; waitSeconds?: number | undefined }, ctx: ServerContext) => this.status(args.taskId, args.waitSeconds, ctx, mcp, era)) as never,
     );
     mcp.registerTool(
       cancelTool,
@@ -180,15 +184,28 @@ export class HandleTools {
     return { answer: this.outcome(read.record) };
   }
 
-  private async status(taskId: string, waitSeconds: number | undefined, ctx: ServerContext): Promise<CallToolResult> {
+  private async status(taskId: string, waitSeconds: number | undefined, ctx: ServerContext, mcp: McpServer, era: 'modern' | 'legacy'): Promise<CallToolResult | JsonObject> {
     const principal = this.host.principal(ctx);
+    const caps = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META] as JsonObject | undefined;
+    // 2026-07-28 without Tasks: questions go out as MRTR input_required, and a retry carries their answers.
+    const kinds = era === 'modern' && !declaresTasks(caps ?? {}) ? declaredInputKinds(caps) : new Set<string>();
+    const lookedUp = await this.read(taskId, principal);
+    if ('record' in lookedUp && kinds.size > 0) {
+      const refused = await recordRetryAnswers(this.host.runtime, lookedUp.record.taskId, principal, ctx.mcpReq.inputResponses as Record<string, unknown> | undefined);
+      if (refused) return text(`${refused}. Call ${this.options.statusTool} with {"taskId": "${lookedUp.record.taskId}"} to be asked again.`, true);
+    }
     const first = await this.current(taskId, principal);
     if ('answer' in first) return first.answer;
     const waitMs = Math.min(waitSeconds ?? this.options.maxWaitSeconds, this.options.maxWaitSeconds) * 1000;
     const stopProgress = this.progress(taskId, principal, ctx);
+    const stopRelay = era === 'legacy' ? relayQuestionsOnStream(this.host.runtime, this.host.legacy, mcp, ctx, first.record.taskId, principal) : () => {};
     try {
-      await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal);
+      if (kinds.size > 0) {
+        const seen = await untilEndOrQuestion(this.host.runtime, first.record.taskId, principal, waitMs, ctx.mcpReq.signal, (v) => offerableQuestions(v, kinds));
+        if (seen && 'questions' in seen) return { resultType: 'input_required', inputRequests: seen.questions } as JsonObject;
+      } else await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal);
     } finally {
+      stopRelay();
       stopProgress();
     }
     const later = await this.current(taskId, principal);
