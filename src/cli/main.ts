@@ -199,6 +199,7 @@ async function serve(argv: string[]): Promise<void> {
   const outlast = new Outlast({
     ...(ops.pushDestinations.length ? { pushDestinations: ops.pushDestinations } : {}),
     ...(handlesOn ? { handles: { ...moduleHandles, ...opt('afterMs', handleAfterMs) } } : {}),
+    ...(handlesOn && ops.publicUrl && !values['no-answer-pages'] ? { answerPages: { publicUrl: ops.publicUrl } } : {}),
     store: storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail),
     log,
     ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),

@@ -53,6 +53,8 @@ export interface HandleHost {
   readonly runtime: TaskRuntime;
   readonly legacy: LegacyTasks;
   principal(ctx: ServerContext): string;
+  /** Answer-page links of the task's open form questions (none when answer pages are off). */
+  answerLinks(record: TaskRecord): Array<{ key: string; message: string; url: string }>;
 }
 
 // Built once: schemas are compiled when first used, and a fresh schema per request would be compiled again.
@@ -120,7 +122,7 @@ export class HandleTools {
     const state = queued ? 'is waiting for a free slot on the server' : 'is still running';
     const summary = this.summary(record);
     return {
-      content: [{ type: 'text', text: `"${record.tool}" ${state}; it continues in the background as task ${record.taskId}. It has run for ${duration(summary.runningForSeconds * 1000)} since the call started. ${summary.instructions}` }],
+      content: [{ type: 'text', text: `"${record.tool}" ${state}; it continues in the background as task ${record.taskId}. It has run for ${duration(summary.runningForSeconds * 1000)} since the call started.${this.waitingText(record)} ${summary.instructions}` }],
       structuredContent: summary,
     };
   }
@@ -134,8 +136,24 @@ export class HandleTools {
     );
   }
 
+  /** What a waiting task asks, and how its person can answer (the link to show them, or why there is none). */
+  private waitingText(r: TaskRecord): string {
+    if (r.status !== 'input_required') return '';
+    const links = this.host.answerLinks(r);
+    const parts = Object.entries(r.inputRequests).map(([key, p]) => {
+      const link = links.find((l) => l.key === key);
+      const what = String(p.request.params?.message ?? p.request.method);
+      if (link) return `"${what}": show this link to the user, who answers there: ${link.url}`;
+      if (p.request.method !== 'elicitation/create') return `"${what}" (${p.request.method}): this kind of request has no answer page; only a client that declared ${p.request.method === 'roots/list' ? 'roots' : 'sampling'} can answer it`;
+      return `"${what}": the user's client is asked on the next ${this.options.statusTool} call, if it can show questions`;
+    });
+    return ` It is waiting for the user to answer: ${parts.join('; ')}.`;
+  }
+
   private summary(r: TaskRecord): JsonObject & { runningForSeconds: number; instructions: string } {
+    const links = r.status === 'input_required' ? this.host.answerLinks(r) : [];
     return {
+      ...(links.length ? { answerLinks: links, showToUser: `Show this link to the user so they can answer: ${links.map((l) => l.url).join(' ')}` } : {}),
       taskId: r.taskId,
       tool: r.tool,
       status: r.status,
@@ -211,9 +229,7 @@ export class HandleTools {
     const later = await this.current(taskId, principal);
     if ('answer' in later) return later.answer;
     const now = later.record;
-    const waiting = now.status === 'input_required'
-      ? ` It is waiting for input that only a client with task support can give (${Object.values(now.inputRequests).map((p) => String(p.request.params?.message ?? p.request.method)).join('; ')}).`
-      : '';
+    const waiting = this.waitingText(now);
     const summary = this.summary(now);
     return {
       content: [

@@ -23,6 +23,8 @@ import {
 } from '../protocol/index.js';
 import type { Outlast } from './outlast.js';
 import { answerPostedResponse, isInputResponse } from './legacy.js';
+import { ANSWER_PATH, createAnswerPage } from './answers/index.js';
+import { serveWeb } from './answers/node-adapter.js';
 import { createDirectTaskPath } from './direct.js';
 import { requestMetrics } from './request-metrics.js';
 import { requestSpans } from './request-spans.js';
@@ -137,6 +139,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
   const observe = requestMetrics();
   const traceRequest = requestSpans({ polls: options.tracePolls });
 
+  const answerPage = outlast.answers ? createAnswerPage({ runtime: outlast.runtime, secret: () => outlast.answers!.key(), secureCookie: outlast.answers.base.startsWith('https:') }) : undefined;
   const server = createServer(async (req, res) => {
     try {
       const raw = req.url ?? '/';
@@ -147,6 +150,10 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
         return void (await dashboard.handle(req, res));
       }
       if (options.metrics && pathname === '/metrics' && req.method === 'GET') return options.metrics(req, res);
+      if (answerPage && pathname.startsWith(ANSWER_PATH)) {
+        if (hostCheck && !hostCheck(req, res)) return;
+        if (await serveWeb(answerPage, req, res, 65_536)) return;
+      }
       if (pathname !== path) {
         res.writeHead(404, { 'content-type': 'text/plain' }).end(`Not found: the MCP endpoint is ${path}\n`);
         return;

@@ -20,6 +20,8 @@ import {
 } from '../protocol/index.js';
 import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
 import { TASK_METHODS } from './task-methods.js';
+import { AnswerLinks, type AnswerLink } from './answers/index.js';
+import type { TaskRecord } from '../store/types.js';
 import { declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
@@ -55,6 +57,9 @@ export interface OutlastOptions extends RuntimeOptions {
   /** Durable work for clients with no task support, through plain tools (a handle, a status tool, a cancel tool).
    *  Off by default; `true` for the defaults (see HandleOptions). */
   handles?: boolean | HandleOptions;
+  /** Answer pages for questions of handle callers: links on `publicUrl` (`/answer/…`), served by the HTTP front.
+   *  Needs `handles`. */
+  answerPages?: { publicUrl: string };
   /** The 2025-11-25 Tasks wire (served on the SDK's legacy era). */
   legacy?: LegacyOptions;
   /** Push destinations a caller may name in `_meta["outlast/push"]` (configured by the operator; delivered by the
@@ -110,18 +115,26 @@ export class Outlast {
   /** The plain tools that follow a task for clients without task support (when `handles` is on). */
   readonly handles: HandleTools | undefined;
   readonly legacy: LegacyTasks;
+  /** Answer-page links (when `answerPages` is set and handles are on). */
+  readonly answers: AnswerLinks | undefined;
   private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
   private readonly pushDestinations: Set<string>;
 
   constructor(options: OutlastOptions) {
-    const { principalOf, handles, legacy, pushDestinations, ...runtimeOptions } = options;
+    const { principalOf, handles, legacy, pushDestinations, answerPages, ...runtimeOptions } = options;
     this.pushDestinations = new Set(pushDestinations ?? []);
     this.runtime = new TaskRuntime(runtimeOptions);
     this.principalOf = principalOf ?? defaultPrincipalOf;
     const handleOptions = resolveHandleOptions(handles);
     this.handles = handleOptions ? new HandleTools(this, handleOptions) : undefined;
     this.legacy = new LegacyTasks(this, legacy);
+    this.answers = answerPages && this.handles ? new AnswerLinks(answerPages.publicUrl) : undefined;
+  }
+
+  /** The links of a task's open form questions (answer pages on), for handle and status texts. */
+  answerLinks(record: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>): AnswerLink[] {
+    return this.answers?.linksOf(record) ?? [];
   }
 
   /** Defines a tool that may outlast its request. Register it once; `attach` adds it to every McpServer. */
@@ -146,8 +159,9 @@ export class Outlast {
   }
 
   /** Starts the runtime (store, recovery, sweeper). Idempotent. */
-  start(): Promise<void> {
-    return this.runtime.start();
+  async start(): Promise<void> {
+    await this.runtime.start();
+    await this.answers?.load((n) => this.runtime.sharedSecret(n));
   }
   stop(drainMs?: number): Promise<void> {
     return this.runtime.stop(drainMs);
