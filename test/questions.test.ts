@@ -12,36 +12,12 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import type { TaskRecord, TaskStore } from '../src/store/types.js';
-import { ROOT, sleep, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
+import type { TaskStore } from '../src/store/types.js';
+import { ROOT, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
+import { parkedApproval } from './questions-helpers.js';
 
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 const PARK_AFTER_MS = 300;
-
-async function until<T>(what: string, read: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (v !== undefined) return v;
-    if (Date.now() > end) assert.fail(`${what}: not within ${timeoutMs} ms`);
-    await sleep(25);
-  }
-}
-
-/** The newest migrate task that waits for its approval, once that wait is parked (no process holds it). */
-export async function parkedApproval(store: TaskStore, migration: string): Promise<TaskRecord> {
-  return until(`the approval of ${migration} is asked and its wait parked`, async () => {
-    const page = await store.listByPrincipal('anonymous', undefined, 50);
-    for (const t of page) {
-      if (t.tool !== 'migrate') continue;
-      const l = await store.get(t.taskId);
-      if (l.state !== 'found') continue;
-      const r = l.record;
-      if ((r.args as { migration?: string }).migration === migration && r.inputRequests.approval && r.parkedAt !== null && r.owner === null) return r;
-    }
-    return undefined;
-  });
-}
 
 describe("the demo's migrate from hosts without task support (one SQLite server)", () => {
   let server: ServerProcess;

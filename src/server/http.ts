@@ -139,7 +139,14 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
   const observe = requestMetrics();
   const traceRequest = requestSpans({ polls: options.tracePolls });
 
-  const answerPage = outlast.answers ? createAnswerPage({ runtime: outlast.runtime, secret: () => outlast.answers!.key(), secureCookie: outlast.answers.base.startsWith('https:') }) : undefined;
+  // A request that carries credentials must be the task's principal; one without them is answered on the link alone.
+  const signedIn = (r: Request) => {
+    const m = /^Bearer\s+(.+)$/i.exec(r.headers.get('authorization') ?? '');
+    return m ? (bearer?.get(m[1]!.trim()) ?? '(unknown token)') : undefined;
+  };
+  const answerPage = outlast.answers
+    ? createAnswerPage({ runtime: outlast.runtime, secret: () => outlast.answers!.key(), secureCookie: outlast.answers.base.startsWith('https:'), principalOf: signedIn })
+    : undefined;
   const server = createServer(async (req, res) => {
     try {
       const raw = req.url ?? '/';

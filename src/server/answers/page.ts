@@ -13,8 +13,11 @@ export interface AnswerPageOptions {
   runtime: TaskRuntime;
   /** The shared link key (see AnswerLinks). */
   secret: () => string | undefined;
-  /** On a front that signs people in (OAuth): who this request is; the task's principal must match. */
+  /** Who this request is signed in as (bearer, OAuth): a signed-in person must be the task's principal. undefined:
+   *  not signed in, and the link alone answers, unless `requireSignIn`. */
   principalOf?: (request: Request) => Promise<string | undefined> | string | undefined;
+  /** Refuse requests that are not signed in (a front with OAuth sign-in). */
+  requireSignIn?: boolean;
   /** Mark the CSRF cookie Secure (the public URL is https). */
   secureCookie?: boolean;
   /** Largest form body accepted, bytes. Default 64 KiB. */
@@ -67,9 +70,10 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request) => Pr
     const claims = secret ? openAnswerToken(secret, token) : undefined;
     if (!claims) return { refusal: notice(404, 'Link not valid', 'This answer link is not valid. Ask for a new one.') };
     if (Date.now() > claims.deadline) return { refusal: notice(410, 'Too late', 'The deadline for this question has passed; the answer can no longer be recorded.') };
-    if (o.principalOf) {
-      const who = await o.principalOf(request);
-      if (who !== claims.principal) return { refusal: notice(403, 'Not yours to answer', 'This question was asked of someone else. Sign in as the person who started the task.') };
+    const who = await o.principalOf?.(request);
+    if (who === undefined && o.requireSignIn) return { refusal: notice(401, 'Sign in first', 'Sign in as the person who started the task, then open this link again.') };
+    {
+      if (who !== undefined && who !== claims.principal) return { refusal: notice(403, 'Not yours to answer', 'This question was asked of someone else. Sign in as the person who started the task.') };
     }
     const l = await o.runtime.store.get(claims.taskId);
     const pending = l.state === 'found' && l.record.principal === claims.principal ? l.record.inputRequests[claims.key] : undefined;
