@@ -12,9 +12,12 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import type { TaskStore } from '../src/store/types.js';
-import { ROOT, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
-import { parkedApproval } from './questions-helpers.js';
+import type { TaskRecord, TaskStore } from '../src/store/types.js';
+import { FIXTURES, ROOT, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
+import { connectV1 } from './generations.js';
+import { parkedApproval, until } from './questions-helpers.js';
+
+type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
 
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 const PARK_AFTER_MS = 300;
@@ -71,6 +74,69 @@ describe("the demo's migrate from hosts without task support (one SQLite server)
       assert.equal(asked.length, 1);
     } finally {
       await client.close();
+    }
+  });
+});
+
+describe("answeredBy: who may answer (fixture durable_input, SDK v1 without elicitation)", () => {
+  let server: ServerProcess;
+  let store: TaskStore;
+  before(async () => {
+    const path = join(tempDir(), 'answered-by.db');
+    server = await startServer(['--store', `sqlite:${path}`, '--park-after-ms', String(PARK_AFTER_MS), '--handle-after-ms', '800', '--queue-poll-ms', '200'], { module: FIXTURES });
+    store = new SqliteTaskStore(path);
+    await store.init();
+  });
+  after(async () => {
+    await store?.close();
+    await server?.stop();
+  });
+
+  async function parked(taskId: string): Promise<TaskRecord> {
+    return until(`task ${taskId} waits parked`, async () => {
+      const l = await store.get(taskId);
+      return l.state === 'found' && l.record.inputRequests.answer && l.record.parkedAt !== null && l.record.owner === null ? l.record : undefined;
+    });
+  }
+
+  it("'any': the model passes on the user's answer with outlast_task_answer and the task completes", async () => {
+    const { client, close } = await connectV1(server.url);
+    try {
+      const handle = (await client.callTool({ name: 'durable_input', arguments: { kind: 'elicitation', message: 'Which region?', answeredBy: 'any' } })) as ToolResult;
+      const taskId = handle.structuredContent!.taskId as string;
+      assert.match(textOf(handle as never), /pass it on with outlast_task_answer/);
+      assert.deepEqual(handle.structuredContent!.questions.map((q: { key: string; answeredBy: string }) => [q.key, q.answeredBy]), [['answer', 'any']]);
+      await parked(taskId);
+      const off = (await client.callTool({ name: 'outlast_task_answer', arguments: { taskId, key: 'answer', content: { answer: 3 } } })) as ToolResult;
+      assert.equal(off.isError, true, 'a number where the question wants a string');
+      assert.match(textOf(off as never), /answer must be a string.*Nothing was recorded/);
+      const ok = (await client.callTool({ name: 'outlast_task_answer', arguments: { taskId, key: 'answer', content: { answer: 'eu-west' } } })) as ToolResult;
+      assert.equal(ok.isError, undefined, textOf(ok as never));
+      let last: ToolResult | undefined;
+      await until('the task completes', async () => {
+        last = (await client.callTool({ name: 'outlast_task_status', arguments: { taskId } })) as ToolResult;
+        return last.structuredContent?.taskId ? undefined : last;
+      }, 30_000);
+      assert.match(textOf(last as never), /^elicitation answered: eu-west/);
+    } finally {
+      await close();
+    }
+  });
+
+  it("'person' (the default): outlast_task_answer is refused with the reason, and the task is untouched", async () => {
+    const { client, close } = await connectV1(server.url);
+    try {
+      const handle = (await client.callTool({ name: 'durable_input', arguments: { kind: 'elicitation', message: 'Really delete?' } })) as ToolResult;
+      const taskId = handle.structuredContent!.taskId as string;
+      await parked(taskId);
+      const refused = (await client.callTool({ name: 'outlast_task_answer', arguments: { taskId, key: 'answer', content: { answer: 'yes' } } })) as ToolResult;
+      assert.equal(refused.isError, true);
+      assert.match(textOf(refused as never), /must be answered by the user themself/);
+      const l = await store.get(taskId);
+      assert.ok(l.state === 'found' && l.record.status === 'input_required' && l.record.inputResponses.answer === undefined, 'nothing recorded');
+      await client.callTool({ name: 'outlast_task_cancel', arguments: { taskId } });
+    } finally {
+      await close();
     }
   });
 });

@@ -4,7 +4,7 @@
  * parked waits parking.ts, recorded deadlines and sleeps durable-time.ts; this file wires them to the run.
  */
 import { context } from '@opentelemetry/api';
-import { ErrorCode, TaskProtocolError, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
+import { ANSWERED_BY_META, ErrorCode, TaskProtocolError, answeredByOf, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
 import { sameRequest } from '../store/rules.js';
 import { IdempotencyConflictError, TaskValueRefused, TaskWriteRefused, type NewTask, type TaskRecord, type TaskStore, type WriteFence } from '../store/types.js';
@@ -387,6 +387,8 @@ export class Execution implements TaskContext {
   private checkCapability(request: InputRequest): void {
     const caps = this.call.clientCapabilities as Record<string, unknown>;
     const need = inputKind(request);
+    // An operator answers on the dashboard: the client needs no capability for it.
+    if (answeredByOf(request) === 'operator') return;
     // Capabilities this wire cannot tell (2025-11-25 over stateless HTTP): a client that cannot answer says so.
     const known = this.call.capabilitiesKnown ?? this.call.origin !== 'legacy';
     if (!known) return;
@@ -473,7 +475,10 @@ export class Execution implements TaskContext {
 
   async elicit(message: string, requestedSchema: JsonObject, options: ElicitOptions = {}): Promise<ElicitResult> {
     const key = options.key ?? `input-${++this.inputSeq}`;
-    const r = await this.input({ [key]: { method: 'elicitation/create', params: { mode: 'form', message, requestedSchema } } }, options);
+    const by = options.answeredBy ?? 'person';
+    if (by !== 'person' && by !== 'any' && by !== 'operator') throw new TypeError(`ctx.elicit: answeredBy must be 'person', 'any' or 'operator', got ${String(by)}`);
+    const params = { mode: 'form', message, requestedSchema, ...(by !== 'person' ? { _meta: { [ANSWERED_BY_META]: by } } : {}) };
+    const r = await this.input({ [key]: { method: 'elicitation/create', params } }, options);
     return r[key] as unknown as ElicitResult;
   }
 

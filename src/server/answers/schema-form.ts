@@ -109,3 +109,31 @@ export function readForm(schema: JsonObject, form: URLSearchParams): { content: 
   }
   return Object.keys(errors).length ? { errors, values } : { content };
 }
+
+/** Checks content given as JSON (outlast_task_answer, the dashboard) against the schema, as the page checks a form. */
+export function checkContent(schema: JsonObject, content: unknown): { content: JsonObject } | { errors: Record<string, string> } {
+  if (typeof content !== 'object' || content === null || Array.isArray(content)) return { errors: { content: 'must be an object of field values' } };
+  const known = new Set(propsOf(schema).map(([n]) => n));
+  const form = new URLSearchParams();
+  const errors: Record<string, string> = {};
+  for (const [k, v] of Object.entries(content as JsonObject)) {
+    if (!known.has(k)) errors[k] = 'is not a field of this question';
+    else if (typeof v === 'boolean') {
+      if (v) form.set(k, 'true');
+    } else if (typeof v === 'string' || typeof v === 'number') form.set(k, String(v));
+    else errors[k] = 'must be a string, number or boolean';
+  }
+  for (const [n, p] of propsOf(schema)) {
+    const v = (content as JsonObject)[n];
+    if (v === undefined) {
+      if (Array.isArray(schema.required) && (schema.required as string[]).includes(n)) errors[n] = 'is required';
+      continue;
+    }
+    if (p.type === 'boolean' && typeof v !== 'boolean') errors[n] = 'must be true or false';
+    if ((p.type === 'number' || p.type === 'integer') && typeof v !== 'number') errors[n] = 'must be a number';
+    if (p.type === 'string' && typeof v !== 'string') errors[n] = 'must be a string';
+  }
+  if (Object.keys(errors).length) return { errors };
+  const read = readForm(schema, form);
+  return 'errors' in read ? { errors: read.errors } : read;
+}
