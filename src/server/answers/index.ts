@@ -2,6 +2,7 @@
  * Answer pages: the fallback that reaches a person in any host. Each outstanding form question of a handle caller's
  * task gets a signed, single-use link on the server's public URL; the page (createAnswerPage) records the answer.
  */
+import { answeredByOf } from '../../protocol/index.js';
 import type { TaskRecord } from '../../store/types.js';
 import { ANSWER_PATH, signAnswerToken } from './links.js';
 
@@ -36,7 +37,7 @@ export class AnswerLinks {
     const out: AnswerLink[] = [];
     for (const [key, pending] of Object.entries(r.inputRequests)) {
       const params = (pending.request.params ?? {}) as { mode?: string; message?: unknown };
-      if (pending.request.method !== 'elicitation/create' || params.mode === 'url') continue;
+      if (pending.request.method !== 'elicitation/create' || params.mode === 'url' || answeredByOf(pending.request) === 'operator') continue;
       const token = signAnswerToken(this.secret, { taskId: r.taskId, key, deadline: pending.deadline, principal: r.principal });
       out.push({ key, message: String(params.message ?? ''), url: `${this.base}${ANSWER_PATH}${token}` });
     }

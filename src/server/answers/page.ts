@@ -4,7 +4,7 @@
  * Strict CSP (no script at all), CSRF (a cookie bound to an HMAC field), escaping; readable on a phone.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { TaskProtocolError, type JsonObject } from '../../protocol/index.js';
+import { TaskProtocolError, answeredByOf, type JsonObject } from '../../protocol/index.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { ANSWER_PATH, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
 import { escapeHtml, readForm, renderFields } from './schema-form.js';
@@ -82,6 +82,7 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request) => Pr
     if (pending.request.method !== 'elicitation/create' || params.mode === 'url') {
       return { refusal: notice(409, 'Not answerable here', `This request (${pending.request.method}) cannot be answered on a page: only form questions can. The client that started the task has to answer it.`) };
     }
+    if (answeredByOf(pending.request) === 'operator') return { refusal: notice(409, 'Answered by an operator', 'An operator answers this question on the server\'s dashboard.') };
     return { claims, message: String(params.message ?? ''), schema: (params.requestedSchema ?? { type: 'object', properties: {} }) as JsonObject };
   }
 
