@@ -54,7 +54,8 @@ async function parkTasks(url: string): Promise<WireRequest[]> {
 const p = (s: PollingSide, k: 'p50Ms' | 'p99Ms' | 'cpuUsPerReq') => round(median(s.results.map((r) => r[k] ?? NaN)), k === 'cpuUsPerReq' ? 0 : 2);
 const latency = (s: PollingSide) => `p50/p99 ${p(s, 'p50Ms')}/${p(s, 'p99Ms')} ms`;
 
-function row(id: string, what: string, a: PollingSide, baselineWhat: string, b: PollingSide, min: number | undefined): BenchRow {
+/** A throughput row of two sides of a rotation, with latency and the server's CPU per request beside it. */
+export function row(id: string, what: string, a: PollingSide, baselineWhat: string, b: PollingSide, min: number | undefined): BenchRow {
   const fa = median(a.results.map((r) => r.rps));
   const fb = median(b.results.map((r) => r.rps));
   return {

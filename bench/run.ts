@@ -46,6 +46,10 @@
  *   (v) (bench/soak.ts) 50,000 mixed requests against the fixture server and the demo, each started with
  *       --max-old-space-size=128: both survive, and heap used after a full GC grows by less than 5 MB from the
  *       first 10,000 to the last; a control that builds fromJsonSchema tools per request shows what a leak looks like.
+ *   (w), (x) (bench/front-rows.ts): tasks/get through outlastHandler on node:http (>= 0.8) and in Express (>= 0.7) vs
+ *       node:http + one SQLite primary-key read; an inline tools/call through outlastHandler in Express vs a bare SDK
+ *       server in Express (>= 0.95); task creations/s and tasks/get req/s vs the SDK v1 experimental tasks server on
+ *       the 2025-11-25 wire (>= 1.0 each); RSS after 10,000 finished tasks on both.
  *   (l) the dashboard's pages (overview with counts, task list unfiltered and filtered) p99 over HTTP with
  *       1,000,000 tasks stored vs 1,000, SQLite and PostgreSQL (bench/dashboard-scale.ts). Target ratio <= 2.
  *       (l.tools): the Tools page alone (per-tool durations of the last hour; its read is capped), same ratio.
@@ -60,7 +64,7 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y)
  *   BENCH_SLOW_SECONDS  seconds per side per round for (u), whose sides answer a few hundred req/s (default 3 x BENCH_SECONDS)
  *   BENCH_SOAK_REQUESTS, BENCH_SOAK_SEGMENT, BENCH_SOAK_CONCURRENCY, BENCH_SOAK_HEAP_MB   (v) (default 50,000,
  *                       10,000, 4, 128)
@@ -108,6 +112,8 @@ import { pollingAtStoreSpeed } from './polling.js';
 import { soak } from './soak.js';
 import { dashboardScale } from './dashboard-scale.js';
 import { opsOverhead } from './ops-overhead.js';
+import { frontRows } from './front-rows.js';
+import { startOAuthSides } from './oauth-setup.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -118,7 +124,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -256,6 +262,29 @@ function ratioRow(id: string, what: string, a: number[], baselineWhat: string, b
   };
   rows.push(row);
   return row;
+}
+
+// ---- (y): tasks/get behind OAuth ----------------------------------------------------------------------------
+
+/** (y) tasks/get with a JWT access token verified on every request (JWKS cached) vs a static bearer token;
+ *  (y.intro) with an opaque token checked by introspection (its cache on). Fixture server on SQLite, one task. */
+async function oauthThroughput(gen: Child): Promise<void> {
+  const set = await startOAuthSides();
+  try {
+    const sides: Side[] = set.sides.map((o) => {
+      const get = tasksGet(o.taskId);
+      get.headers.authorization = `Bearer ${o.token}`;
+      return { name: o.name, url: o.url, requests: [get], concurrency: CONCURRENCY, results: [] };
+    });
+    log(`(y) tasks/get: static bearer vs JWT (cached, per request) vs introspection, ${ROUNDS} rounds x ${SECONDS}s, concurrency ${CONCURRENCY}`);
+    await alternate(gen, sides);
+    const [stat, jwt, raw, intro] = sides as [Side, Side, Side, Side];
+    ratioRow('y', 'tasks/get/s, JWT access token (ES256; signature verified once per token, then cached <= 60 s; exp/nbf checked per request)', jwt.results.map((r) => r.rps), 'the same server with a static bearer token', stat.results.map((r) => r.rps), '/s', 0.8);
+    ratioRow('y.nocache', 'tasks/get/s, JWT access token with its ES256 signature verified on every request (jose, JWKS cached; --oauth-token-cache-ms 0)', raw.results.map((r) => r.rps), 'the same server with a static bearer token', stat.results.map((r) => r.rps), '/s', undefined);
+    ratioRow('y.intro', 'tasks/get/s, opaque token by RFC 7662 introspection (cached per token, 60 s)', intro.results.map((r) => r.rps), 'the same server with a static bearer token', stat.results.map((r) => r.rps), '/s', undefined);
+  } finally {
+    await set.stop();
+  }
 }
 
 // ---- (a) and (c): HTTP throughput ------------------------------------------------------------------------
@@ -704,6 +733,34 @@ async function polling(gen: Child): Promise<void> {
   }
 }
 
+async function frontBench(gen: Child): Promise<void> {
+  const dir = tempDir('front');
+  const owned: Child[] = [];
+  try {
+    rows.push(
+      ...(await frontRows({
+        only: ONLY,
+        concurrency: CONCURRENCY,
+        dir,
+        startServer: async (file, args) => {
+          const s = await startServerChild(file, args);
+          owned.push(s.child);
+          return s;
+        },
+        alternate: (sides, seconds) => alternate(gen, sides as Side[], seconds),
+        burst: async (url, requests, count) => {
+          const r = await gen.request<LoadResult>({ type: 'run', url, requests, concurrency: CONCURRENCY, seconds: 600, maxRequests: count }, 'result', 660_000);
+          if (r.errors > 0) throw new Error(`burst on ${url}: ${r.errors} errors; first: ${r.firstError}`);
+        },
+        log,
+      })),
+    );
+  } finally {
+    await Promise.all(owned.map((c) => c.kill()));
+    removeTempDir(dir);
+  }
+}
+
 async function sustained(gen: Child): Promise<void> {
   const dir = tempDir('soak');
   try {
@@ -802,6 +859,8 @@ async function main(): Promise<void> {
     if (ONLY.has('q')) rows.push(...(await queueLatency(queue)));
     if (['r', 's', 't', 'u'].some((x) => ONLY.has(x))) await polling(gen);
     if (ONLY.has('v')) await sustained(gen);
+    if (ONLY.has('w') || ONLY.has('x')) await frontBench(gen);
+    if (ONLY.has('y')) await oauthThroughput(gen);
     // (l) and (m): the operations side (bench/dashboard-scale.ts, bench/ops-overhead.ts).
     if (ONLY.has('l')) {
       rows.push(...(await dashboardScale({ small: 1000, big: BIG_TASKS, rounds: ROUNDS, seconds: SECONDS, concurrency: 2, pgUrl: PG_URL, backends: ['sqlite', 'postgres'] }, log)));

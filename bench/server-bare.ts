@@ -4,11 +4,13 @@
  *   argv[2] = 'sdk-body' (default): toNodeHandler reads and parses the body itself.
  *             'parsed': the body is read and JSON.parse'd here and handed to toNodeHandler as parsedBody,
  *             which is what Outlast's serveHttp does, so the HTTP front is the same on both sides.
+ *             'express': toNodeHandler mounted in an Express 5 app (app.all('/mcp', …)), as (w.inline) mounts Outlast.
  *   argv[3] = tools in all (default 1): the no-op plus that many less one application tools (bench/app-tools.ts),
  *             registered in the per-request factory as the SDK's examples do.
  * Sends {type:'ready', url, pid}; exits on SIGTERM or disconnect.
  */
 import { createServer } from 'node:http';
+import express from 'express';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
 import { registerAppTools } from './app-tools.js';
@@ -26,6 +28,11 @@ async function main(): Promise<void> {
     return mcp;
   });
   const node = toNodeHandler(handler);
+  if (process.argv[2] === 'express') {
+    const app = express();
+    app.all('/mcp', (req, res) => void node(req, res));
+    return listenAsChild(createServer(app));
+  }
   const parsed = process.argv[2] === 'parsed';
   const server = createServer((req, res) => {
     if (req.url !== '/mcp') {

@@ -3,6 +3,7 @@
  *   argv[2] = JSON { db | pg: {url, schema}, durability?, pollLimit?, tools?, appTools?, direct? }
  *   appTools: plain SDK tools of an application (bench/app-tools.ts) registered in the per-request factory;
  *   direct: false sends task methods through the SDK's per-request McpServer (default: the direct path).
+ *   front: 'express' mounts outlastHandler in an Express 5 app (app.all('/mcp', handler.node)) instead of serveHttp.
  * Tools:
  *   noop       policy 'never'  returns at once (inline)
  *   noop_auto  policy 'auto'   returns at once (inline within the budget)
@@ -13,7 +14,10 @@
  */
 import { McpServer } from '@modelcontextprotocol/server';
 import { Outlast } from '../src/server/outlast.js';
+import express from 'express';
+import type { AddressInfo } from 'node:net';
 import { serveHttp } from '../src/server/http.js';
+import { outlastHandler } from '../src/server/front/index.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { PostgresTaskStore } from '../src/store/postgres/index.js';
 import { registerAppTools } from './app-tools.js';
@@ -28,6 +32,7 @@ const cfg = JSON.parse(process.argv[2] ?? '{}') as {
   tools?: string[];
   appTools?: number;
   direct?: boolean;
+  front?: 'serveHttp' | 'express';
 };
 const tools = new Set(cfg.tools ?? ['noop:never', 'park', 'quick']);
 const ok = { content: [{ type: 'text' as const, text: 'ok' }] };
@@ -57,7 +62,7 @@ async function main(): Promise<void> {
     registerAppTools(mcp, cfg.appTools ?? 0);
     return mcp;
   };
-  const http = await serveHttp(outlast, factory, { port: 0, host: '127.0.0.1', serverInfo: info, directTaskMethods: cfg.direct !== false });
+  const http = cfg.front === 'express' ? await inExpress(outlast, factory, info) : await serveHttp(outlast, factory, { port: 0, host: '127.0.0.1', serverInfo: info, directTaskMethods: cfg.direct !== false });
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
@@ -80,6 +85,24 @@ async function main(): Promise<void> {
     }
   });
   process.send!({ type: 'ready', url: http.url, pid: process.pid });
+}
+
+/** outlastHandler mounted in Express 5 as docs/existing-app.md shows it. */
+async function inExpress(outlast: Outlast, factory: () => McpServer, info: { name: string; version: string }): Promise<{ url: string; close(): Promise<void> }> {
+  const handler = outlastHandler(outlast, factory, { serverInfo: info, directTaskMethods: cfg.direct !== false });
+  await outlast.start();
+  const app = express();
+  app.all('/mcp', (req, res) => handler.node(req, res));
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    async close() {
+      await handler.close();
+      server.closeAllConnections();
+      server.close();
+    },
+  };
 }
 
 main().catch(childFail);

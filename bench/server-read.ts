@@ -3,14 +3,16 @@
  * request with one primary-key read of the tasks table: no MCP, no checks, no SDK.
  *   argv[2] = JSON { sqlite: path } (better-sqlite3, a prepared statement)
  *           | JSON { pg: {url, schema}, pool } (node-postgres Pool, a named prepared statement)
+ *           , express: true: the same handler mounted in an Express 5 app (app.all('/mcp')), what Express itself costs
  * Answers {jsonrpc, id, result: row} for `params.taskId`. Sends {type:'ready', url, pid}; exits on SIGTERM or disconnect.
  */
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import express from 'express';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { answerCpuUsage, childFail, exitWithParent, listenAsChild } from './common.js';
 
-const cfg = JSON.parse(process.argv[2]!) as { sqlite?: string; pg?: { url: string; schema: string }; pool?: number };
+const cfg = JSON.parse(process.argv[2]!) as { sqlite?: string; pg?: { url: string; schema: string }; pool?: number; express?: boolean };
 
 async function main(): Promise<void> {
   exitWithParent();
@@ -24,7 +26,7 @@ async function main(): Promise<void> {
     const pool = new pg.Pool({ connectionString: cfg.pg!.url, options: `-c search_path=${cfg.pg!.schema}`, max: cfg.pool ?? 10 });
     read = async (taskId) => (await pool.query({ name: 'get', text: 'SELECT * FROM tasks WHERE task_id = $1', values: [taskId] })).rows[0];
   }
-  const server = createServer((req, res) => {
+  const answer = (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -38,8 +40,9 @@ async function main(): Promise<void> {
         }
       })();
     });
-  });
-  await listenAsChild(server);
+  };
+  const app = cfg.express ? express().all('/mcp', answer) : undefined;
+  await listenAsChild(createServer(app ?? answer));
 }
 
 main().catch(childFail);

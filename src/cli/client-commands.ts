@@ -15,6 +15,7 @@ import type { JsonObject } from '../protocol/index.js';
 import { Journal, defaultJournalPath, type JournalEntry } from '../client/journal.js';
 import { TaskClient, type CallToolResult, type ElicitationHandler, type TaskCall } from '../client/task-client.js';
 import { answersFromJson, resolveAnswer, type Answers, type FormSchema } from '../client/answers.js';
+import { OAUTH_HELP, OAUTH_OPTIONS, OAUTH_STRING_OPTIONS, cliOAuthProvider, login, logout, type OAuthFlagValues } from './oauth-commands.js';
 import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError } from '../client/errors.js';
 
 export const CLIENT_HELP = `Client commands:
@@ -33,7 +34,8 @@ Options for call / resume / cancel:
                            (without a terminal, a question with no answer detaches with exit code 3)
   --poll                   poll tasks/get instead of listening for notifications/tasks
 Exit codes: 0 done, 1 tool error / failed / cancelled / expired / unreachable, 2 usage, 3 needs input, 130 Ctrl-C
-`;
+
+${OAUTH_HELP}`;
 
 
 /** The process exit code a command asks for. */
@@ -58,7 +60,7 @@ function parse(argv: string[], command: string, allowed: string[] = []) {
   return r;
 }
 
-const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url']);
+const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url', ...OAUTH_STRING_OPTIONS]);
 
 /** Task ids are base64url and may start with "-": a lone-dash token that is no option's value is a positional. */
 function positionalDashes(argv: string[]): string[] {
@@ -82,6 +84,7 @@ const CLIENT_OPTIONS = {
   poll: { type: 'boolean' },
   detach: { type: 'boolean' },
   url: { type: 'string' },
+  ...OAUTH_OPTIONS,
 } as const;
 
 function parseAll(argv: string[], command: string) {
@@ -334,15 +337,32 @@ function onInterrupt(calls: () => TaskCall[], client: () => TaskClient[], cancel
 }
 
 /** The CLI's TaskClient for one server: form prompts (or --answers) for elicitation, push unless --poll. */
-function cliClient(url: string, journal: Journal, ui: Ui, bearer: string | undefined, poll: boolean | undefined): TaskClient {
+function cliClient(url: string, journal: Journal, ui: Ui, bearer: string | undefined, poll: boolean | undefined, oauth: OAuthFlagValues = {}): TaskClient {
   return new TaskClient({
     url,
     journal,
     status: poll ? 'poll' : 'listen',
     elicitation: elicitationFor(ui),
     clientInfo: { name: 'outlast-cli', version: '0.1.0' },
-    ...(bearer ? { bearer } : {}),
+    // A static token wins; otherwise OAuth, which does nothing until the server asks for it.
+    ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, oauth) }),
   });
+}
+
+export async function loginCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, 'login');
+  if (positionals.length !== 1) throw new UsageError('usage: outlast login URL [--client-id ID] [--client-credentials] [--open-browser]');
+  try {
+    return await login(positionals[0]!, values);
+  } catch (e) {
+    throw new Exit(1, `login: ${(e as Error).message}`);
+  }
+}
+
+export async function logoutCommand(argv: string[]): Promise<number> {
+  const { positionals } = parse(argv, 'logout');
+  if (positionals.length !== 1) throw new UsageError('usage: outlast logout URL');
+  return logout(positionals[0]!);
 }
 
 function bearerOf(values: { bearer?: string | undefined }): string | undefined {
@@ -395,7 +415,7 @@ export async function call(argv: string[]): Promise<number> {
   let client: TaskClient;
   try {
     const bearer = bearerOf(values);
-    client = cliClient(url, journal, ui, bearer, values.poll);
+    client = cliClient(url, journal, ui, bearer, values.poll, values);
   } catch (e) {
     journal.close();
     throw new UsageError((e as Error).message);
@@ -511,7 +531,7 @@ export async function resume(argv: string[]): Promise<number> {
     const byServer = new Map<string, JournalEntry[]>();
     for (const e of entries) byServer.set(e.serverUrl, [...(byServer.get(e.serverUrl) ?? []), e]);
     for (const [url, list] of byServer) {
-      const client = cliClient(url, journal, ui, bearer, values.poll);
+      const client = cliClient(url, journal, ui, bearer, values.poll, values);
       clients.push(client);
       for (const e of list) {
         try {
@@ -566,7 +586,7 @@ export async function cancel(argv: string[]): Promise<number> {
     let client: TaskClient;
     try {
       const bearer = bearerOf(values);
-      client = new TaskClient({ url, journal, ...(bearer ? { bearer } : {}), retry: { attempts: 3 } });
+      client = new TaskClient({ url, journal, ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, values) }), retry: { attempts: 3 } });
     } catch (e) {
       throw new UsageError((e as Error).message);
     }

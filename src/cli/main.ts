@@ -3,16 +3,13 @@
  *   outlast serve MODULE [--port N] [--host H] [--store sqlite:PATH] [--stdio] [--default-ttl-ms N]
  *                        [--bearer TOKEN=PRINCIPAL]... [tuning flags, see `outlast help`]
  */
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import type { ServerNotifier } from '@modelcontextprotocol/server';
-import { Outlast } from '../server/outlast.js';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
 import { serveOutlastStdio } from '../server/stdio.js';
-import { moduleFactory, type OutlastServerModule } from '../server/module.js';
+import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
+import { loadServerModule, type LoadedServerModule } from '../server/load-module.js';
 import { storeFromUrl } from './store-url.js';
 import { HelpRequested, UsageError, parseCommand } from './usage.js';
-import { CLIENT_HELP, call, cancel, resume, runClientCommand, tasks } from './client-commands.js';
+import { CLIENT_HELP, call, cancel, loginCommand, logoutCommand, resume, runClientCommand, tasks } from './client-commands.js';
 import { cliLogger } from './logger.js';
 import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
 import { dashboardArgs, dashboardCommand, DASHBOARD_HELP } from './dashboard-command.js';
@@ -28,9 +25,22 @@ Options for serve:
   --host H                 interface to bind (default 127.0.0.1)
   --store URL              sqlite:PATH (default sqlite:.outlast/tasks.db), or
                            postgres://USER@HOST:PORT/DB?schema=NAME&pool=N for several replicas
+                           (deadlines: &connect_timeout_ms=&query_timeout_ms=&statement_timeout_ms=
+                           &keepalive_ms=&signal_ping_ms=, see docs/faults-store.md)
   --stdio                  serve on stdin/stdout instead of HTTP
   --default-ttl-ms N       task retention from creation, ms (default 86400000)
   --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401
+  --oauth-issuer URL       an OAuth resource server: accept access tokens of this authorization server
+                           (repeatable); tasks are bound to the token's issuer + subject (see docs/oauth.md)
+  --oauth-resource URL     this server's resource identifier: the audience every token must carry
+  --oauth-scopes a,b       scopes every request needs
+  --oauth-principal-claim NAME  the claim naming the person (default sub)
+  --oauth-allow-http       accept an http:// issuer on a loopback address (tests only)
+  --oauth-introspection-client-id ID  introspect opaque tokens (RFC 7662) as this client; its secret in
+                           $OUTLAST_OAUTH_INTROSPECTION_SECRET
+  --oauth-jwks-cooldown-ms N  least time between two JWKS fetches of an issuer (default 30000)
+  --oauth-token-cache-ms N    a verified JWT is remembered this long, capped by its exp (default 60000;
+                           0 checks the signature on every request)
   --inline-budget-ms N     how long an auto call may run before it becomes a task (default 1000)
   --concurrency N          running handlers above which auto calls become tasks at once (default 64)
   --max-running N          handlers running at once on this replica; calls over it wait in the run queue as
@@ -115,6 +125,14 @@ const SERVE_OPTIONS = {
   stdio: { type: 'boolean' },
   'default-ttl-ms': { type: 'string' },
   bearer: { type: 'string', multiple: true },
+  'oauth-issuer': { type: 'string', multiple: true },
+  'oauth-resource': { type: 'string' },
+  'oauth-scopes': { type: 'string' },
+  'oauth-principal-claim': { type: 'string' },
+  'oauth-allow-http': { type: 'boolean' },
+  'oauth-introspection-client-id': { type: 'string' },
+  'oauth-jwks-cooldown-ms': { type: 'string' },
+  'oauth-token-cache-ms': { type: 'string' },
   'inline-budget-ms': { type: 'string' },
   concurrency: { type: 'string' },
   'max-running': { type: 'string' },
@@ -173,6 +191,8 @@ async function serve(argv: string[]): Promise<void> {
     if (i <= 0 || i === b.length - 1) fail(`--bearer must be TOKEN=PRINCIPAL, got "${b}"`);
     bearer[b.slice(0, i)] = b.slice(i + 1);
   }
+  const oauth = oauthFlags(values);
+  if (oauth && values.stdio) fail('--oauth-* protects HTTP; stdio takes its principal from the environment (drop --stdio or the --oauth flags)');
   const toolLimits: Record<string, number> = {};
   for (const t of values['tool-limit'] ?? []) {
     const m = /^(.+)=(\d+)$/.exec(t);
@@ -181,45 +201,42 @@ async function serve(argv: string[]): Promise<void> {
     toolLimits[m[1]!] = Number(m[2]);
   }
   if (values['no-http'] && values.stdio) fail('--no-http (a worker replica, serving nothing) and --stdio exclude each other');
-  let mod: OutlastServerModule;
-  try {
-    const loaded = await import(pathToFileURL(resolve(modulePath)).href);
-    mod = loaded.default ?? loaded;
-  } catch (e) {
-    fail(`cannot load ${modulePath}: ${(e as Error).message}`);
-  }
-  if (!mod || typeof mod !== 'object' || !mod.info) fail(`${modulePath} must default-export defineServer({ info, setup, register })`);
-
   const ttl = intFlag(values, 'default-ttl-ms', 1);
   if (values.handles && values['no-handles']) fail('--handles and --no-handles contradict each other');
   const handleAfterMs = intFlag(values, 'handle-after-ms');
-  const moduleHandles = mod.handles === true ? {} : mod.handles || undefined;
-  const handlesOn = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined || moduleHandles !== undefined;
+  const handles = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined ? { ...opt('afterMs', handleAfterMs) } : undefined;
   const leaseMs = intFlag(values, 'lease-ms', 1);
-  const outlast = new Outlast({
-    ...(ops.pushDestinations.length ? { pushDestinations: ops.pushDestinations } : {}),
-    ...(handlesOn ? { handles: { ...moduleHandles, ...opt('afterMs', handleAfterMs) } } : {}),
-    ...(handlesOn && ops.publicUrl && !values['no-answer-pages'] ? { answerPages: { publicUrl: ops.publicUrl } } : {}),
-    store: storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail),
-    log,
-    ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
-    ...opt('inlineBudgetMs', intFlag(values, 'inline-budget-ms')),
-    ...opt('concurrencyLimit', intFlag(values, 'concurrency', 1)),
-    ...opt('maxRunning', intFlag(values, 'max-running', 1)),
-    ...opt('maxQueued', intFlag(values, 'max-queued', 1)),
-    ...opt('queuePollMs', intFlag(values, 'queue-poll-ms', 1)),
-    toolLimits,
-    ...opt('defaultPollIntervalMs', intFlag(values, 'poll-interval-ms', 1)),
-    ...opt('defaultInputTimeoutMs', intFlag(values, 'input-timeout-ms', 1)),
-    ...opt('parkAfterMs', intFlag(values, 'park-after-ms', 0)),
-    ...opt('maxResultBytes', intFlag(values, 'max-result-bytes', 1)),
-    ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
-    ...opt('heartbeatMs', intFlag(values, 'heartbeat-ms', 1)),
-    ...opt('leaseMs', leaseMs),
-    ...(values['no-poll-limit'] ? { pollLimit: false as const } : {}),
-  });
+  const store = storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail);
+  let loaded: LoadedServerModule;
+  try {
+    loaded = await loadServerModule(modulePath, {
+      ...(ops.pushDestinations.length ? { pushDestinations: ops.pushDestinations } : {}),
+      ...(handles !== undefined ? { handles } : {}),
+      // Answer pages come with handles (the Outlast ignores them when handles are off).
+      ...(ops.publicUrl && !values['no-answer-pages'] ? { answerPages: { publicUrl: ops.publicUrl } } : {}),
+      store,
+      log,
+      ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
+      ...opt('inlineBudgetMs', intFlag(values, 'inline-budget-ms')),
+      ...opt('concurrencyLimit', intFlag(values, 'concurrency', 1)),
+      ...opt('maxRunning', intFlag(values, 'max-running', 1)),
+      ...opt('maxQueued', intFlag(values, 'max-queued', 1)),
+      ...opt('queuePollMs', intFlag(values, 'queue-poll-ms', 1)),
+      toolLimits,
+      ...opt('defaultPollIntervalMs', intFlag(values, 'poll-interval-ms', 1)),
+      ...opt('defaultInputTimeoutMs', intFlag(values, 'input-timeout-ms', 1)),
+      ...opt('parkAfterMs', intFlag(values, 'park-after-ms', 0)),
+      ...opt('maxResultBytes', intFlag(values, 'max-result-bytes', 1)),
+      ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
+      ...opt('heartbeatMs', intFlag(values, 'heartbeat-ms', 1)),
+      ...opt('leaseMs', leaseMs),
+      ...(values['no-poll-limit'] ? { pollLimit: false as const } : {}),
+    });
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  const { outlast, factory, module: mod } = loaded;
   log.setReplica(outlast.runtime.replicaId);
-  await mod.setup?.(outlast);
   const alerts = ops.alertsOn
     ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) })
     : undefined;
@@ -227,8 +244,6 @@ async function serve(argv: string[]): Promise<void> {
 
   let http: RunningHttpServer | undefined;
   let stdio: { close(): Promise<void> } | undefined;
-  let notify: ServerNotifier | undefined;
-  const factory = moduleFactory(mod, () => notify);
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -262,6 +277,7 @@ async function serve(argv: string[]): Promise<void> {
         port,
         host,
         bearer,
+        ...(oauth ? { oauth } : {}),
         serverInfo: mod.info,
         directTaskMethods: !values['no-direct-task-methods'],
         tracePolls: !!values['trace-polls'],
@@ -273,7 +289,6 @@ async function serve(argv: string[]): Promise<void> {
         ...(prometheus ? { metrics: prometheus.handler } : {}),
       });
       if (prometheus) observeTaskCounts(outlast.runtime.store);
-      notify = http.handler.notify;
       alerts?.start();
       process.stdout.write(`outlast listening on ${http.url}\n`);
       if (ops.dashboard) process.stdout.write(`outlast dashboard on ${http.url.replace(/\/mcp$/, '/dashboard')}\n`);
@@ -281,6 +296,40 @@ async function serve(argv: string[]): Promise<void> {
   } catch (e) {
     fail((e as Error).message);
   }
+}
+
+/** The `oauth` front option from the --oauth-* flags (undefined without --oauth-issuer). */
+function oauthFlags(values: Record<string, unknown>): OAuthFrontOptions | undefined {
+  const issuers = (values['oauth-issuer'] as string[] | undefined) ?? [];
+  const resource = values['oauth-resource'] as string | undefined;
+  const others = ['oauth-resource', 'oauth-scopes', 'oauth-principal-claim', 'oauth-allow-http', 'oauth-introspection-client-id', 'oauth-jwks-cooldown-ms', 'oauth-token-cache-ms'];
+  if (issuers.length === 0) {
+    const stray = others.find((o) => values[o] !== undefined);
+    if (stray) fail(`--${stray} needs --oauth-issuer URL`);
+    return undefined;
+  }
+  if (!resource) fail('--oauth-issuer needs --oauth-resource URL (this server\'s public URL, the audience tokens must carry)');
+  const scopes = typeof values['oauth-scopes'] === 'string' ? (values['oauth-scopes'] as string).split(',').map((s) => s.trim()).filter(Boolean) : [];
+  const introspectionId = values['oauth-introspection-client-id'] as string | undefined;
+  const secret = process.env.OUTLAST_OAUTH_INTROSPECTION_SECRET;
+  if (introspectionId && !secret) fail('--oauth-introspection-client-id needs the secret in $OUTLAST_OAUTH_INTROSPECTION_SECRET');
+  const cooldown = intFlag(values, 'oauth-jwks-cooldown-ms', 0);
+  const options: OAuthFrontOptions = {
+    issuers,
+    resource,
+    ...(scopes.length ? { scopes } : {}),
+    ...opt('principalClaim', values['oauth-principal-claim'] as string | undefined),
+    ...(values['oauth-allow-http'] ? { allowHttp: true } : {}),
+    ...(introspectionId ? { introspection: { clientId: introspectionId, clientSecret: secret! } } : {}),
+    ...opt('jwksCooldownMs', cooldown),
+    ...opt('tokenCacheMs', intFlag(values, 'oauth-token-cache-ms', 0)),
+  };
+  try {
+    createOAuthResourceServer(options); // the same checks the front makes, reported as a usage error
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  return options;
 }
 
 function opt<K extends string, V>(key: K, v: V | undefined): { [P in K]?: V } {
@@ -300,6 +349,10 @@ export async function main(argv: string[]): Promise<void> {
       return runClientCommand(resume, rest);
     case 'cancel':
       return runClientCommand(cancel, rest);
+    case 'login':
+      return runClientCommand(loginCommand, rest);
+    case 'logout':
+      return runClientCommand(logoutCommand, rest);
     case 'dashboard':
       return dashboardCommand(parsed('dashboard', () => dashboardArgs(rest)), fail);
     case undefined:

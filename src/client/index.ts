@@ -9,3 +9,4 @@ export type { ToolDefinition, ToolList, RejectedTool } from './tool-catalog.js';
 export { RpcError, TransportError, RateLimitedError, TaskGoneError, TaskFailedError, TaskCancelledError, DetachedError, UnsupportedVersionError, RejectedToolError } from './errors.js';
 export { answersFromJson, elicitationFromAnswers, type Answers } from './answers.js';
 export { verifyWebhook } from '../protocol/webhook.js';
+export { LoopbackOAuthProvider, CredentialStore, defaultCredentialsPath, oauthFetch, OAuthAuthorizationError, type LoopbackOAuthOptions, type InteractiveOAuthProvider } from './oauth/index.js';

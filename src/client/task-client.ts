@@ -18,11 +18,13 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { AuthProvider } from '@modelcontextprotocol/client';
+import type { AuthProvider, OAuthClientProvider } from '@modelcontextprotocol/client';
+import { oauthFetch } from './oauth/index.js';
 import {
   ErrorCode,
   IDEMPOTENCY_KEY_META,
   PUSH_META,
+  STORE_UNAVAILABLE_CODE,
   TASKS_EXTENSION,
   isTerminal,
   type CreateTaskResult,
@@ -67,6 +69,9 @@ export interface TaskClientOptions {
   push?: string;
   bearer?: string;
   authProvider?: AuthProvider;
+  /** OAuth (MCP authorization): the SDK client's OAuthClientProvider, e.g. a LoopbackOAuthProvider. A 401 or a
+   *  403 insufficient_scope runs the SDK's auth() once for all waiting requests, then retries. Wins over `bearer`. */
+  auth?: OAuthClientProvider;
   fetch?: FetchLike;
   clientInfo?: { name: string; version: string };
   /** A Journal, a path to one, or nothing (an in-memory journal: no crash recovery). */
@@ -81,8 +86,11 @@ export interface TaskClientOptions {
   roots?: RootsHandler;
   /** Retries of a request that got no answer (transport failure). Default 5 attempts, 500 ms doubling to 10 s. */
   retry?: { attempts?: number; baseDelayMs?: number; maxDelayMs?: number };
-  /** Timeout of requests other than tools/call. Default 30 000 ms. */
+  /** Timeout of requests other than tools/call (and of a listen stream's headers). Default 30 000 ms. */
   requestTimeoutMs?: number;
+  /** Deadline of one tools/call round; a round with no answer is retried with the same idempotency key. Default
+   *  60 000 ms (0: none). */
+  callTimeoutMs?: number;
 }
 
 export interface StartOptions {
@@ -128,6 +136,17 @@ const MAX_TOOL_PAGES = 100;
 
 const sameHeaders = (a: Record<string, string>, b: Record<string, string>) =>
   Object.keys(a).length === Object.keys(b).length && Object.entries(a).every(([k, v]) => b[k] === v);
+
+/** The server's store did not answer (-31504): every request TaskClient sends is safe to send again (reads, cancels,
+ *  answers by key, and calls under their idempotency key). */
+function isStoreUnavailable(e: unknown): e is RpcError {
+  return e instanceof RpcError && e.code === STORE_UNAVAILABLE_CODE;
+}
+
+function retryAfterOf(e: RpcError): number {
+  const ms = (e.data as { retryAfterMs?: unknown } | undefined)?.retryAfterMs;
+  return typeof ms === 'number' && ms >= 0 ? Math.min(ms, 30_000) : 1000;
+}
 
 function backoff(attempt: number, base: number, max: number): number {
   return Math.round(Math.min(max, base * 2 ** attempt) * (0.9 + 0.2 * Math.random()));
@@ -329,11 +348,16 @@ export class TaskClient {
     this.dispatcher = new RawDispatcher({
       url: options.url,
       capabilities,
-      ...(options.bearer !== undefined ? { bearer: options.bearer } : {}),
+      ...(options.bearer !== undefined && !options.auth ? { bearer: options.bearer } : {}),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
-      ...(options.fetch ? { fetch: options.fetch } : {}),
+      ...(options.auth
+        ? { fetch: oauthFetch(options.auth, options.url, options.fetch) }
+        : options.fetch
+          ? { fetch: options.fetch }
+          : {}),
       ...(options.clientInfo ? { clientInfo: options.clientInfo } : {}),
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+      ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
     });
     this.url = this.dispatcher.url.href;
     this.ownsJournal = !(options.journal instanceof Journal);
@@ -509,14 +533,16 @@ export class TaskClient {
       try {
         return await fn(signal);
       } catch (e) {
-        const retryable = (e instanceof TransportError && e.retryable) || isRateLimited(e);
+        const retryable = (e instanceof TransportError && e.retryable) || isRateLimited(e) || isStoreUnavailable(e);
         if (!retryable || attempt + 1 >= this.retry.attempts || signal?.aborted || this.closed) {
           if (e instanceof TransportError && retryable) {
             throw new TransportError(`${e.message} (gave up after ${attempt + 1} attempts)`, { cause: e, ...(e.httpStatus ? { httpStatus: e.httpStatus } : {}) });
           }
           throw e;
         }
-        const ms = isRateLimited(e) ? (e as { retryAfterMs?: number }).retryAfterMs ?? 1000 : backoff(attempt, this.retry.baseDelayMs, this.retry.maxDelayMs);
+        const ms = isRateLimited(e) ? (e as { retryAfterMs?: number }).retryAfterMs ?? 1000
+          : isStoreUnavailable(e) ? Math.max(retryAfterOf(e), backoff(attempt, this.retry.baseDelayMs, this.retry.maxDelayMs))
+          : backoff(attempt, this.retry.baseDelayMs, this.retry.maxDelayMs);
         onRetry?.(e as Error, ms);
         await delay(ms, undefined, signal ? { signal } : {});
       }

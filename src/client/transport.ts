@@ -39,8 +39,13 @@ export interface DispatcherOptions {
   clientInfo?: { name: string; version: string };
   /** The client capabilities declared on every request. */
   capabilities: JsonObject;
-  /** Per-request timeout for requests that are not `tools/call` (default 30 000 ms). */
+  /** Per-request timeout for requests that are not `tools/call`, and for a listen stream's response headers
+   *  (default 30 000 ms). */
   requestTimeoutMs?: number;
+  /** Deadline of one `tools/call` round (default 60 000 ms; 0: none). The server answers a task-capable call
+   *  within its inline budget, so a call that gets no answer meets a wedged server; TaskClient retries it with the
+   *  same idempotency key. */
+  callTimeoutMs?: number;
 }
 
 export interface RequestOptions {
@@ -80,6 +85,7 @@ export interface OpenStream {
 type JsonRpcMessage = { jsonrpc: '2.0'; id?: string | number; method?: string; params?: JsonObject; result?: JsonObject; error?: JsonRpcErrorObject };
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 /** The protocol versions this client speaks, preferred first. */
 export const SPOKEN_VERSIONS: readonly string[] = [PROTOCOL_VERSION];
 
@@ -106,6 +112,7 @@ export class RawDispatcher {
   private readonly seen = new Map<number, { retryAfterMs?: number; sse?: boolean }>();
   private readonly meta: JsonObject;
   private readonly timeoutMs: number;
+  private readonly callTimeoutMs: number;
   private nextId = 1;
   private started: Promise<void> | undefined;
   private closed = false;
@@ -120,6 +127,7 @@ export class RawDispatcher {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`Not an http(s) URL: "${url.href}"`);
     this.url = url;
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.meta = {
       [PROTOCOL_VERSION_META]: PROTOCOL_VERSION,
       [CLIENT_CAPABILITIES_META]: options.capabilities,
@@ -289,7 +297,7 @@ export class RawDispatcher {
     span.attempt(id, version);
     const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(opts.meta, version) } };
     const ctl = new AbortController();
-    const timeoutMs = opts.timeoutMs ?? (method === 'tools/call' ? 0 : this.timeoutMs);
+    const timeoutMs = opts.timeoutMs ?? (method === 'tools/call' ? this.callTimeoutMs : this.timeoutMs);
     let timedOut = false;
     const timer = timeoutMs > 0 ? setTimeout(() => ((timedOut = true), ctl.abort()), timeoutMs) : undefined;
     const onAbort = () => ctl.abort(opts.signal!.reason);
@@ -346,11 +354,16 @@ export class RawDispatcher {
     ended.catch(() => undefined); // observed by the caller; never an unhandled rejection
     this.streams.set(id, { onNotification: (m) => handlers.onNotification(m), end: (how, error) => settle(how, error) });
     const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(startClientRequestSpan(method, params, this.url, undefined).meta) } };
+    // A server that never answers the stream's headers is a failure, not a wait: the caller reconnects or polls.
+    let timedOut = false;
+    const timer = this.timeoutMs > 0 ? setTimeout(() => ((timedOut = true), ctl.abort()), this.timeoutMs) : undefined;
     try {
       await this.transport.send(message as never, { requestSignal: ctl.signal, onRequestStreamEnd: () => settle('cut') });
       if (!this.seen.get(id)?.sse) settle('cut'); // answered with plain JSON (an error was routed already)
     } catch (e) {
-      settle('cut', ctl.signal.aborted ? undefined : this.classify(id, e, method));
+      settle('cut', timedOut ? new TransportError(`${method}: no response within ${this.timeoutMs} ms`) : ctl.signal.aborted ? undefined : this.classify(id, e, method));
+    } finally {
+      clearTimeout(timer);
     }
     return {
       id,

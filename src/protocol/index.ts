@@ -60,6 +60,14 @@ export type TaskOrigin = 'extension' | 'legacy' | 'handle';
  */
 export const SERVER_BUSY_CODE = -31503;
 
+/**
+ * Outlast's code for "the task store did not answer": this replica cannot reach its database now (or it did not
+ * answer within its deadline). Retryable: `data.retryAfterMs` says when, `data.reason` is `store_unavailable`, and
+ * `data.stored` is `no` (refused before anything was sent) or `unknown` (a write was in flight: retry a creation
+ * with the same idempotency key to get the task it may have made).
+ */
+export const STORE_UNAVAILABLE_CODE = -31504;
+
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
 export const TERMINAL_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'cancelled'];
 export function isTerminal(status: TaskStatus): boolean {

@@ -87,6 +87,7 @@ export function newTaskFor(
 /** What the caller hears when its task could not be stored (nothing was started). */
 export function creationFailure(e: unknown, log: Logger): TaskProtocolError {
   if (e instanceof IdempotencyConflictError) return new TaskProtocolError(ErrorCode.InvalidParams, e.message, { existingTaskId: e.existingTaskId });
+  if (e instanceof TaskProtocolError) return e; // e.g. the store is unreachable: retryable, and it says so
   log.error('could not persist task', { error: String(e) });
   return new TaskProtocolError(ErrorCode.InternalError, 'The task could not be stored; nothing was started. Retry the call.');
 }
@@ -145,6 +146,9 @@ export class Execution implements TaskContext {
   /** The claim this run holds the task under (every write names it). */
   epoch: number;
   attempt: number;
+  /** The id the task row is written under (known before the store answers: a creation whose answer was lost may
+   *  have happened). */
+  plannedTaskId: string | undefined;
   /** Settles when the handler does. */
   done!: Promise<HandlerEnd>;
   private promotion: Promise<{ record: TaskRecord; created: boolean }> | undefined;
@@ -269,10 +273,10 @@ export class Execution implements TaskContext {
     return this.call.preflight;
   }
 
-  /** Another replica owns the task now: stop, and write nothing more. */
-  lostOwnership(): void {
+  /** Another replica owns the task now (or may: `why`): stop, and write nothing more. */
+  lostOwnership(why = 'another replica took this task over; stopping this run'): void {
     if (this.abandoned) return;
-    this.rt.log.warn('another replica took this task over; stopping this run', { taskId: this.taskId ?? null });
+    this.rt.log.warn(why, { taskId: this.taskId ?? null });
     this.abandoned = true;
     this.waitsOfRun?.close();
     this.span?.lost();
@@ -310,8 +314,10 @@ export class Execution implements TaskContext {
   /** Persists the task (once). Resolves after the commit. */
   persist(): Promise<{ record: TaskRecord; created: boolean }> {
     if (!this.promotion) {
+      const row = newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride, callStartedAt: this.callStartedAt });
+      this.plannedTaskId = row.taskId;
       this.promotion = this.rt.store
-        .create(newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride, callStartedAt: this.callStartedAt }))
+        .create(row)
         .then((r) => {
           if (r.created) {
             this.taskId = r.record.taskId;

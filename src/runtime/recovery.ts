@@ -1,14 +1,30 @@
 /**
  * Leases and crash recovery: this replica's heartbeat, the judgement of which replicas are dead, and the takeover
  * of the unfinished tasks they left (re-run when declared safe, failed with the reason otherwise).
+ *
+ * A stalled store is a failure, not a wait:
+ * - Every heartbeat has a deadline; a miss closes the store gate (store-health.ts: requests fail fast, retryable).
+ * - Self-fencing: `leaseMs` (less half a heartbeat, for a late timer) after the last heartbeat that reached the store
+ *   was *sent* (never later than the peers could judge it, since they measure from when it was written), the runs
+ *   here are stopped without waiting for the
+ *   store, and the replica reports not ready. When the store answers again, each stopped run whose task still
+ *   belongs to this replica is taken back: re-run if retry-safe, failed saying why otherwise; a task a peer took
+ *   over is left to it.
+ * - No peer is judged by a heartbeat it could not have written: this replica judges leases only once its own
+ *   heartbeats have reached the store without a miss for a whole lease, and only from a listing in which its own
+ *   heartbeat is fresh on the store's clock (a listing answered late, after a stall, shows every heartbeat old,
+ *   this one's included). Ages are the store's (PostgreSQL `now() - heartbeat_at`). A whole-database outage or stall
+ *   therefore causes no takeover: after it, every replica waits a lease, during which the live ones heartbeat.
  */
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { ErrorCode, isTerminal, type JsonRpcErrorObject } from '../protocol/index.js';
 import { TaskWriteRefused, type NewAlert, type Outcome, type ReplicaInfo, type TaskRecord, type TaskStore } from '../store/types.js';
 import { newAlertId } from '../store/ops-rows.js';
 import type { Execution } from './execution.js';
+import type { StoreHealth } from './store-health.js';
 import type { Logger, RegisteredTool, RuntimeAlert } from './types.js';
 
 /**
@@ -41,6 +57,8 @@ export interface RecoveryHost {
   readonly store: TaskStore;
   readonly log: Logger;
   readonly replicaId: string;
+  /** Whether the heartbeats reach the store (this module keeps it). */
+  readonly health: StoreHealth;
   readonly isStopping: boolean;
   /** Task executions running here, by id. */
   readonly running: Map<string, Execution>;
@@ -57,31 +75,164 @@ export interface LeaseOptions {
   heartbeatMs: number;
   leaseMs: number;
   maxAttempts: number;
+  /** A heartbeat not answered within this counts as a store failure. */
+  heartbeatDeadlineMs: number;
+}
+
+/** Rejects when `p` has not settled within `ms` (the promise itself is left to its own deadline). */
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer from the store within ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 export class Recovery {
-  /** When this replica last failed to reach the store (its heartbeat or its lease check). */
-  private storeFailedAt = 0;
   private recovering: Promise<void> | undefined;
+  /** Heartbeats in flight: a hung one does not hold back the next (that one may find the store back already). */
+  private beating = 0;
+  private afterBeat: Promise<void> | undefined;
+  private fenceTimer: NodeJS.Timeout | undefined;
+  private probeTimer: NodeJS.Timeout | undefined;
+  /** Tasks of this replica with no run here and an open fate, until the store tells who owns them now: runs it
+   *  stopped when it fenced itself, and creations whose answer the store did not give in time. */
+  private readonly stopped = new Map<string, { why: 'fenced' | 'doubtful'; handlerEnded: () => boolean; since: number }>();
 
-  constructor(private readonly host: RecoveryHost, private readonly opts: LeaseOptions) {}
+  /** As many heartbeats as can hang within a deadline, plus one that may find the store back. */
+  private readonly maxInFlight: number;
+  /** Runs stop this long before the lease ends: a late timer must not let a peer's takeover come first. */
+  private readonly fenceMarginMs: number;
 
-  register(): Promise<void> {
-    const now = Date.now();
-    return this.host.store.registerReplica({ replicaId: this.host.replicaId, host: HOST, pid: process.pid, startedAt: now, heartbeatAt: now });
+  constructor(private readonly host: RecoveryHost, private readonly opts: LeaseOptions) {
+    this.maxInFlight = Math.min(3, Math.ceil(opts.heartbeatDeadlineMs / opts.heartbeatMs) + 1);
+    this.fenceMarginMs = Math.floor(opts.heartbeatMs / 2);
   }
 
-  /** One heartbeat: renew the lease, catch missed cancels, take over what dead replicas left. */
+  async register(): Promise<void> {
+    const now = Date.now();
+    const sentAt = performance.now();
+    await this.host.store.registerReplica({ replicaId: this.host.replicaId, host: HOST, pid: process.pid, startedAt: now, heartbeatAt: now });
+    this.beatSucceeded(sentAt);
+  }
+
+  /** Stops the lease timers (shutdown). */
+  stop(): void {
+    clearTimeout(this.fenceTimer);
+    clearTimeout(this.probeTimer);
+  }
+
+  /** One heartbeat: renew the lease (within its deadline), then catch missed cancels and take over what dead
+   *  replicas left. */
   async tick(): Promise<void> {
-    if (this.host.isStopping) return;
+    if (this.host.isStopping || this.beating >= this.maxInFlight) return;
+    this.beating++;
+    const sentAt = performance.now();
+    let alive: boolean;
     try {
-      if (!(await this.host.store.heartbeat(this.host.replicaId, Date.now()))) await this.presumedDead();
+      alive = await withDeadline(this.host.store.heartbeat(this.host.replicaId, Date.now()), this.opts.heartbeatDeadlineMs, 'heartbeat');
+    } catch (e) {
+      // A miss counts unless a heartbeat sent after it has reached the store meanwhile.
+      if ((this.host.health.lastBeatSentAt ?? -Infinity) < sentAt) this.beatFailed(e);
+      return;
+    } finally {
+      this.beating--;
+    }
+    if ((this.host.health.lastBeatSentAt ?? -Infinity) > sentAt) return; // a later one already counted
+    this.beatSucceeded(sentAt);
+    // The lease work may take longer than a heartbeat; it never delays the next one.
+    this.afterBeat ??= this.leaseWork(alive).finally(() => (this.afterBeat = undefined));
+  }
+
+  private async leaseWork(alive: boolean): Promise<void> {
+    try {
+      if (!alive) await this.presumedDead();
+      if (this.stopped.size > 0) await this.takeBackStopped();
       // Fallback for missed signals: a cancel recorded by another process reaches the handler within a heartbeat.
       await this.host.checkPendingCancels();
       await this.recover();
     } catch (e) {
-      this.storeFailedAt = Date.now();
-      this.host.log.error('heartbeat failed', { error: String(e) });
+      this.host.log.error('lease check failed', { error: String(e) });
+    }
+  }
+
+  private beatSucceeded(sentAt: number): void {
+    const { health, log } = this.host;
+    const wasFenced = health.fenced;
+    const wasFailing = health.failing;
+    health.beatSucceeded(sentAt);
+    health.fenced = false;
+    if (wasFenced) log.warn('the store answers again: this replica is ready again and takes back the runs it stopped, unless a peer took them over');
+    else if (wasFailing) log.info('the store answers heartbeats again');
+    // Self-fencing: a whole lease after this heartbeat was sent, unless another one reaches the store first.
+    clearTimeout(this.fenceTimer);
+    this.fenceTimer = setTimeout(() => this.selfFence(), Math.max(0, sentAt + this.opts.leaseMs - this.fenceMarginMs - performance.now()));
+    this.fenceTimer.unref?.();
+  }
+
+  private beatFailed(e: unknown): void {
+    const { health, log } = this.host;
+    if (!health.failing) {
+      log.error(
+        `heartbeat failed: requests that need the store are refused until it answers; this replica stops its runs if no heartbeat reaches the store for its lease (${this.opts.leaseMs} ms)`,
+        { error: String((e as Error)?.message ?? e) },
+      );
+    }
+    health.beatFailed(String((e as Error)?.message ?? e));
+    // Probe sooner than a slow heartbeat would, so the replica is back soon after the store is.
+    if (this.opts.heartbeatMs > 1000 && !this.host.isStopping) {
+      clearTimeout(this.probeTimer);
+      this.probeTimer = setTimeout(() => void this.tick(), 1000);
+      this.probeTimer.unref?.();
+    }
+  }
+
+  /**
+   * No heartbeat reached the store for a whole lease: the peers may judge this replica dead and take its tasks.
+   * Every run here stops now, without waiting for the store (a run that already returned keeps trying to write
+   * its outcome, which the store refuses if the task changed hands).
+   */
+  private selfFence(): void {
+    const { health, log, running } = this.host;
+    if (this.host.isStopping || health.fenced) return;
+    health.fenced = true;
+    const ids: string[] = [];
+    for (const [taskId, exec] of [...running]) {
+      ids.push(taskId);
+      let ended = false;
+      void exec.done?.then(() => (ended = true));
+      this.stopped.set(taskId, { why: 'fenced', handlerEnded: () => ended, since: performance.now() });
+      running.delete(taskId);
+      exec.lostOwnership('no heartbeat reached the store for a whole lease; stopping this run (a peer may take the task over)');
+    }
+    const age = Math.round(health.lastBeatAgeMs() ?? this.opts.leaseMs);
+    log.error(`self-fenced: no heartbeat reached the store for ${age} ms (lease ${this.opts.leaseMs} ms); stopped ${ids.length} runs this replica may no longer own; not ready until the store answers`, {
+      taskIds: ids.slice(0, 50),
+    });
+  }
+
+  /** A task of this replica that nothing runs: once the store answers, it is re-run or failed like a stopped run. */
+  settleLater(taskId: string, why: 'fenced' | 'doubtful'): void {
+    if (this.stopped.size < 100_000) this.stopped.set(taskId, { why, handlerEnded: () => true, since: performance.now() });
+  }
+
+  /** After a self-fence (or a creation with no answer): each such task still this replica's is re-run or failed
+   *  (never both, never stuck); a task a peer took over meanwhile is the peer's. */
+  private async takeBackStopped(): Promise<void> {
+    for (const [taskId, { why, handlerEnded, since }] of [...this.stopped]) {
+      // Not while the stopped handler still runs (it ignores its signal): a re-run would be a second run at once.
+      // One that never ends is given up on after a lease, as a peer would.
+      if (!handlerEnded() && performance.now() - since < this.opts.leaseMs * 2) continue;
+      let rec: TaskRecord;
+      try {
+        rec = await this.host.store.takeOver(taskId, this.host.replicaId, this.host.replicaId, Date.now());
+      } catch (e) {
+        if (!(e instanceof TaskWriteRefused)) throw e; // the store failed again: the next heartbeat retries
+        this.stopped.delete(taskId);
+        continue;
+      }
+      this.stopped.delete(taskId);
+      await this.resume(rec, why);
     }
   }
 
@@ -93,7 +244,8 @@ export class Recovery {
   private async presumedDead(): Promise<void> {
     const { store, log, replicaId, running } = this.host;
     log.warn('this replica was presumed dead (no heartbeat for a whole lease); checking which tasks it still owns');
-    await this.register();
+    const now = Date.now();
+    await store.registerReplica({ replicaId, host: HOST, pid: process.pid, startedAt: now, heartbeatAt: now });
     for (const [taskId, exec] of [...running]) {
       const l = await store.get(taskId);
       if (l.state !== 'found' || l.record.owner !== replicaId || l.record.epoch !== exec.epoch || isTerminal(l.record.status)) {
@@ -110,16 +262,18 @@ export class Recovery {
   }
 
   private async doRecover(): Promise<void> {
-    const { store, log, replicaId } = this.host;
+    const { store, log, replicaId, health } = this.host;
     const now = Date.now();
-    const { leaseMs } = this.opts;
-    // Just back from an outage of the store: the others may not have been able to heartbeat either. Give them a
-    // whole lease to do so before judging anyone by a stale heartbeat.
-    const judgeStale = now - this.storeFailedAt > leaseMs;
+    const { leaseMs, heartbeatMs, heartbeatDeadlineMs } = this.opts;
     const replicas = await store.listReplicas();
+    const ageOf = (r: ReplicaInfo) => r.heartbeatAgeMs ?? Math.max(0, now - r.heartbeatAt);
+    const mine = replicas.find((r) => r.replicaId === replicaId);
+    // Leases are judged only when every peer had a whole lease of a reachable store to heartbeat in (ours reached it
+    // all along), and only from a listing that is not a late answer after a stall (our own heartbeat is fresh in it).
+    const judgeStale = health.reachableForMs() > leaseMs && mine !== undefined && ageOf(mine) <= heartbeatMs + heartbeatDeadlineMs;
     const live: string[] = [];
     for (const r of replicas) {
-      const age = now - r.heartbeatAt;
+      const age = ageOf(r);
       // A replica in this very PID namespace whose process is gone is dead at once (outage or not); elsewhere only
       // the lease tells.
       const dead = r.replicaId !== replicaId && ((judgeStale && age > leaseMs) || (r.host === HOST && !pidAlive(r.pid)));
@@ -147,13 +301,20 @@ export class Recovery {
       if (e instanceof TaskWriteRefused) return; // someone else took it, or it finished
       throw e;
     }
+    await this.resume(rec, 'lost');
+  }
+
+  /** A task this replica now holds again (a dead peer's, or one of its own stopped runs): cancelled if that was
+   *  asked, re-run when declared safe, failed with the reason otherwise. */
+  private async resume(rec: TaskRecord, why: 'lost' | 'fenced' | 'doubtful'): Promise<void> {
+    const host = this.host;
     const tool = host.tool(rec.tool);
     const maxAttempts = tool?.spec.maxAttempts ?? this.opts.maxAttempts;
     if (rec.cancelRequestedAt !== null) {
       await host.finishQuietly(rec.taskId, { status: 'cancelled' }, 'Cancelled: the server running it stopped after the cancel request');
       return;
     }
-    const failure = whyNotRerun(rec, tool, maxAttempts);
+    const failure = whyNotRerun(rec, tool, maxAttempts, why === 'lost' ? undefined : { why, leaseMs: this.opts.leaseMs });
     if (failure || !tool) {
       const error = await namingStep(host.store, rec.taskId, failure ?? notRegistered(rec));
       host.alert({ kind: 'worker-lost', taskId: rec.taskId, tool: rec.tool, message: error.message });
@@ -185,8 +346,23 @@ function notRegistered(rec: TaskRecord): JsonRpcErrorObject {
 }
 
 /** Why a task whose worker was lost is failed instead of re-run (undefined: re-run it). */
-function whyNotRerun(rec: TaskRecord, tool: RegisteredTool | undefined, maxAttempts: number): JsonRpcErrorObject | undefined {
+function whyNotRerun(
+  rec: TaskRecord,
+  tool: RegisteredTool | undefined,
+  maxAttempts: number,
+  store?: { why: 'fenced' | 'doubtful'; leaseMs: number },
+): JsonRpcErrorObject | undefined {
   if (!tool) return notRegistered(rec);
+  if (!rec.retrySafe && store) {
+    const what = store.why === 'fenced'
+      ? `The server running this task could not reach its task store for longer than its lease (${store.leaseMs} ms), so it stopped the run (another replica could have taken it over)`
+      : 'The task store stored this task but did not answer its creation in time, so the caller was told to retry and nothing ran it';
+    return {
+      code: ErrorCode.InternalError,
+      message: `${what}; "${rec.tool}" is not declared safe to re-run, so it was not restarted`,
+      data: { reason: 'store_unreachable', attempts: rec.attempts - 1 },
+    };
+  }
   if (!rec.retrySafe) {
     return {
       code: ErrorCode.InternalError,

@@ -29,6 +29,7 @@ import { RunQueue, type QueueHost } from './queue.js';
 import { MAX_STEP_BYTES } from './steps.js';
 import { Recovery, type RecoveryHost } from './recovery.js';
 import { sweepExpired, type SweepHost } from './sweeper.js';
+import { StoreHealth, gatedStore } from './store-health.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, Slot, ToolSpec } from './types.js';
 import { silentLogger } from './types.js';
 import { watchView } from './watch.js';
@@ -47,6 +48,17 @@ function inputTimedOut(key: string, at: number): TaskProtocolError {
     reason: 'input_timeout',
     key,
   });
+}
+
+/** What /readyz reports. */
+export interface Readiness {
+  ready: boolean;
+  /** Why not, in words an operator can act on. */
+  reason?: string;
+  /** This replica stopped its runs because no heartbeat reached the store for a lease. */
+  fenced: boolean;
+  /** Since the last heartbeat that reached the store was sent, ms. */
+  lastHeartbeatAgeMs?: number;
 }
 
 export class TaskRuntime extends EventEmitter implements ExecutionHost, RecoveryHost, SweepHost, QueueHost {
@@ -76,6 +88,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Task executions by id. */
   readonly running = new Map<string, Execution>();
   private readonly recovery: Recovery;
+  /** Whether the heartbeats reach the store: the fail-fast gate in front of it, and readiness. */
+  readonly health: StoreHealth;
+  private readiness: { at: number; answer: Promise<Readiness> } | undefined;
   /** Admission control and the run queue (queue.ts). */
   readonly queue: RunQueue;
   private timers: NodeJS.Timeout[] = [];
@@ -87,7 +102,10 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   constructor(options: RuntimeOptions) {
     super();
     this.telemetry = options.telemetry === false ? undefined : new RuntimeTelemetry();
-    this.store = this.telemetry ? this.telemetry.instrument(options.store) : options.store;
+    // Either of heartbeat and lease given alone implies a fitting other (a lease of six heartbeats).
+    const heartbeatMs = options.heartbeatMs ?? (options.leaseMs !== undefined ? Math.max(1, Math.min(5_000, Math.floor(options.leaseMs / 6))) : 5_000);
+    this.health = new StoreHealth(Math.min(heartbeatMs, 1000));
+    this.store = gatedStore(this.telemetry ? this.telemetry.instrument(options.store) : options.store, this.health);
     this.log = options.log ?? silentLogger;
     this.bus = options.bus ?? options.store.createSignalBus?.({ onError: (m) => this.log.warn(m) }) ?? new LocalSignalBus();
     this.replicaId = options.replicaId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -108,8 +126,6 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     this.watchRecheckMs = options.watchRecheckMs ?? 5000;
     this.pollPolicy = { ...DEFAULT_POLL_POLICY, ...options.poll };
     this.governor = options.pollLimit === false ? undefined : new PollGovernor({ ...DEFAULT_POLL_LIMIT, ...options.pollLimit });
-    // Either of heartbeat and lease given alone implies a fitting other (a lease of six heartbeats).
-    const heartbeatMs = options.heartbeatMs ?? (options.leaseMs !== undefined ? Math.max(1, Math.min(5_000, Math.floor(options.leaseMs / 6))) : 5_000);
     this.opts = {
       sweepIntervalMs: options.sweepIntervalMs ?? 30_000,
       tombstoneRetentionMs: options.tombstoneRetentionMs ?? 7 * DAY,
@@ -124,7 +140,12 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     if (this.defaultTtlMs !== null && (!Number.isInteger(this.defaultTtlMs) || this.defaultTtlMs <= 0)) {
       throw new RangeError(`defaultTtlMs must be a positive integer number of milliseconds or null, got ${this.defaultTtlMs}`);
     }
-    this.recovery = new Recovery(this, this.opts);
+    // A heartbeat slower than this is a store failure: at least a heartbeat period, at most a third of the lease.
+    const heartbeatDeadlineMs = options.heartbeatDeadlineMs ?? Math.max(this.opts.heartbeatMs, Math.min(2000, Math.floor(this.opts.leaseMs / 3)));
+    if (!Number.isInteger(heartbeatDeadlineMs) || heartbeatDeadlineMs < 1 || heartbeatDeadlineMs >= this.opts.leaseMs) {
+      throw new RangeError(`heartbeatDeadlineMs must be an integer from 1 to below leaseMs (${this.opts.leaseMs}), got ${heartbeatDeadlineMs}`);
+    }
+    this.recovery = new Recovery(this, { ...this.opts, heartbeatDeadlineMs });
     for (const [name, n] of [['maxRunning', options.maxRunning], ['maxQueued', options.maxQueued], ['queuePollMs', options.queuePollMs], ['claimBatch', options.claimBatch]] as const) {
       if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`${name} must be an integer >= 1, got ${n}`);
     }
@@ -268,6 +289,38 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     return this.recovery.recover();
   }
 
+  /**
+   * Ready to serve: started, not stopping, not self-fenced, and the store answers within `deadlineMs`. Answers are
+   * shared for 250 ms, so a balancer polling often costs the store at most a few pings a second.
+   */
+  ready(deadlineMs = 2000): Promise<Readiness> {
+    const now = Date.now();
+    if (this.readiness && now - this.readiness.at < 250) return this.readiness.answer;
+    const answer = this.checkReady(deadlineMs);
+    this.readiness = { at: now, answer };
+    return answer;
+  }
+
+  private async checkReady(deadlineMs: number): Promise<Readiness> {
+    const lastHeartbeatAgeMs = this.health.lastBeatAgeMs();
+    const base = { fenced: this.health.fenced, ...(lastHeartbeatAgeMs !== undefined ? { lastHeartbeatAgeMs: Math.round(lastHeartbeatAgeMs) } : {}) };
+    if (this.stopping) return { ready: false, reason: 'shutting down', ...base };
+    if (!this.started) return { ready: false, reason: 'not started', ...base };
+    if (this.health.fenced) return { ready: false, reason: `self-fenced: no heartbeat reached the store for longer than the lease (${this.opts.leaseMs} ms)`, ...base };
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.store.ping?.() ?? this.store.count(),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${deadlineMs} ms`)), deadlineMs))),
+      ]);
+    } catch (e) {
+      return { ready: false, reason: `the store does not answer: ${(e as Error).message}`, ...base };
+    } finally {
+      clearTimeout(timer);
+    }
+    return { ready: true, ...base };
+  }
+
   /** Expires tasks past their TTL (tombstones) and purges old tombstones. */
   sweep(now = Date.now()): Promise<{ expired: number; purged: number }> {
     return sweepExpired(this, this.opts, now);
@@ -279,6 +332,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     this.stopping = true;
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
+    this.recovery.stop();
     this.queue.stop();
     if (!this.started) return;
     await this.started.catch(() => undefined);
@@ -362,15 +416,17 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       if (!asTask && !asHandle) return inlineOutcome(await exec.done);
       const toolBudget = tool.spec.inlineBudgetMs ?? this.inlineBudgetMs;
       const budget = asHandle ? Math.max(toolBudget, cc.handleAfterMs!) : toolBudget;
+      // One promise settled by whichever comes first (the default policy's hot path: no race of three).
       let timer: NodeJS.Timeout | undefined;
       const budgetEnds = Date.now() + budget;
-      const winner = await Promise.race([
-        exec.done.then((r) => ({ which: 'done' as const, r })),
-        new Promise<{ which: 'budget' }>((res) => (timer = setTimeout(() => res({ which: 'budget' }), budget))),
+      const winner = await new Promise<{ which: 'done'; r: HandlerEnd } | { which: 'budget' | 'promote' | 'parked' }>((settle, fail) => {
+        timer = setTimeout(settle, budget, { which: 'budget' });
+        exec.done.then((r) => settle({ which: 'done', r }), fail);
         // A task-capable caller gets the task once the handler needs one (a step, an input); a handle caller keeps
         // waiting inline for the whole budget (the row exists meanwhile), as the handle tools promise.
-        asHandle ? exec.parkedNow.promise.then(() => ({ which: 'parked' as const })) : exec.promoteRequested.promise.then(() => ({ which: 'promote' as const })),
-      ]);
+        if (asHandle) void exec.parkedNow.promise.then(() => settle({ which: 'parked' }));
+        else void exec.promoteRequested.promise.then(() => settle({ which: 'promote' }));
+      });
       clearTimeout(timer);
       if (winner.which === 'parked') {
         // A durable wait parked before the budget ended: the run goes on from the store (here or elsewhere); the caller
@@ -419,6 +475,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       exec.abandoned = true;
       exec.abort(new TaskCancelledError('shutdown'));
       this.queue.release(exec.slot);
+      // The store did not answer: the row may exist all the same. Once the store answers, it is run or failed.
+      const stored = ((e as TaskProtocolError)?.data as { stored?: unknown } | undefined)?.stored;
+      if (stored === 'unknown' && exec.plannedTaskId) this.recovery.settleLater(exec.plannedTaskId, 'doubtful');
       throw creationFailure(e, this.log);
     }
   }

@@ -13,12 +13,11 @@
  *   4. the task method from `task-methods.ts` (the -32021 gate first, then one indexed read or write), its result
  *      or error encoded as the SDK encodes it for that era.
  * Body limit, bearer principal, the poll governor (429) and the `tasks/update` shape check stay in the front
- * (`http.ts`), before this, for both paths alike.
+ * (`front/handler.ts`), before this, for both paths alike. Web-standard: a `Request`'s headers in, a `Response` out.
  *
  * An era is a row of ERAS: `modern` (2026-07-28) and `legacy` (2025-11-25: tasks/get, tasks/list, tasks/cancel,
  * answered as that era's stateless transport answers, one SSE event). tasks/result streams, so it stays with the SDK.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   UnsupportedProtocolVersionError,
   classifyInboundRequest,
@@ -75,8 +74,8 @@ export interface DirectTaskPathOptions {
 }
 
 export interface DirectTaskPath {
-  /** Answers `body` if it is a task-method request it recognises; false leaves the request to the SDK. */
-  serve(req: IncomingMessage, res: ServerResponse, body: unknown, principal: string): Promise<boolean>;
+  /** The answer to `body` if it is a task-method request it recognises; undefined leaves the request to the SDK. */
+  serve(request: Request, body: unknown, principal: string): Promise<Response | undefined>;
 }
 
 // ---- answers as the SDK writes them ---------------------------------------------------------------------------
@@ -247,21 +246,17 @@ class PollClassifications {
   }
 }
 
-function header(req: IncomingMessage, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v.join(', ') : v;
+function header(request: Request, name: string): string | undefined {
+  return request.headers.get(name) ?? undefined;
 }
 
 const SSE_HEADERS = { 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'content-type': 'text/event-stream', 'x-accel-buffering': 'no' };
 
-function write(res: ServerResponse, a: Answer): void {
-  if (a.sse) {
-    res.writeHead(a.status, SSE_HEADERS);
-    res.end(`event: message\ndata: ${JSON.stringify(a.body)}\n\n`);
-    return;
-  }
-  res.writeHead(a.status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(a.body));
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+function write(a: Answer): Response {
+  if (a.sse) return new Response(`event: message\ndata: ${JSON.stringify(a.body)}\n\n`, { status: a.status, headers: SSE_HEADERS });
+  return new Response(JSON.stringify(a.body), { status: a.status, headers: JSON_HEADERS });
 }
 
 export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPathOptions): DirectTaskPath {
@@ -271,33 +266,31 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
   const polls = new PollClassifications();
 
   return {
-    async serve(req, res, body, principal) {
-      if (body === null || typeof body !== 'object' || Array.isArray(body)) return false;
+    async serve(request, body, principal) {
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined;
       const msg = body as JsonObject;
       const id = msg.id;
-      if (typeof msg.method !== 'string' || !methods.has(msg.method)) return false;
+      if (typeof msg.method !== 'string' || !methods.has(msg.method)) return undefined;
       // Only answers the schema allows: a request id that is a string or an integer (else the SDK answers, with id null).
-      if (typeof id !== 'string' && !(typeof id === 'number' && Number.isSafeInteger(id))) return false;
-      if (!isJsonContentType(header(req, 'content-type'))) return false;
+      if (typeof id !== 'string' && !(typeof id === 'number' && Number.isSafeInteger(id))) return undefined;
+      if (!isJsonContentType(header(request, 'content-type'))) return undefined;
 
-      const headers = { protocolVersion: header(req, 'mcp-protocol-version'), method: header(req, 'mcp-method'), name: header(req, 'mcp-name'), accept: header(req, 'accept') };
+      const headers = { protocolVersion: header(request, 'mcp-protocol-version'), method: header(request, 'mcp-method'), name: header(request, 'mcp-name'), accept: header(request, 'accept') };
       const route = polls.classify({ httpMethod: 'POST', protocolVersionHeader: headers.protocolVersion, mcpMethodHeader: headers.method, mcpNameHeader: headers.name, body }, msg);
       if (route.kind === 'reject') {
         report(`Rejected inbound request (${route.cell}): ${route.message}`);
-        write(res, refusal(route.httpStatus, id, route.code, route.message, route.data));
-        return true;
+        return write(refusal(route.httpStatus, id, route.code, route.message, route.data));
       }
       const era = eras[route.kind];
       const run = era?.methods[msg.method];
-      if (!era || !run) return false;
+      if (!era || !run) return undefined;
       const params = (msg.params ?? {}) as Record<string, unknown>;
-      if (msg.params !== undefined && (msg.params === null || typeof msg.params !== 'object' || Array.isArray(msg.params))) return false;
+      if (msg.params !== undefined && (msg.params === null || typeof msg.params !== 'object' || Array.isArray(msg.params))) return undefined;
       const admitted = era.admit(route, { id, method: msg.method, params, headers, jsonrpc: msg.jsonrpc, principal });
-      if (admitted === undefined) return false;
+      if (admitted === undefined) return undefined;
       if ('status' in admitted) {
         if (admitted.report) report(admitted.report);
-        write(res, admitted);
-        return true;
+        return write(admitted);
       }
       let answer: Answer;
       try {
@@ -305,8 +298,7 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
       } catch (e) {
         answer = era.error(id, e);
       }
-      write(res, answer);
-      return true;
+      return write(answer);
     },
   };
 }

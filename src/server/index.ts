@@ -1,6 +1,9 @@
 export { Outlast, defaultPrincipalOf, type OutlastOptions, type OutlastToolConfig, type PreflightInput, type PreflightResult } from './outlast.js';
 export { serveHttp, DEFAULT_MAX_BODY_BYTES, type HttpServeOptions, type RunningHttpServer, type ServerFactory } from './http.js';
+export { outlastHandler, type OutlastHandler, type OutlastHandlerOptions, type NodeMount } from './front/index.js';
+export { loadServerModule, type LoadServerModuleOptions, type LoadedServerModule } from './load-module.js';
 export { serveOutlastStdio } from './stdio.js';
+export { healthResponse, HEALTH_PATHS, type HealthOptions } from './health.js';
 export type { TaskContext, ToolHandler, ElicitResult, InputOptions, ElicitOptions } from '../runtime/context.js';
 export { InputTimeoutError, TaskCancelledError } from '../runtime/context.js';
 export { TaskProtocolError } from '../protocol/index.js';
@@ -8,3 +11,4 @@ export { defineServer, moduleFactory, type OutlastServerModule } from './module.
 export type { HandleOptions } from './handles.js';
 export type { LegacyOptions } from './legacy.js';
 export { recordDefinitions, type DefinitionSurface, type Definitions } from './definitions.js';
+export { createOAuthResourceServer, OAuthJwtVerifier, principalOfClaims, type OAuthFrontOptions, type OAuthResourceServer, type PrincipalKind } from './oauth/index.js';

@@ -3,7 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
-import { McpServer, ProtocolError, type AuthInfo, type CallToolResult, type ServerContext, type StandardSchemaV1 } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, requireScopes, type AuthInfo, type ScopeChallengeHandler, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
   CLIENT_CAPABILITIES_META,
@@ -25,8 +25,9 @@ import type { TaskRecord } from '../store/types.js';
 import { declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
-import { LegacyTasks, requestedTask, type LegacyOptions } from './legacy.js';
+import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
 import { requestTraceContext } from './request-spans.js';
+import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -49,6 +50,15 @@ export interface OutlastToolConfig<Shape extends z.ZodRawShape = z.ZodRawShape>
   /** A string argument whose value is the call's idempotency key (for clients that cannot send
    *  `_meta["outlast/idempotencyKey"]`, e.g. a model filling in a request id). */
   idempotencyKeyArgument?: keyof Shape & string;
+  /** OAuth scopes a caller's token must hold to call this tool (behind `oauth`): without them the call is answered
+   *  403 insufficient_scope naming them (step-up), before anything starts. tasks/get|update|cancel need only the owner. */
+  scopes?: string[];
+}
+
+/** The SDK's step-up check for OAuth tokens only: a static bearer token (operator-issued) carries no scopes. */
+function oauthScopeChallenge(scopes: string[]): ScopeChallengeHandler {
+  const check = requireScopes(...(scopes as [string, ...string[]]));
+  return (ctx) => ((ctx.authInfo?.extra as { kind?: unknown } | undefined)?.kind === undefined ? undefined : check(ctx));
 }
 
 export interface OutlastOptions extends RuntimeOptions {
@@ -77,6 +87,12 @@ interface McpServerInternals {
   _registeredTools: Record<string, { enabled: boolean; inputSchema?: unknown }>;
   validateToolInput(tool: unknown, args: unknown, name: string): Promise<unknown>;
 }
+
+/** What attach() behind the SDK's handler alone lacks, and how to get it. */
+export const NO_FRONT_WARNING =
+  "outlast: attach() is serving through the SDK's handler alone, without Outlast's front. Absent: 2025-11-25 input answers (the SDK answers 202 and drops them; the task fails at its deadline), " +
+  'subscriptions/listen for tasks, the poll limit (429), the capacity refusal (503), the direct path for task methods, the body limit with JSON-RPC errors, bearer tokens, request metrics and server spans, the dashboard and /metrics. ' +
+  "Mount outlastHandler(outlast, factory, options) from 'outlast/server' instead: handler.fetch(request) or handler.node(req, res) (docs/existing-app.md).";
 
 export function defaultPrincipalOf(authInfo: AuthInfo | undefined): string {
   const extra = authInfo?.extra as { principal?: unknown } | undefined;
@@ -120,8 +136,12 @@ export class Outlast {
   private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
   private readonly pushDestinations: Set<string>;
+  /** The front serving this Outlast (outlastHandler, serveHttp, stdio), once one is made. */
+  private front: { notify(): ServerNotifier | undefined } | undefined;
+  private warnedNoFront = false;
 
   constructor(options: OutlastOptions) {
+    checkSdkPeer();
     const { principalOf, handles, legacy, pushDestinations, answerPages, ...runtimeOptions } = options;
     this.pushDestinations = new Set(pushDestinations ?? []);
     this.runtime = new TaskRuntime(runtimeOptions);
@@ -153,6 +173,7 @@ export class Outlast {
       ...(c.inputSchema !== undefined ? { inputSchema: z.object(c.inputSchema) } : {}),
       ...(c.annotations !== undefined ? { annotations: c.annotations } : {}),
       ...(c._meta !== undefined ? { _meta: c._meta } : {}),
+      ...(c.scopes?.length ? { scopeChallenge: oauthScopeChallenge(c.scopes) } : {}),
     };
     this.tools.set(name, { name, config: c, registration });
     return this;
@@ -183,12 +204,60 @@ export class Outlast {
     return this.principalOf(authInfo);
   }
 
+  /** @internal A front (outlastHandler, serveOutlastStdio) serves this Outlast: `notify` gives its notifier. */
+  servedBy(front: { notify(): ServerNotifier | undefined }): void {
+    this.front = front;
+  }
+
+  /** The notifier of the HTTP front serving this Outlast (list-changed notifications), once it serves. */
+  notifier(): ServerNotifier | undefined {
+    return this.front?.notify();
+  }
+
+  /** @internal What the fronts call for every request's McpServer. */
+  attachForFront(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): McpServer {
+    return this.attachTo(mcp, era);
+  }
+
   /**
    * Adds Outlast to one McpServer instance (call it in your per-request factory, after your own registrations):
    * its tools, the Tasks extension on the 2026-07-28 era, the 2025-11-25 Tasks wire on the legacy era, and the
-   * handle tools when they are on.
+   * handle tools when they are on. Behind the SDK's handler alone, part of Outlast cannot work (logged once, at the
+   * first request): mount `outlastHandler(outlast, factory, options)` instead. Pass the factory's `ctx` (rather than
+   * `ctx.era`) so that a posted 2025-11-25 answer is recorded for the caller's principal.
    */
-  attach(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): McpServer {
+  attach(mcp: McpServer, eraOrContext: 'modern' | 'legacy' | Pick<McpRequestContext, 'era' | 'authInfo'> = 'modern'): McpServer {
+    const era = typeof eraOrContext === 'string' ? eraOrContext : eraOrContext.era;
+    if (!this.front) {
+      if (!this.warnedNoFront) {
+        this.warnedNoFront = true;
+        // A library's default logger is silent: a process warning is seen whatever the app logs with.
+        process.emitWarning(NO_FRONT_WARNING, { code: 'OUTLAST_NO_FRONT' });
+        this.runtime.log.warn(NO_FRONT_WARNING);
+      }
+      if (era === 'legacy') this.takePostedAnswers(mcp, typeof eraOrContext === 'string' ? undefined : eraOrContext.authInfo);
+    }
+    return this.attachTo(mcp, era);
+  }
+
+  /**
+   * Behind the SDK's handler alone, a 2025-11-25 client's posted answer reaches this instance as a response to an id
+   * it never sent: recorded here (the SDK has already answered 202), and a refusal logged, instead of dropped.
+   */
+  private takePostedAnswers(mcp: McpServer, authInfo: AuthInfo | undefined): void {
+    const server = mcp.server as unknown as { _onresponse(response: unknown): void };
+    const base = server._onresponse.bind(server);
+    server._onresponse = (response) => {
+      if (!isInputResponse(response)) return base(response);
+      void answerPostedResponse(this.runtime, response, this.principalOfAuth(authInfo)).then(
+        (r) => r.status !== 202 && this.runtime.log.warn(`${r.error.message} (the SDK's handler told the client 202; mount outlastHandler to answer it with this error)`),
+        (e) => this.runtime.log.warn('could not record a posted input answer', { error: String(e) }),
+      );
+    };
+  }
+
+  private attachTo(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
+    if (!(mcp instanceof McpServer)) throw new Error(foreignMcpServer());
     const registered: Array<{ name: string; policy: ToolSpec['policy']; registered: { execution?: unknown } }> = [];
     for (const t of this.tools.values()) {
       // The callback is never reached: tools/call for Outlast tools is routed below, outside McpServer's catch.

@@ -1,23 +1,31 @@
 /** `mcp.server.operation.duration` (MCP semantic conventions): every JSON-RPC request the HTTP front answers. */
-import type { ServerResponse } from 'node:http';
 import { metrics } from '@opentelemetry/api';
 import { MCP_BUCKETS } from '../runtime/telemetry.js';
+import { whenAnswered } from './response-end.js';
 
-export function requestMetrics(): (msg: unknown, res: ServerResponse) => void {
+/** Starts timing a parsed request; the function it returns takes the answer (and whether its body may still be
+ *  streaming) and records the duration at its end. */
+export function requestMetrics(): (msg: unknown) => ((response: Response, mayStream: boolean) => Response) | undefined {
   const duration = metrics.getMeter('outlast').createHistogram('mcp.server.operation.duration', {
     unit: 's',
     description: 'MCP requests served over HTTP, request to response end',
     advice: { explicitBucketBoundaries: MCP_BUCKETS },
   });
-  return (msg, res) => {
+  return (msg) => {
     const m = msg as { method?: unknown; params?: { name?: unknown } } | null;
-    if (!m || typeof m !== 'object' || typeof m.method !== 'string') return;
+    if (!m || typeof m !== 'object' || typeof m.method !== 'string') return undefined;
     const start = performance.now();
     const attrs: Record<string, string> = { 'mcp.method.name': m.method, 'network.transport': 'tcp' };
     if (m.method === 'tools/call' && typeof m.params?.name === 'string') attrs['gen_ai.tool.name'] = m.params.name;
-    res.once('finish', () => {
-      if (res.statusCode >= 400) attrs['error.type'] = String(res.statusCode);
-      duration.record((performance.now() - start) / 1000, attrs);
-    });
+    return (response, mayStream) =>
+      whenAnswered(
+        response,
+        0,
+        () => {
+          if (response.status >= 400) attrs['error.type'] = String(response.status);
+          duration.record((performance.now() - start) / 1000, attrs);
+        },
+        mayStream,
+      );
   };
 }

@@ -8,10 +8,10 @@
  * says little. Nothing of the arguments or results is recorded. stdio-spans.ts puts the same spans on a stdio
  * connection.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
 import { PROTOCOL_VERSION_META } from '../protocol/index.js';
 import { contextOf } from '../runtime/tracing.js';
+import { whenAnswered } from './response-end.js';
 
 const tracer = trace.getTracer('outlast');
 
@@ -22,10 +22,11 @@ const READ_LIMIT = 64 * 1024;
 const MAX_TEXT = 200;
 const clip = (s: string) => (s.length > MAX_TEXT ? `${s.slice(0, MAX_TEXT)}…` : s);
 
-/** Starts the request's span (when it is a request worth one) and returns the context to answer it in. */
-export type RequestSpans = (msg: unknown, req: IncomingMessage, res: ServerResponse) => Context | undefined;
+/** Starts the request's span (when it is a request worth one): the context to answer it in, and what ends the span
+ *  with the answer (the response to send in its place). */
+export type RequestSpans = (msg: unknown, request: Request) => { context: Context; answered(response: Response): Response } | undefined;
 
-interface Request {
+interface RpcRequest {
   id?: unknown;
   method?: unknown;
   params?: { name?: unknown; taskId?: unknown; _meta?: Record<string, unknown> } | null;
@@ -39,11 +40,18 @@ export function requestTraceContext(meta: Record<string, unknown> | undefined): 
 }
 
 export function requestSpans(options: { polls?: boolean } = {}): RequestSpans {
-  return (msg, req, res) => {
-    const started = startRequestSpan(msg, { polls: options.polls, version: req.headers['mcp-protocol-version'], network: 'tcp' });
+  return (msg, request) => {
+    const started = startRequestSpan(msg, { polls: options.polls, version: request.headers.get('mcp-protocol-version') ?? undefined, network: 'tcp' });
     if (!started) return undefined;
-    if (started.span.isRecording()) endWithAnswer(started.span, (msg as Request).id, res);
-    return started.context;
+    const { span } = started;
+    const id = (msg as RpcRequest).id;
+    return {
+      context: started.context,
+      answered: (response) =>
+        span.isRecording()
+          ? whenAnswered(response, READ_LIMIT, (text) => endRequestSpan(span, text === undefined ? undefined : answerIn(text, response.headers.get('content-type') ?? '', id), response.status))
+          : (span.end(), response),
+    };
   };
 }
 
@@ -52,7 +60,7 @@ export function requestSpans(options: { polls?: boolean } = {}): RequestSpans {
  * the caller's `_meta` context, else the ambient one. Returns it with the context to answer the request in.
  */
 export function startRequestSpan(msg: unknown, how: { polls?: boolean; version?: unknown; network: 'tcp' | 'pipe' }): { span: Span; context: Context } | undefined {
-  const m = msg as Request | null;
+  const m = msg as RpcRequest | null;
   if (!m || typeof m !== 'object' || typeof m.method !== 'string' || m.id === undefined || m.id === null) return undefined;
   if (m.method === 'tasks/get' && !how.polls) return undefined;
   const params = m.params && typeof m.params === 'object' ? m.params : undefined;
@@ -92,37 +100,6 @@ export function endRequestSpan(span: Span, answer: Answer | undefined, httpStatu
     span.setStatus({ code: SpanStatusCode.ERROR });
   }
   span.end();
-}
-
-/** Keeps the first READ_LIMIT bytes of the response; when it is done, sets what the answer says and ends the span. */
-function endWithAnswer(span: Span, id: unknown, res: ServerResponse): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const keep = (chunk: unknown) => {
-    if (size > READ_LIMIT || chunk === null || chunk === undefined || typeof chunk === 'function') return;
-    const b = typeof chunk === 'string' ? Buffer.from(chunk) : chunk instanceof Uint8Array ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength) : undefined;
-    if (!b) return;
-    size += b.length;
-    chunks.push(b);
-  };
-  const write = res.write;
-  const end = res.end;
-  res.write = function (this: ServerResponse, chunk: unknown, ...rest: unknown[]) {
-    keep(chunk);
-    return write.call(this, chunk, ...(rest as [BufferEncoding, () => void]));
-  } as typeof res.write;
-  res.end = function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]) {
-    keep(chunk);
-    return end.call(this, chunk, ...(rest as [BufferEncoding, () => void]));
-  } as typeof res.end;
-  let ended = false;
-  const done = () => {
-    if (ended) return;
-    ended = true;
-    endRequestSpan(span, size > READ_LIMIT ? undefined : answerIn(Buffer.concat(chunks).toString('utf8'), String(res.getHeader('content-type') ?? ''), id), res.statusCode);
-  };
-  res.once('finish', done);
-  res.once('close', done);
 }
 
 /** A JSON-RPC response, as far as a span reads it. */

@@ -17,7 +17,8 @@ export interface StdioOptions {
 export async function serveOutlastStdio(outlast: Outlast, factory: ServerFactory, options: StdioOptions | ((e: Error) => void) = {}): Promise<{ close(): Promise<void> }> {
   const { onerror, tracePolls, transport } = typeof options === 'function' ? { onerror: options } : options;
   await outlast.start();
-  return serveStdio(async (ctx) => outlast.attach(await factory(ctx), ctx.era), {
+  outlast.servedBy({ notify: () => undefined });
+  return serveStdio(async (ctx) => outlast.attachForFront(await factory(ctx), ctx.era), {
     transport: new TracedTransport(transport ?? new StdioServerTransport(), { polls: tracePolls }),
     ...(onerror ? { onerror } : {}),
   });

@@ -160,6 +160,15 @@ export class TaskValueRefused extends Error {
   }
 }
 
+/** The store could not be reached or did not answer within its deadline: a failure of the store, not of the request.
+ *  Whether a write in flight happened is unknown (the caller retries, with an idempotency key for a creation). */
+export class StoreUnavailableError extends Error {
+  constructor(readonly why: string, options?: { cause?: unknown }) {
+    super(`The task store is unreachable: ${why}`, options);
+    this.name = 'StoreUnavailableError';
+  }
+}
+
 /** Who may write to a running task: the replica that claimed it, in the claim's epoch. */
 export interface WriteFence {
   owner: string;
@@ -218,6 +227,9 @@ export interface ReplicaInfo {
   pid: number;
   startedAt: number;
   heartbeatAt: number;
+  /** Age of the heartbeat on the store's clock when it was read (leases are judged by it; absent: heartbeatAt is on
+   *  the reader's clock). */
+  heartbeatAgeMs?: number;
 }
 
 export interface SweepResult {
@@ -295,6 +307,8 @@ export interface TaskStore {
   /** Renews the replica's lease. false: its row is gone (others presumed it dead and may have taken its tasks). */
   heartbeat(replicaId: string, now: number): Promise<boolean>;
   removeReplica(replicaId: string): Promise<void>;
+  /** Answers once the store does (readiness); throws StoreUnavailableError when it cannot be reached. */
+  ping?(): Promise<void>;
   listReplicas(): Promise<ReplicaInfo[]>;
   /** Unfinished tasks whose owner is not among `liveOwners` (or that have no owner); never a queued or parked task. */
   listOrphans(liveOwners: string[], limit: number): Promise<TaskRecord[]>;

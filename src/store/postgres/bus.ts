@@ -6,8 +6,10 @@
  *   own, packed into payloads under PostgreSQL's 8000-byte limit. While one send is in flight, the next batch
  *   gathers, and under load batches leave at most every `coalesceMs` (each NOTIFY is a commit that costs the
  *   database CPU the task writes need); a signal after a quiet spell leaves at once.
- * - One dedicated connection LISTENs. When it drops (database restart, network), it reconnects with backoff and
- *   then tells every local subscriber to re-read, since signals sent meanwhile are lost.
+ * - One dedicated connection LISTENs. When it drops (database restart, network) or stops answering (a ping every
+ *   `pingMs` must come back within as long: a black hole never ends a TCP connection by itself), it is destroyed and
+ *   reconnected with backoff; while it is down every local subscriber re-reads once per `pingMs` (the fallback poll
+ *   covering the gap), and once more after it is back, since signals sent meanwhile are lost.
  * - Signals reach this process's own subscribers at once, without the round trip; a replica ignores its own
  *   notifications.
  */
@@ -23,6 +25,8 @@ export interface PgSignalBusOptions {
   maxPayloadBytes?: number;
   /** Least time between two sends while signals keep coming, ms. Default 2. */
   coalesceMs?: number;
+  /** Period of the listening connection's ping, and its deadline, ms. Default 5000. */
+  pingMs?: number;
   /** Longest wait between reconnection attempts, ms. Default 5000. */
   maxReconnectDelayMs?: number;
   onError?: (message: string) => void;
@@ -47,11 +51,14 @@ export class PgSignalBus implements SignalBus {
   private sendFailing = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private reconnectDelay = 50;
+  private pingTimer: NodeJS.Timeout | undefined;
+  /** While the listening connection is down: the fallback re-reads. */
+  private gapTimer: NodeJS.Timeout | undefined;
   /** Times the listening connection was (re)established; 1 after start. */
   connections = 0;
 
   constructor(options: PgSignalBusOptions) {
-    this.opts = { maxPayloadBytes: 7900, maxReconnectDelayMs: 5000, coalesceMs: 2, ...options };
+    this.opts = { maxPayloadBytes: 7900, maxReconnectDelayMs: 5000, coalesceMs: 2, pingMs: 5000, ...options };
   }
 
   async start(): Promise<void> {
@@ -66,10 +73,16 @@ export class PgSignalBus implements SignalBus {
     const onLost = (why: string) => {
       if (lost) return;
       lost = true;
-      if (this.listener === client) this.listener = undefined;
+      if (this.listener === client) {
+        this.listener = undefined;
+        this.stopPing();
+      }
+      // Destroyed, not ended: a connection into a black hole would wait for an answer to its goodbye for ever.
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
       client.end().catch(() => undefined);
       if (this.closed) return;
-      this.opts.onError?.(`signal connection lost (${why}); reconnecting`);
+      this.opts.onError?.(`signal connection lost (${why}); reconnecting, and re-reading every ${this.opts.pingMs} ms meanwhile`);
+      this.startGapPoll();
       this.scheduleReconnect();
     };
     client.on('error', (e) => onLost(e.message));
@@ -86,6 +99,39 @@ export class PgSignalBus implements SignalBus {
     this.listener = client;
     this.connections++;
     this.reconnectDelay = 50;
+    this.stopGapPoll();
+    this.startPing(client, onLost);
+  }
+
+  /** A ping that is not answered before the next one is due means the connection is gone, whatever TCP says. */
+  private startPing(client: pg.Client, onLost: (why: string) => void): void {
+    this.stopPing();
+    let inFlight = false;
+    this.pingTimer = setInterval(() => {
+      if (inFlight) return onLost(`no answer to a ping within ${this.opts.pingMs} ms`);
+      inFlight = true;
+      client.query('SELECT 1').then(
+        () => (inFlight = false),
+        (e: Error) => onLost(e.message),
+      );
+    }, this.opts.pingMs);
+    this.pingTimer.unref?.();
+  }
+
+  private stopPing(): void {
+    if (this.pingTimer) clearInterval(this.pingTimer);
+    this.pingTimer = undefined;
+  }
+
+  private startGapPoll(): void {
+    if (this.gapTimer || this.closed) return;
+    this.gapTimer = setInterval(() => this.resync(), this.opts.pingMs);
+    this.gapTimer.unref?.();
+  }
+
+  private stopGapPoll(): void {
+    if (this.gapTimer) clearInterval(this.gapTimer);
+    this.gapTimer = undefined;
   }
 
   private scheduleReconnect(): void {
@@ -188,6 +234,8 @@ export class PgSignalBus implements SignalBus {
     if (this.pending.size > 0 && !this.sending) await this.flush();
     this.closed = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.stopPing();
+    this.stopGapPoll();
     const l = this.listener;
     this.listener = undefined;
     await l?.end().catch(() => undefined);

@@ -27,7 +27,9 @@ import {
   type TaskSummary,
   type TaskView,
   type WriteFence,
+  StoreUnavailableError,
 } from '../types.js';
+import { DEFAULT_PG_TIMEOUTS, checkTimeouts, isUnreachable, takeTimeoutParams, withTimeouts, type PgTimeouts } from './timeouts.js';
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
 import { PgSignalBus, quoteIdent } from './bus.js';
@@ -41,6 +43,7 @@ import { applyHistorySetting, postgresOps } from './ops.js';
 import type { OperatorStore } from '../types.js';
 
 export { PgSignalBus } from './bus.js';
+export { DEFAULT_PG_TIMEOUTS, type PgTimeouts } from './timeouts.js';
 
 export interface PostgresStoreOptions {
   /** Connection settings for node-postgres (a connection string or fields). */
@@ -52,6 +55,8 @@ export interface PostgresStoreOptions {
   /** Record each task's transitions (the dashboard's history; default true). A setting of the schema, applied at
    *  start-up: the last replica to start decides. */
   history?: boolean;
+  /** Deadlines on every connection (./timeouts.ts; defaults DEFAULT_PG_TIMEOUTS). */
+  timeouts?: Partial<PgTimeouts>;
 }
 
 /** Node-postgres returns bigint as strings; every bigint here is epoch ms or a duration, well inside 2^53. */
@@ -238,6 +243,7 @@ const Q = {
   heartbeat: `UPDATE replicas SET heartbeat_at = now() + make_interval(secs => $2::float8 / 1000) WHERE replica_id = $1`,
   replicas: `SELECT replica_id, host, pid, started_at, (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms FROM replicas`,
   replicaDelete: 'DELETE FROM replicas WHERE replica_id = $1',
+  ping: 'SELECT 1',
   // A queued task has no owner and is nobody's orphan: it waits for a claim.
   orphans: `SELECT * FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL AND (owner IS NULL OR owner <> ALL($1::text[])) LIMIT $2`,
   takeOver: `UPDATE tasks SET owner = $3, attempts = attempts + 1, epoch = epoch + 1, updated_at = $4, version = version + 1
@@ -275,6 +281,10 @@ export class PostgresTaskStore implements TaskStore {
   private readonly poolSize: number;
   private readonly history: boolean;
   private pool: pg.Pool | undefined;
+  /** The heartbeat lane: replica rows and pings on connections of their own, so a backlog of task queries never
+   *  makes a live replica miss its heartbeat. */
+  private control: pg.Pool | undefined;
+  readonly timeouts: PgTimeouts;
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   readonly ops: OperatorStore;
   private opening: Promise<void> | undefined;
@@ -287,6 +297,8 @@ export class PostgresTaskStore implements TaskStore {
     this.connection = options.connection;
     this.poolSize = options.poolSize ?? 10;
     this.history = options.history ?? true;
+    this.timeouts = { ...DEFAULT_PG_TIMEOUTS, ...options.timeouts };
+    checkTimeouts(this.timeouts);
     this.ops = postgresOps(
       (name, text, values) => {
         if (!this.pool) return Promise.reject(new Error('PostgresTaskStore is not open: call init() first (or it was closed)'));
@@ -298,7 +310,7 @@ export class PostgresTaskStore implements TaskStore {
 
   /** Connection settings with this store's search_path; used by the pool and the signal bus. */
   clientConfig(): pg.ClientConfig {
-    return { ...this.connection, options: `-c search_path=${this.schema}`, types: TYPES };
+    return withTimeouts({ ...this.connection, options: `-c search_path=${this.schema}`, types: TYPES }, this.timeouts);
   }
 
   /** The LISTEN/NOTIFY channel of this deployment (one per schema). */
@@ -307,7 +319,7 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   createSignalBus(options: { onError?: (message: string) => void } = {}): PgSignalBus {
-    return new PgSignalBus({ connection: this.clientConfig(), channel: this.channel, ...options });
+    return new PgSignalBus({ connection: this.clientConfig(), channel: this.channel, pingMs: this.timeouts.signalPingMs, ...options });
   }
 
   init(): Promise<void> {
@@ -329,6 +341,8 @@ export class PostgresTaskStore implements TaskStore {
     });
     try {
       await client.query('BEGIN');
+      // A migration may take longer than a task statement may.
+      await client.query('SET LOCAL statement_timeout = 0');
       // One migrator at a time across replicas (the lock key is the schema's name).
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outlast:${this.schema}`]);
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.schema)}`);
@@ -349,19 +363,28 @@ export class PostgresTaskStore implements TaskStore {
     }
     client.release();
     this.pool = pool;
+    // A heartbeat is a one-row update: it gets as long as a connect, not as long as a task query.
+    this.control = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
+    this.control.on('error', () => undefined);
   }
 
   async close(): Promise<void> {
     const pool = this.pool;
+    const control = this.control;
     this.pool = undefined;
+    this.control = undefined;
     this.opening = undefined;
+    await control?.end().catch(() => undefined);
     if (pool) await pool.end();
   }
 
-  private async q<R extends pg.QueryResultRow = Row>(name: QueryName, values: unknown[]): Promise<pg.QueryResult<R>> {
-    const pool = this.pool;
-    if (!pool) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
-    return pool.query<R>({ name: `outlast_${name}`, text: Q[name], values });
+  private async q<R extends pg.QueryResultRow = Row>(name: QueryName, values: unknown[], lane: pg.Pool | undefined = this.pool): Promise<pg.QueryResult<R>> {
+    if (!lane) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
+    try {
+      return await lane.query<R>({ name: `outlast_${name}`, text: Q[name], values });
+    } catch (e) {
+      throw isUnreachable(e) ? new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describe(this.connection)})`, { cause: e }) : e;
+    }
   }
 
   private async row(name: QueryName, values: unknown[]): Promise<Row | undefined> {
@@ -414,6 +437,8 @@ export class PostgresTaskStore implements TaskStore {
       inserted = new Set((await this.q<{ task_id: string }>('insertMany', cols)).rows.map((r) => r.task_id));
     } catch (e) {
       if (batch.length === 1) return batch[0]!.reject(e);
+      // The store did not answer: every row's fate is the same unknown (retrying them one by one would wait again).
+      if (e instanceof StoreUnavailableError) return batch.forEach((p) => p.reject(e));
       // One bad row must not fail the others: each on its own.
       for (const p of batch) void this.insertBatch([p]);
       return;
@@ -532,21 +557,27 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async registerReplica(info: ReplicaInfo): Promise<void> {
-    await this.q('replicaUpsert', [info.replicaId, info.host, info.pid, info.startedAt, info.heartbeatAt - Date.now()]);
+    await this.q('replicaUpsert', [info.replicaId, info.host, info.pid, info.startedAt, info.heartbeatAt - Date.now()], this.control);
   }
 
   async heartbeat(replicaId: string, now: number): Promise<boolean> {
-    return ((await this.q('heartbeat', [replicaId, now - Date.now()])).rowCount ?? 0) > 0;
+    return ((await this.q('heartbeat', [replicaId, now - Date.now()], this.control)).rowCount ?? 0) > 0;
   }
 
   async removeReplica(replicaId: string): Promise<void> {
-    await this.q('replicaDelete', [replicaId]);
+    await this.q('replicaDelete', [replicaId], this.control);
+  }
+
+  async ping(): Promise<void> {
+    await this.q('ping', [], this.control);
   }
 
   async listReplicas(): Promise<ReplicaInfo[]> {
-    const rows = (await this.q<{ replica_id: string; host: string; pid: number; started_at: number; age_ms: number }>('replicas', [])).rows;
+    const rows = (await this.q<{ replica_id: string; host: string; pid: number; started_at: number; age_ms: number }>('replicas', [], this.control)).rows;
     const now = Date.now();
-    return rows.map((r) => ({ replicaId: r.replica_id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: Math.round(now - r.age_ms) }));
+    return rows.map((r) => ({
+      replicaId: r.replica_id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: Math.round(now - r.age_ms), heartbeatAgeMs: Math.max(0, r.age_ms),
+    }));
   }
 
   async listOrphans(liveOwners: string[], limit: number): Promise<TaskRecord[]> {
@@ -653,8 +684,9 @@ function describe(c: pg.ClientConfig): string {
 }
 
 /**
- * Parses `postgres://USER@HOST:PORT/DB?schema=NAME&pool=N` (also `postgresql://`). `schema` (default `outlast`) and
- * `pool` (default 10) are Outlast's; other parameters go to node-postgres.
+ * Parses `postgres://USER@HOST:PORT/DB?schema=NAME&pool=N` (also `postgresql://`). `schema` (default `outlast`),
+ * `pool` (default 10) and the deadlines of ./timeouts.ts (`connect_timeout_ms`, `query_timeout_ms`,
+ * `statement_timeout_ms`, `keepalive_ms`, `signal_ping_ms`) are Outlast's; other parameters go to node-postgres.
  */
 export function postgresStoreFromUrl(url: string): PostgresTaskStore {
   let u: URL;
@@ -664,6 +696,7 @@ export function postgresStoreFromUrl(url: string): PostgresTaskStore {
     throw new Error(`Invalid store "${url}": expected postgres://USER@HOST:PORT/DATABASE?schema=NAME`);
   }
   if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new Error(`Invalid store "${url}": not a postgres:// URL`);
+  const timeouts = takeTimeoutParams(u, url);
   const schema = u.searchParams.get('schema') ?? undefined;
   const pool = u.searchParams.get('pool');
   u.searchParams.delete('schema');
@@ -673,5 +706,5 @@ export function postgresStoreFromUrl(url: string): PostgresTaskStore {
     poolSize = Number(pool);
     if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new Error(`Invalid store "${url}": pool must be an integer from 1 to 1000`);
   }
-  return new PostgresTaskStore({ connection: { connectionString: u.toString() }, ...(schema !== undefined ? { schema } : {}), ...(poolSize ? { poolSize } : {}) });
+  return new PostgresTaskStore({ connection: { connectionString: u.toString() }, timeouts, ...(schema !== undefined ? { schema } : {}), ...(poolSize ? { poolSize } : {}) });
 }

@@ -488,6 +488,11 @@ export class SqliteTaskStore implements TaskStore {
     this.ensureOpen();
     this.s.replicaDelete.run(replicaId);
   }
+  /** Readiness: the file is open and answers (one read of its schema version, not a count of the tasks). */
+  async ping(): Promise<void> {
+    this.ensureOpen();
+    this.db.pragma('schema_version');
+  }
   async listReplicas(): Promise<ReplicaInfo[]> {
     this.ensureOpen();
     return (this.s.replicas.all() as Array<{ replica_id: string; host: string; pid: number; started_at: number; heartbeat_at: number }>).map(

@@ -1,0 +1,130 @@
+/**
+ * `subscriptions/listen` with `notifications.taskIds` (the SDK's handler intercepts listen before any server runs
+ * and knows no task filter): an SSE stream that acknowledges the task ids it honours, then pushes
+ * `notifications/tasks` for each, and the standard list-changed kinds from the SDK's bus on the same stream.
+ */
+import type { ServerEventBus } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_META, SUBSCRIPTION_ID_META, TaskProtocolError, declaresTasks, missingTasksCapability, type JsonObject } from '../../protocol/index.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
+import { jsonRpcError } from './answers.js';
+
+export interface ListenRequest {
+  id?: unknown;
+  params: { _meta?: Record<string, unknown>; notifications: Record<string, unknown> };
+}
+
+export interface ListenStream {
+  end(): void;
+}
+
+export interface TaskListenHost {
+  runtime: TaskRuntime;
+  bus: ServerEventBus;
+  keepAliveMs: number;
+  /** Open streams, ended by the front's close(). */
+  streams: Set<ListenStream>;
+}
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive' };
+const encoder = new TextEncoder();
+
+export async function serveTaskListen(host: TaskListenHost, request: Request, msg: ListenRequest, principal: string): Promise<Response> {
+  const { runtime, bus, keepAliveMs, streams } = host;
+  const id = msg.id;
+  if (id === undefined || id === null) return jsonRpcError(400, null, ErrorCode.InvalidRequest, 'subscriptions/listen must be a request with an id');
+  const meta = msg.params?._meta;
+  const version = meta?.[PROTOCOL_VERSION_META];
+  const caps = meta?.[CLIENT_CAPABILITIES_META];
+  if (typeof version !== 'string' || caps === undefined || typeof caps !== 'object') {
+    return jsonRpcError(400, id, ErrorCode.InvalidParams, `params._meta must carry "${PROTOCOL_VERSION_META}" and "${CLIENT_CAPABILITIES_META}"`);
+  }
+  if (version !== PROTOCOL_VERSION) {
+    return jsonRpcError(400, id, ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version', { supported: [PROTOCOL_VERSION], requested: version });
+  }
+  const header = request.headers.get('mcp-protocol-version') ?? undefined;
+  if (header !== version) return jsonRpcError(400, id, ErrorCode.HeaderMismatch, 'MCP-Protocol-Version header must match _meta protocolVersion');
+  if (!declaresTasks(caps)) {
+    const e = missingTasksCapability();
+    return jsonRpcError(400, id, e.code, e.message, e.data);
+  }
+  const wanted = msg.params.notifications.taskIds;
+  if (!Array.isArray(wanted) || !wanted.every((t) => typeof t === 'string') || wanted.length > 1000) {
+    return jsonRpcError(400, id, ErrorCode.InvalidParams, 'notifications.taskIds must be an array of at most 1000 task id strings');
+  }
+  const subMeta = { [SUBSCRIPTION_ID_META]: id };
+  const unsubscribers: Array<() => void> = [];
+  const honoured: string[] = [];
+  const pending: JsonObject[] = [];
+  let open = true;
+  let out: ReadableStreamDefaultController<Uint8Array> | undefined;
+  const write = (text: string) => {
+    if (!open || !out) return;
+    try {
+      out.enqueue(encoder.encode(text));
+    } catch {
+      cleanup(); // the stream was closed under us
+    }
+  };
+  const send = (m: JsonObject) => write(`event: message\ndata: ${JSON.stringify(m)}\n\n`);
+  const onTask = (task: JsonObject) => {
+    const n = { jsonrpc: '2.0', method: 'notifications/tasks', params: { _meta: subMeta, ...task } };
+    if (acked) send(n);
+    else pending.push(n);
+  };
+  let acked = false;
+  for (const taskId of new Set(wanted as string[])) {
+    try {
+      unsubscribers.push(await runtime.watch(taskId, principal, (t) => onTask(t as unknown as JsonObject)));
+      honoured.push(taskId);
+    } catch (e) {
+      if (!(e instanceof TaskProtocolError)) throw e; // unknown / expired / someone else's: not honoured
+    }
+  }
+  // Standard list-changed kinds on the same stream, from the SDK's bus.
+  const filter = msg.params.notifications;
+  const kinds = { toolsListChanged: 'tools_list_changed', promptsListChanged: 'prompts_list_changed', resourcesListChanged: 'resources_list_changed' } as const;
+  const ack: Record<string, unknown> = { taskIds: honoured };
+  for (const [k, kind] of Object.entries(kinds)) {
+    if (filter[k] !== true) continue;
+    ack[k] = true;
+    const method = `notifications/${kind.replace('_list_changed', '')}/list_changed`;
+    unsubscribers.push(bus.subscribe((ev) => ev.kind === kind && send({ jsonrpc: '2.0', method, params: { _meta: subMeta } })));
+  }
+  let keepAlive: ReturnType<typeof setInterval> | undefined;
+  const stream: ListenStream = {
+    end() {
+      if (!open) return;
+      send({ jsonrpc: '2.0', id, result: { resultType: 'complete', _meta: subMeta } });
+      const o = out;
+      cleanup();
+      try {
+        o?.close();
+      } catch {
+        /* already closed */
+      }
+    },
+  };
+  const cleanup = () => {
+    if (!open) return;
+    open = false;
+    clearInterval(keepAlive);
+    for (const u of unsubscribers) u();
+    streams.delete(stream);
+    request.signal.removeEventListener('abort', cleanup);
+  };
+  streams.add(stream);
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      out = controller;
+      send({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { _meta: subMeta, notifications: ack } });
+      acked = true;
+      for (const n of pending.splice(0)) send(n);
+      keepAlive = setInterval(() => write(': keep-alive\n\n'), keepAliveMs);
+    },
+    // The client left: its reader is cancelled (and the request's signal aborts, where the runtime gives one).
+    cancel: cleanup,
+  });
+  request.signal.addEventListener('abort', cleanup, { once: true });
+  if (request.signal.aborted) cleanup();
+  return new Response(body, { status: 200, headers: SSE_HEADERS });
+}
