@@ -42,7 +42,8 @@ function page(status: number, title: string, body: string, headers: Record<strin
       'content-type': 'text/html; charset=utf-8',
       'content-security-policy': CSP,
       'x-content-type-options': 'nosniff',
-      'referrer-policy': 'no-referrer',
+      // same-origin, not no-referrer: with no-referrer Chromium posts the form with "Origin: null" (refused by the front).
+      'referrer-policy': 'same-origin',
       'cache-control': 'no-store',
       'x-frame-options': 'DENY',
       ...headers,
@@ -61,7 +62,8 @@ function cookieOf(request: Request): string | undefined {
   return undefined;
 }
 
-export function createAnswerPage(o: AnswerPageOptions): (request: Request) => Promise<Response | undefined> {
+/** The page's handler; `body`: the request body when the front already read it (its Node adapter does). */
+export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?: Uint8Array | string) => Promise<Response | undefined> {
   const maxBody = o.maxBodyBytes ?? 65_536;
 
   /** The question a link names, if it is still open to this request; otherwise the page to answer with. */
@@ -99,7 +101,7 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request) => Pr
     });
   }
 
-  return async (request) => {
+  return async (request, given) => {
     const url = new URL(request.url);
     if (!url.pathname.startsWith(ANSWER_PATH)) return undefined;
     const token = decodeURIComponent(url.pathname.slice(ANSWER_PATH.length));
@@ -111,7 +113,7 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request) => Pr
     const length = Number(request.headers.get('content-length') ?? '0');
     if (length > maxBody) return notice(413, 'Too long', 'The answer is too long.');
     if (!/^application\/x-www-form-urlencoded/i.test(request.headers.get('content-type') ?? '')) return notice(415, 'Not a form', 'Answers are posted from the form on this page.');
-    const text = await request.text();
+    const text = given === undefined ? await request.text() : typeof given === 'string' ? given : new TextDecoder().decode(given);
     if (text.length > maxBody) return notice(413, 'Too long', 'The answer is too long.');
     const posted = new URLSearchParams(text);
     const cookie = cookieOf(request);

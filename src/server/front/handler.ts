@@ -243,7 +243,8 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     if (answerPage && pathname.startsWith(ANSWER_PATH)) {
       const refusedPage = refusedHost(request);
       if (refusedPage) return refusedPage;
-      const page = await answerPage(request);
+      if (extra?.rawBody === 'too-large') return new Response('The answer is too long.\n', { status: 413, headers: { 'content-type': 'text/plain' } });
+      const page = await answerPage(request, extra?.rawBody ?? (typeof extra?.parsedBody === 'string' ? extra.parsedBody : undefined));
       if (page) return page;
     }
     if (pathname !== path) return new Response(`Not found: the MCP endpoint is ${path}\n`, { status: 404, headers: { 'content-type': 'text/plain' } });
