@@ -78,12 +78,15 @@ describe("the demo's migrate from hosts without task support (one SQLite server)
   });
 });
 
+const OPERATOR = 'operator-token-questions';
+
 describe("answeredBy: who may answer (fixture durable_input, SDK v1 without elicitation)", () => {
   let server: ServerProcess;
   let store: TaskStore;
   before(async () => {
     const path = join(tempDir(), 'answered-by.db');
-    server = await startServer(['--store', `sqlite:${path}`, '--park-after-ms', String(PARK_AFTER_MS), '--handle-after-ms', '800', '--queue-poll-ms', '200'], { module: FIXTURES });
+    server = await startServer(['--store', `sqlite:${path}`, '--park-after-ms', String(PARK_AFTER_MS), '--handle-after-ms', '800', '--queue-poll-ms', '200',
+      '--dashboard', '--operator', `${OPERATOR}=olga`], { module: FIXTURES });
     store = new SqliteTaskStore(path);
     await store.init();
   });
@@ -135,6 +138,40 @@ describe("answeredBy: who may answer (fixture durable_input, SDK v1 without elic
       const l = await store.get(taskId);
       assert.ok(l.state === 'found' && l.record.status === 'input_required' && l.record.inputResponses.answer === undefined, 'nothing recorded');
       await client.callTool({ name: 'outlast_task_cancel', arguments: { taskId } });
+    } finally {
+      await close();
+    }
+  });
+
+  it("'operator': the dashboard's waiting question is answered by an operator, logged with the operator's name", async () => {
+    const { client, close } = await connectV1(server.url);
+    try {
+      const handle = (await client.callTool({ name: 'durable_input', arguments: { kind: 'elicitation', message: 'Open the firewall?', answeredBy: 'operator' } })) as ToolResult;
+      const taskId = handle.structuredContent!.taskId as string;
+      assert.match(textOf(handle as never), /an operator answers it on the server's dashboard/);
+      await parked(taskId);
+      const refused = (await client.callTool({ name: 'outlast_task_answer', arguments: { taskId, key: 'answer', content: { answer: 'yes' } } })) as ToolResult;
+      assert.equal(refused.isError, true, 'the model may not answer an operator question');
+      const base = new URL(server.url).origin + '/dashboard';
+      const login = await fetch(`${base}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: new URL(server.url).origin }, body: `token=${OPERATOR}`, redirect: 'manual' });
+      const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0]!;
+      const page = await (await fetch(`${base}/tasks/${taskId}`, { headers: { cookie } })).text();
+      assert.match(page, /data-testid="operator-answer"/);
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(page)![1]!;
+      const posted = await fetch(`${base}/tasks/${taskId}/answer`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie, origin: new URL(server.url).origin },
+        body: new URLSearchParams({ _csrf: csrf, key: 'answer', answer: 'opened by ops', action: 'accept' }).toString(),
+        redirect: 'manual',
+      });
+      assert.equal(posted.status, 303, await posted.clone().text());
+      let last: ToolResult | undefined;
+      await until('the task completes', async () => {
+        last = (await client.callTool({ name: 'outlast_task_status', arguments: { taskId } })) as ToolResult;
+        return last.structuredContent?.taskId ? undefined : last;
+      }, 30_000);
+      assert.match(textOf(last as never), /^elicitation answered: opened by ops/);
+      await until('the answer is logged with the operator', async () => (/operator answered a question.*olga|olga.*operator answered a question/.test(server.stderr()) ? true : undefined), 5000);
     } finally {
       await close();
     }

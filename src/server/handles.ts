@@ -6,7 +6,7 @@
  */
 import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
 import { CLIENT_CAPABILITIES_META, answeredByOf, declaresTasks } from '../protocol/index.js';
-import { checkContent } from './answers/schema-form.js';
+import { checkContent } from '../ops/answer-form.js';
 import type { LegacyTasks } from './legacy.js';
 import { declaredInputKinds, offerableQuestions, recordRetryAnswers, relayQuestionsOnStream, untilEndOrQuestion } from './questions.js';
 import * as z from 'zod';

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { TaskProtocolError, answeredByOf, type JsonObject } from '../../protocol/index.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { ANSWER_PATH, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
-import { escapeHtml, readForm, renderFields } from './schema-form.js';
+import { escapeHtml, readForm, renderFields } from '../../ops/answer-form.js';
 
 export interface AnswerPageOptions {
   runtime: TaskRuntime;

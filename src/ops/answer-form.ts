@@ -1,6 +1,6 @@
 /** The MCP elicitation schema subset (string with formats and lengths, number/integer with ranges, boolean, enum
  *  with titles, required) as an HTML form, and the posted form read back into content, checked as the schema says. */
-import type { JsonObject } from '../../protocol/index.js';
+import type { JsonObject } from '../protocol/index.js';
 
 export function escapeHtml(s: unknown): string {
   return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
