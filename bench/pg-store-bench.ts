@@ -72,7 +72,9 @@ async function park() {
   // (m): 'on' = an OpenTelemetry SDK meter provider registered and the history triggers on; 'off' = neither.
   if (cfg.ops === 'on') await installMeterProvider();
   const store = new PostgresTaskStore({ connection: { connectionString: cfg.url }, schema: cfg.schema, poolSize: cfg.pool, ...(cfg.ops ? { history: cfg.ops === 'on' } : {}) });
-  const o = new Outlast({ store, pollLimit: false, ...(cfg.ops === 'off' ? { telemetry: false } : {}) });
+  // Every handler made here stays running (one principal, ~25,000 in a round): its running share is sized for that,
+  // so the per-principal bounds are checked on every call as usual (queued and stored keep their defaults).
+  const o = new Outlast({ store, pollLimit: false, maxRunningPerPrincipal: 1_000_000, ...(cfg.ops === 'off' ? { telemetry: false } : {}) });
   o.tool('park', { policy: 'always', retrySafe: true }, (_a, ctx) => new Promise<never>((_, rej) => ctx.signal.addEventListener('abort', () => rej(ctx.signal.reason), { once: true })));
   await o.start();
   const cc = { principal: 'bench', clientCapabilities: { extensions: { [TASKS]: {} } }, tasksDeclared: true };

@@ -87,7 +87,8 @@ async function outlast() {
   const starts: number[] = [];
   let all!: () => void;
   const done = new Promise<void>((res) => (all = res));
-  const o = new Outlast({ store, pollLimit: false, maxRunning: cfg.tasks + 10, queuePollMs: 60_000, claimBatch: cfg.batch });
+  // One principal's whole backlog runs at once: its per-principal share is the whole replica.
+  const o = new Outlast({ store, pollLimit: false, maxRunning: cfg.tasks + 10, maxRunningPerPrincipal: cfg.tasks + 10, queuePollMs: 60_000, claimBatch: cfg.batch });
   o.tool('park', { policy: 'always', retrySafe: true }, (_a, ctx) => {
     starts.push(performance.now());
     if (starts.length === cfg.tasks) all();

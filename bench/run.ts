@@ -309,7 +309,8 @@ async function httpThroughput(gen: Child): Promise<void> {
     const a = A ? await startServer('server-outlast.js', [JSON.stringify({ db: join(dir, 'a.db'), tools: ['noop:never'] })]) : undefined;
     const aAuto = A ? await startServer('server-outlast.js', [JSON.stringify({ db: join(dir, 'a-auto.db'), tools: ['noop:auto'] })]) : undefined;
     // (c): server C holds 1,000 working tasks to poll, and the no-op tool.
-    const c = C ? await startServer('server-outlast.js', [JSON.stringify({ db: join(dir, 'c.db'), tools: ['park', 'noop:never'] })]) : undefined;
+    // Its 1,000 tasks run (one principal): the per-principal running share is sized for them, the other bounds keep their defaults.
+    const c = C ? await startServer('server-outlast.js', [JSON.stringify({ db: join(dir, 'c.db'), tools: ['park', 'noop:never'], maxRunningPerPrincipal: 1100 })]) : undefined;
     const servers = { bare, bareParsed, outlastNever: a, outlastAuto: aAuto, outlastC: c };
     details.pids = { load: gen.pid, ...Object.fromEntries(Object.entries(servers).filter(([, v]) => v).map(([k, v]) => [k, v!.child.pid])) };
 

@@ -33,6 +33,8 @@ const cfg = JSON.parse(process.argv[2] ?? '{}') as {
   appTools?: number;
   direct?: boolean;
   front?: 'serveHttp' | 'express';
+  /** Per-principal running share (server C holds 1,000 running tasks of one principal, past the default 256). */
+  maxRunningPerPrincipal?: number;
 };
 const tools = new Set(cfg.tools ?? ['noop:never', 'park', 'quick']);
 const ok = { content: [{ type: 'text' as const, text: 'ok' }] };
@@ -49,6 +51,7 @@ async function main(): Promise<void> {
       ? new PostgresTaskStore({ connection: { connectionString: cfg.pg.url }, schema: cfg.pg.schema })
       : new SqliteTaskStore(cfg.db!, { durability: cfg.durability ?? 'full' }),
     ...(cfg.pollLimit === true ? {} : { pollLimit: false as const }),
+    ...(cfg.maxRunningPerPrincipal ? { maxRunningPerPrincipal: cfg.maxRunningPerPrincipal } : {}),
   });
   // Only the tools asked for: the SDK's per-request factory pays for every registered tool on every request.
   if (tools.has('noop:never')) outlast.tool('noop', { description: 'returns at once', policy: 'never' }, async () => ok);

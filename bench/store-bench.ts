@@ -57,7 +57,8 @@ async function outlast(mode: 'park' | 'complete') {
   // (m): 'on' = an OpenTelemetry SDK meter provider registered and the history triggers on; 'off' = neither.
   if (cfg.ops === 'on') await installMeterProvider();
   const store = new SqliteTaskStore(cfg.db, { durability: 'full', ...(cfg.ops ? { history: cfg.ops === 'on' } : {}) });
-  const o = new Outlast({ store, pollLimit: false, ...(cfg.ops === 'off' ? { telemetry: false } : {}) });
+  // Every handler made here stays running (one principal): its running share is sized for that (bounds still checked).
+  const o = new Outlast({ store, pollLimit: false, maxRunningPerPrincipal: 1_000_000, ...(cfg.ops === 'off' ? { telemetry: false } : {}) });
   const ok = { content: [{ type: 'text' as const, text: 'ok' }] };
   o.tool('park', { policy: 'always', retrySafe: true }, (_a, ctx) => new Promise<never>((_, rej) => ctx.signal.addEventListener('abort', () => rej(ctx.signal.reason), { once: true })));
   o.tool('quick', { policy: 'always' }, async () => ok);

@@ -49,6 +49,13 @@ Options for serve:
                            give every replica the same); such a tool always runs as a task
   --max-queued N           tasks waiting in the run queue (whole deployment) past which new calls are refused
                            with a retry time, nothing stored (default 10000)
+  --max-running-per-principal N  handlers of one caller running at once on this replica; past it its calls
+                           wait in the queue or are refused (default 3/4 of --max-running, all of it below 8;
+                           256 when --max-running is unlimited)
+  --max-queued-per-principal N   tasks of one caller waiting in the run queue (whole deployment) past which its
+                           calls are refused, nothing stored (default a quarter of --max-queued, all below 100)
+  --max-tasks-per-principal N    stored tasks of one caller past which its calls that may become tasks are
+                           refused until one expires (default 100000)
   --queue-poll-ms N        period of the claim attempt that covers lost queue signals; on SQLite, how soon other
                            processes on the file see queued work (default 1000)
   --no-http                a worker replica: runs queued work (and recovery, sweeping), serves nothing
@@ -138,6 +145,9 @@ const SERVE_OPTIONS = {
   'max-running': { type: 'string' },
   'tool-limit': { type: 'string', multiple: true },
   'max-queued': { type: 'string' },
+  'max-running-per-principal': { type: 'string' },
+  'max-queued-per-principal': { type: 'string' },
+  'max-tasks-per-principal': { type: 'string' },
   'queue-poll-ms': { type: 'string' },
   'no-http': { type: 'boolean' },
   'poll-interval-ms': { type: 'string' },
@@ -221,6 +231,9 @@ async function serve(argv: string[]): Promise<void> {
       ...opt('concurrencyLimit', intFlag(values, 'concurrency', 1)),
       ...opt('maxRunning', intFlag(values, 'max-running', 1)),
       ...opt('maxQueued', intFlag(values, 'max-queued', 1)),
+      ...opt('maxRunningPerPrincipal', intFlag(values, 'max-running-per-principal', 1)),
+      ...opt('maxQueuedPerPrincipal', intFlag(values, 'max-queued-per-principal', 1)),
+      ...opt('maxTasksPerPrincipal', intFlag(values, 'max-tasks-per-principal', 1)),
       ...opt('queuePollMs', intFlag(values, 'queue-poll-ms', 1)),
       toolLimits,
       ...opt('defaultPollIntervalMs', intFlag(values, 'poll-interval-ms', 1)),

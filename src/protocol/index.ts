@@ -56,7 +56,8 @@ export type TaskOrigin = 'extension' | 'legacy' | 'handle';
 /**
  * Outlast's code for "this server has no capacity for the call now; nothing was stored or started": a full run
  * queue, or a call that cannot become a task while every handler slot is taken. Same range as RATE_LIMITED_CODE;
- * `data.retryAfterMs` says when to come back, `data.reason` is `queue_full` or `busy`.
+ * `data.retryAfterMs` says when to come back, `data.reason` is `queue_full` or `busy`, or the per-principal bound reached:
+ * `principal_running`, `principal_queued`, `principal_tasks`.
  */
 export const SERVER_BUSY_CODE = -31503;
 
@@ -147,7 +148,9 @@ export function missingTasksCapability(
   );
 }
 
-export function serverBusy(message: string, retryAfterMs: number, reason: 'queue_full' | 'busy'): TaskProtocolError {
+export type ServerBusyReason = 'queue_full' | 'busy' | 'principal_running' | 'principal_queued' | 'principal_tasks';
+
+export function serverBusy(message: string, retryAfterMs: number, reason: ServerBusyReason): TaskProtocolError {
   return new TaskProtocolError(SERVER_BUSY_CODE, message, { retryAfterMs, reason });
 }
 

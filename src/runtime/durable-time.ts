@@ -7,6 +7,7 @@
  *   time; a long sleep of a durable tool is a parked wait that the claim resumes when due;
  * - a replica wakes for the earliest parked task due (WakeTimer), so a wake does not wait for the next queue poll.
  * (A task past its TTL reads expired on every replica at once: the store decides that on read, rules.readsExpired.)
+ * Every time here is the store's clock (TaskStore.now), so a replica whose own clock is off wakes nothing early.
  */
 import type { TaskRecord, TaskStore } from '../store/types.js';
 import { TaskCancelledError } from './context.js';
@@ -14,7 +15,7 @@ import type { Waits } from './parking.js';
 
 /** Records the input deadlines of `taskId` that passed (any replica may); the row after it (undefined: gone). */
 export function recordTimeouts(store: TaskStore, taskId: string): Promise<TaskRecord | undefined> {
-  return store.expireInput(taskId, Date.now());
+  return store.expireInput(taskId, store.now());
 }
 
 /** A sleep's wake time, checked against the task's TTL: a sleep the TTL would cut short is refused at once. */
@@ -31,7 +32,7 @@ export function sleepWakeAt(name: string, ms: number, now: number, expiresAt: nu
 
 /** Waits until `wakeAt` (or throws when `signal` aborts); a durable run's wait may be parked meanwhile (then this never
  *  settles, and holds nothing). */
-export function sleepUntil(wakeAt: number, signal: AbortSignal, waits: Waits | undefined): Promise<void> {
+export function sleepUntil(wakeAt: number, signal: AbortSignal, waits: Waits | undefined, now: () => number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason ?? new TaskCancelledError('cancelled'));
     let remove: () => void = () => undefined;
@@ -51,7 +52,7 @@ export function sleepUntil(wakeAt: number, signal: AbortSignal, waits: Waits | u
       };
       if (waits) waits.release(settle);
       else settle();
-    }, Math.max(0, wakeAt - Date.now()));
+    }, Math.max(0, wakeAt - now()));
     signal.addEventListener('abort', onAbort, { once: true });
     if (waits) remove = waits.add({ wakeAt, keys: [], detach: () => {
       clearTimeout(timer);
@@ -73,7 +74,7 @@ export class WakeTimer {
 
   /** A parked task becomes due at `t`. */
   due(t: number): void {
-    const now = Date.now();
+    const now = this.store.now();
     if (t >= this.at || t - now > this.horizonMs) return;
     if (this.timer) clearTimeout(this.timer);
     this.at = t;
@@ -89,7 +90,7 @@ export class WakeTimer {
   refresh(onError: (e: unknown) => void): void {
     if (this.reading) return;
     this.reading = true;
-    this.store.nextWake(Date.now()).then(
+    this.store.nextWake(this.store.now()).then(
       (t) => {
         this.reading = false;
         if (t !== undefined) this.due(t);

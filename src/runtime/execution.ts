@@ -46,12 +46,14 @@ export interface ExecutionHost {
   untrack(exec: Execution): void;
   /** The task's outcome is committed, or it was parked (a slot of a deployment-wide limit may be free now). */
   taskFinished(exec: Execution): void;
+  /** A task of `principal` was stored (its per-principal bound counts it). */
+  taskStored(principal: string, expiresAt: number | null): void;
 }
 
 /** The row a call becomes: the tool's TTL (or the shorter one a 2025-11-25 caller asked for), poll interval and
  *  retry-safety, the hash behind an idempotency key, and which wire created it. */
 export function newTaskFor(
-  host: Pick<ExecutionHost, 'defaultTtlMs' | 'defaultPollIntervalMs'>,
+  host: Pick<ExecutionHost, 'defaultTtlMs' | 'defaultPollIntervalMs' | 'store'>,
   tool: RegisteredTool,
   args: JsonObject,
   call: CallContext,
@@ -66,8 +68,8 @@ export function newTaskFor(
     args: call.preflight ? { ...args, preflight: call.preflight } : args,
     statusMessage: row.statusMessage,
     // The task's life is the call's: a call that ran inline before it became a task counts from its start (the
-    // time a handle says it has run, the TTL, the task's duration).
-    createdAt: row.callStartedAt ?? Date.now(),
+    // time a handle says it has run, the TTL, the task's duration), on the store's clock.
+    createdAt: row.callStartedAt ?? host.store.now(),
     ttlMs: ttlFor(spec.ttlMs !== undefined ? spec.ttlMs : host.defaultTtlMs, call.taskRequested?.ttlMs),
     pollIntervalMs: spec.pollIntervalMs ?? host.defaultPollIntervalMs,
     owner: row.owner,
@@ -138,8 +140,8 @@ function deferred<T>() {
 
 export class Execution implements TaskContext {
   readonly controller = new AbortController();
-  /** When the call reached this replica (epoch ms): a task it becomes later is created as of then. */
-  readonly callStartedAt = Date.now();
+  /** When the call reached this replica (epoch ms, the store's clock): a task it becomes later is created as of then. */
+  readonly callStartedAt: number;
   taskId: string | undefined;
   record: TaskRecord | undefined;
   owner: string;
@@ -182,6 +184,7 @@ export class Execution implements TaskContext {
     readonly call: CallContext,
     fromRecord?: TaskRecord,
   ) {
+    this.callStartedAt = rt.store.now();
     this.owner = rt.replicaId;
     this.epoch = fromRecord?.epoch ?? 1;
     this.attempt = fromRecord?.attempts ?? 1;
@@ -320,6 +323,7 @@ export class Execution implements TaskContext {
         .create(row)
         .then((r) => {
           if (r.created) {
+            this.rt.taskStored(r.record.principal, r.record.expiresAt);
             this.taskId = r.record.taskId;
             this.record = r.record;
             this.call.onTask?.(r.record);
@@ -434,7 +438,7 @@ export class Execution implements TaskContext {
     }
     for (const k of keys) this.checkCapability(requests[k]);
     const taskId = await this.ensureTask('Asking for input');
-    const now = Date.now();
+    const now = this.rt.store.now();
     const pending: Record<string, { request: InputRequest; deadline: number }> = {};
     for (const k of keys) pending[k] = { request: requests[k], deadline: now + timeoutMs };
     let rec: TaskRecord;
@@ -476,7 +480,7 @@ export class Execution implements TaskContext {
       }
       return sleepWakeAt(name, ms, now, expiresAt);
     });
-    await sleepUntil(wakeAt, this.signal, this.waits);
+    await sleepUntil(wakeAt, this.signal, this.waits, () => this.rt.store.now());
   }
 
   async elicit(message: string, requestedSchema: JsonObject, options: ElicitOptions = {}): Promise<ElicitResult> {
@@ -504,7 +508,7 @@ export class Execution implements TaskContext {
     // long as this replica lives; if it dies first, the task is recovered elsewhere like any other orphan.
     for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
       try {
-        await this.rt.store.finish(taskId, this.owner, outcome, message, Date.now(), this.epoch);
+        await this.rt.store.finish(taskId, this.owner, outcome, message, this.rt.store.now(), this.epoch);
         this.rt.publish(taskId);
         this.rt.taskFinished(this);
         return;

@@ -82,11 +82,11 @@ export function waitForAnswers<K extends string>(w: AnswerWait): Promise<Record<
       const end = answersOf(keys, r, w.timeoutMs);
       if (end) return 'error' in end ? finish(end.error) : finish(null, end.value);
       const deadlines = keys.filter((k) => r.inputRequests[k]).map((k) => r.inputRequests[k]!.deadline);
-      const first = deadlines.length ? Math.min(...deadlines) : Date.now() + w.timeoutMs;
+      const first = deadlines.length ? Math.min(...deadlines) : w.store.now() + w.timeoutMs;
       if (timer) clearTimeout(timer);
       // At the deadline the store records the timeout (unless an answer got there first), then the row decides.
       timer = setTimeout(() => void recordTimeouts(w.store, w.taskId).then((rec) => (rec ? check(rec) : finish(new TaskCancelledError('expired'))), (e) => finish(e)),
-        Math.max(0, first - Date.now()));
+        Math.max(0, first - w.store.now()));
       timer.unref?.();
     };
     const onAbort = () => finish(w.signal.reason ?? new TaskCancelledError('cancelled'));
@@ -106,7 +106,7 @@ export function waitForAnswers<K extends string>(w: AnswerWait): Promise<Record<
     const open = keys.filter((k) => w.record.inputRequests[k]);
     const removeWait = w.waits
       ? w.waits.add({
-          wakeAt: Math.min(...open.map((k) => w.record.inputRequests[k]!.deadline), Date.now() + w.timeoutMs),
+          wakeAt: Math.min(...open.map((k) => w.record.inputRequests[k]!.deadline), w.store.now() + w.timeoutMs),
           keys: open,
           detach: stop,
         })

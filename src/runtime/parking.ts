@@ -85,7 +85,7 @@ export class Waits {
     this.parking = true;
     let result: ParkResult;
     try {
-      result = await this.host.store.park(target.taskId, target.fence, { wakeAt, awaiting }, Date.now());
+      result = await this.host.store.park(target.taskId, target.fence, { wakeAt, awaiting }, this.host.store.now());
     } catch (e) {
       this.resume();
       if (e instanceof TaskWriteRefused) {

@@ -18,6 +18,7 @@ import { missingTasksCapability, serverBusy, type CreateTaskResult, type JsonObj
 import { QUEUE_SIGNAL_ID, type SignalBus, type SignalKind } from '../store/local-bus.js';
 import type { TaskRecord, TaskStore, TaskView } from '../store/types.js';
 import { WakeTimer } from './durable-time.js';
+import { PrincipalBounds, type PrincipalBoundOptions } from './principal-bounds.js';
 import { creationFailure, newTaskFor, type Execution } from './execution.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, Slot } from './types.js';
 
@@ -38,7 +39,7 @@ export interface QueueHost {
   rerun(rec: TaskRecord, tool: RegisteredTool, slot?: Slot): void;
 }
 
-export interface CapacityOptions {
+export interface CapacityOptions extends PrincipalBoundOptions {
   maxRunning: number;
   toolLimits: Record<string, number>;
   maxQueued: number;
@@ -85,7 +86,11 @@ export class RunQueue {
   /** Wakes this replica for the earliest parked task due before the next poll. */
   private readonly wakeTimer: WakeTimer;
 
+  /** Per-principal bounds (principal-bounds.ts). */
+  readonly bounds: PrincipalBounds;
+
   constructor(private readonly host: QueueHost, private readonly opts: CapacityOptions) {
+    this.bounds = new PrincipalBounds(host.store, opts, () => this.runMs);
     this.wakeTimer = new WakeTimer(host.store, () => this.wake(), 2 * opts.queuePollMs);
     const signals = host.bus.subscribeAll((s) => s.kind === 'queue' && this.wake(true));
     const resyncs = host.bus.onResync?.(() => this.wake());
@@ -152,10 +157,11 @@ export class RunQueue {
     return this.roomFor(tool) > 0;
   }
 
-  private take(tool: string): Slot {
+  private take(tool: string, principal: string): Slot {
     this.reserved++;
     this.perTool.set(tool, (this.perTool.get(tool) ?? 0) + 1);
-    return { tool, used: false };
+    this.bounds.took(principal);
+    return { tool, principal, used: false };
   }
 
   /** Gives back a slot whose handler never started (no-op once used). */
@@ -164,6 +170,7 @@ export class RunQueue {
     slot.used = true;
     this.reserved--;
     this.perTool.set(slot.tool, (this.perTool.get(slot.tool) ?? 1) - 1);
+    this.bounds.gave(slot.principal);
     this.wake();
   }
 
@@ -172,22 +179,23 @@ export class RunQueue {
   /** Why a call of `tool` would be refused now without storing anything (undefined: it would not be). `canWait`: the
    *  caller can follow a task (the extension, a 2025-11-25 task-augmented call) or a handle. Synchronous, so the HTTP
    *  front can answer 503 with Retry-After before the request is dispatched. */
-  refusal(name: string, canWait: boolean): TaskProtocolError | undefined {
+  refusal(name: string, canWait: boolean, principal?: string): TaskProtocolError | undefined {
     const tool = this.host.tool(name);
     if (!tool) return undefined;
     const asTask = canWait && tool.spec.policy !== 'never';
     // A claim in flight may take nothing: only what would be refused after it counts here.
     const room = this.roomFor(name, true) > 0;
-    if (!asTask) return this.deploymentLimit(name) === undefined && !room ? this.busy() : undefined;
+    const own = () => (principal === undefined ? undefined : this.bounds.knownRefusal(principal, asTask));
+    if (!asTask) return this.deploymentLimit(name) === undefined && !room ? this.busy() : own();
     const queues = this.deploymentLimit(name) !== undefined || this.backlog || !room;
     // Only on a recent reading: a stale one must not keep refusing while other replicas drain the queue.
     const recent = Date.now() - this.depthReadAt < 1000;
-    return queues && recent && this.depth >= this.opts.maxQueued ? this.queueFull(this.depth) : undefined;
+    return queues && recent && this.depth >= this.opts.maxQueued ? this.queueFull(this.depth) : own();
   }
 
   /** A slot for a call to start here now, or 'queue' (`asTask`: the caller can follow a task or a handle). Throws
    *  when the call can neither start nor wait. */
-  async admit(tool: RegisteredTool, asTask: boolean): Promise<Slot | 'queue'> {
+  async admit(tool: RegisteredTool, asTask: boolean, principal: string): Promise<Slot | 'queue'> {
     if (this.deploymentLimit(tool.name) !== undefined) {
       if (asTask) return 'queue';
       throw missingTasksCapability(
@@ -197,7 +205,12 @@ export class RunQueue {
     for (;;) {
       // Work already waiting goes first: a new call that can wait joins the queue behind it.
       if (asTask && this.backlog) return 'queue';
-      if (this.hasRoom(tool.name)) return this.take(tool.name);
+      if (this.hasRoom(tool.name)) {
+        if (this.bounds.hasRoom(principal)) return this.take(tool.name, principal);
+        // This caller runs its share here already: it waits in the queue (whose claim skips it here meanwhile), or is refused.
+        if (asTask) return 'queue';
+        throw this.bounds.runningFull(principal);
+      }
       // Full only because of a claim in flight (a poll, most often): its answer decides.
       if (this.roomFor(tool.name, true) === 0) break;
       await this.claimDone;
@@ -240,7 +253,15 @@ export class RunQueue {
   /** Stores the call as a queued task (after the back-pressure check) and answers its CreateTaskResult, or a handle
    *  to it for a caller that follows tasks through handles. */
   async enqueue(tool: RegisteredTool, args: JsonObject, call: CallContext, as: 'task' | 'handle'): Promise<CallOutcome> {
-    const depth = await this.takeQueuePlace();
+    // A principal's share smaller than the whole queue binds first; otherwise the queue's own bound is the one.
+    const giveBack = this.opts.maxQueuedPerPrincipal < this.opts.maxQueued ? await this.bounds.takeQueued(call.principal) : () => undefined;
+    let depth: number;
+    try {
+      depth = await this.takeQueuePlace();
+    } catch (e) {
+      giveBack();
+      throw e;
+    }
     // async: a synchronous throw (building the row) gives the place back like a failed creation.
     const creation = (async () => this.host.store.create(newTaskFor(this.host, tool, args, call, { owner: null, statusMessage: queuedMessage(depth + 1), queued: true })))();
     this.creating.add(creation);
@@ -249,12 +270,18 @@ export class RunQueue {
       created = await creation;
     } catch (e) {
       this.depth = Math.max(0, this.depth - 1);
+      giveBack();
       throw creationFailure(e, this.host.log);
     } finally {
       this.creating.delete(creation);
     }
-    if (created.created) this.host.publish(QUEUE_SIGNAL_ID, 'queue');
-    else this.depth = Math.max(0, this.depth - 1); // the key named a task that already existed
+    if (created.created) {
+      this.bounds.stored(call.principal, created.record.expiresAt);
+      this.host.publish(QUEUE_SIGNAL_ID, 'queue');
+    } else {
+      this.depth = Math.max(0, this.depth - 1); // the key named a task that already existed
+      giveBack();
+    }
     const record = created.record;
     return as === 'task' ? { kind: 'task', task: this.host.createResult(record), record } : { kind: 'handle', record };
   }
@@ -270,7 +297,7 @@ export class RunQueue {
 
   /** tasks/cancel of a queued or parked task: cancelled at once, no handler involved. false: it was claimed meanwhile. */
   async cancelQueued(taskId: string, parked = false): Promise<boolean> {
-    const rec = await this.host.store.cancelQueued(taskId, Date.now(), parked ? 'Cancelled while parked (no handler was running)' : 'Cancelled before it started');
+    const rec = await this.host.store.cancelQueued(taskId, this.host.store.now(), parked ? 'Cancelled while parked (no handler was running)' : 'Cancelled before it started');
     if (!rec) return false;
     if (!parked) this.depth = Math.max(0, this.depth - 1);
     this.host.publish(taskId);
@@ -284,7 +311,10 @@ export class RunQueue {
     if (slot && !slot.used) {
       slot.used = true;
       this.reserved--;
-    } else this.perTool.set(exec.tool.name, (this.perTool.get(exec.tool.name) ?? 0) + 1);
+    } else {
+      this.perTool.set(exec.tool.name, (this.perTool.get(exec.tool.name) ?? 0) + 1);
+      this.bounds.took(exec.principal);
+    }
     this.running++;
     this.startedAt.set(exec, Date.now());
   }
@@ -294,6 +324,7 @@ export class RunQueue {
     const wasFull = !this.hasRoom(exec.tool.name);
     this.running--;
     this.perTool.set(exec.tool.name, (this.perTool.get(exec.tool.name) ?? 1) - 1);
+    this.bounds.gave(exec.principal);
     const since = this.startedAt.get(exec);
     if (since !== undefined) {
       const ms = Date.now() - since;
@@ -354,7 +385,7 @@ export class RunQueue {
       this.claimingSlots = max;
       this.claiming = room;
       let claimed: TaskRecord[];
-      const claim = this.host.store.claimQueued({ owner: this.host.replicaId, now: Date.now(), room, max, limits: this.limits() });
+      const claim = this.host.store.claimQueued({ owner: this.host.replicaId, now: this.host.store.now(), room, max, limits: this.limits(), principalCap: this.bounds.claimCap(max) });
       this.claimDone = claim.catch(() => undefined);
       try {
         claimed = await claim;
@@ -371,7 +402,7 @@ export class RunQueue {
       this.depth = Math.max(0, this.depth - claimed.length);
       for (const rec of claimed) {
         this.host.publish(rec.taskId);
-        this.host.rerun(rec, this.host.tool(rec.tool)!, this.take(rec.tool));
+        this.host.rerun(rec, this.host.tool(rec.tool)!, this.take(rec.tool, rec.principal));
       }
     }
   }

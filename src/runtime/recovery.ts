@@ -79,12 +79,15 @@ export interface LeaseOptions {
   heartbeatDeadlineMs: number;
 }
 
+/** A heartbeat still unanswered at its deadline (as opposed to one the store answered with an error). */
+class DeadlineMissed extends Error {}
+
 /** Rejects when `p` has not settled within `ms` (the promise itself is left to its own deadline). */
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     p,
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer from the store within ${ms} ms`)), ms))),
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new DeadlineMissed(`${what}: no answer from the store within ${ms} ms`)), ms))),
   ]).finally(() => clearTimeout(timer));
 }
 
@@ -132,8 +135,12 @@ export class Recovery {
     try {
       alive = await withDeadline(this.host.store.heartbeat(this.host.replicaId, Date.now()), this.opts.heartbeatDeadlineMs, 'heartbeat');
     } catch (e) {
-      // A miss counts unless a heartbeat sent after it has reached the store meanwhile.
-      if ((this.host.health.lastBeatSentAt ?? -Infinity) < sentAt) this.beatFailed(e);
+      // A miss counts unless a heartbeat sent after it has reached the store meanwhile. A late one counts only when the
+      // store answered nothing else within the deadline either: a store busy with a burst of requests is not gone (the
+      // lease is still only renewed by heartbeats that arrive, so self-fencing stays on time).
+      const health = this.host.health;
+      const busyNotGone = e instanceof DeadlineMissed && health.answeredWithin(this.opts.heartbeatDeadlineMs);
+      if ((health.lastBeatSentAt ?? -Infinity) < sentAt && !busyNotGone) this.beatFailed(e);
       return;
     } finally {
       this.beating--;

@@ -26,6 +26,7 @@ import { validateInputResponses } from './input.js';
 import { inlineOutcome, taskOutcome, type HandlerEnd } from './outcome.js';
 import { DEFAULT_POLL_LIMIT, DEFAULT_POLL_POLICY, PollGovernor, advertisedPollInterval, type PollPolicy } from './poll.js';
 import { RunQueue, type QueueHost } from './queue.js';
+import { principalDefaults } from './principal-bounds.js';
 import { MAX_STEP_BYTES } from './steps.js';
 import { Recovery, type RecoveryHost } from './recovery.js';
 import { sweepExpired, type SweepHost } from './sweeper.js';
@@ -149,10 +150,16 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     for (const [name, n] of [['maxRunning', options.maxRunning], ['maxQueued', options.maxQueued], ['queuePollMs', options.queuePollMs], ['claimBatch', options.claimBatch]] as const) {
       if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`${name} must be an integer >= 1, got ${n}`);
     }
+    const maxRunning = options.maxRunning ?? Infinity;
+    const maxQueued = options.maxQueued ?? 10_000;
+    const shares = principalDefaults(maxRunning, maxQueued);
     this.queue = new RunQueue(this, {
-      maxRunning: options.maxRunning ?? Infinity,
+      maxRunning,
       toolLimits: { ...options.toolLimits },
-      maxQueued: options.maxQueued ?? 10_000,
+      maxQueued,
+      maxRunningPerPrincipal: options.maxRunningPerPrincipal ?? shares.maxRunningPerPrincipal,
+      maxQueuedPerPrincipal: options.maxQueuedPerPrincipal ?? shares.maxQueuedPerPrincipal,
+      maxTasksPerPrincipal: options.maxTasksPerPrincipal ?? shares.maxTasksPerPrincipal,
       queuePollMs: options.queuePollMs ?? 1000,
       claimBatch: options.claimBatch ?? 16,
     });
@@ -235,7 +242,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   async finishQuietly(taskId: string, outcome: Outcome, message: string): Promise<void> {
     try {
-      await this.store.finish(taskId, this.replicaId, outcome, message, Date.now());
+      await this.store.finish(taskId, this.replicaId, outcome, message, this.store.now());
       this.publish(taskId);
     } catch (e) {
       if (!(e instanceof TaskWriteRefused)) throw e;
@@ -322,7 +329,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   }
 
   /** Expires tasks past their TTL (tombstones) and purges old tombstones. */
-  sweep(now = Date.now()): Promise<{ expired: number; purged: number }> {
+  sweep(now = this.store.now()): Promise<{ expired: number; purged: number }> {
     return sweepExpired(this, this.opts, now);
   }
 
@@ -382,7 +389,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       throw new TaskProtocolError(ErrorCode.InvalidParams, 'The idempotency key must be a non-empty string of at most 255 characters');
     }
     // Over capacity, a caller that can follow a task (or a handle) waits for it in the run queue.
-    const admitted = await this.queue.admit(tool, asTask || asHandle);
+    // A caller at its bound of stored tasks is refused before anything runs (fair to every caller).
+    if (asTask || asHandle) this.queue.bounds.checkStored(cc.principal);
+    const admitted = await this.queue.admit(tool, asTask || asHandle, cc.principal);
     if (admitted === 'queue') return this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key }, asTask ? 'task' : 'handle');
     const exec = new Execution(this, tool, args, { ...cc, idempotencyKey: key });
     exec.slot = admitted;
@@ -482,9 +491,13 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     }
   }
 
+  taskStored(principal: string, expiresAt: number | null): void {
+    this.queue.bounds.stored(principal, expiresAt);
+  }
+
   /** The CreateTaskResult for a record. */
   createResult(rec: TaskRecord): CreateTaskResult {
-    return createResult(rec, Date.now(), this.pollPolicy);
+    return createResult(rec, this.store.now(), this.pollPolicy);
   }
 
   /** The wire view of a record (what tasks/get and notifications/tasks carry). */
@@ -499,7 +512,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   /** Polls faster than advertised: returns ms to wait, or 0. */
   pollBackoff(taskId: string, principal: string): number {
-    const waitMs = this.governor?.check(principal, taskId, Date.now()) ?? 0;
+    const waitMs = this.governor?.check(principal, taskId, this.store.now()) ?? 0;
     if (waitMs > 0) this.telemetry?.pollRefusals.add('', () => ({}));
     return waitMs;
   }
@@ -507,7 +520,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** The narrow read behind a poll, for `principal`: notes the advertised interval and a first read of an outcome. */
   async pollView(taskId: unknown, principal: string): Promise<TaskView> {
     const rec = owned(await this.store.view(checkTaskId(taskId)), principal);
-    const now = Date.now();
+    const now = this.store.now();
     const terminal = isTerminal(rec.status);
     // A finished task needs no more polling, and its limiter entry would only hold memory.
     if (this.governor) this.governor.advertised(principal, rec.taskId, terminal ? undefined : advertisedPollInterval(rec, now, this.pollPolicy), now);
@@ -516,14 +529,14 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   }
 
   async getTask(taskId: unknown, principal: string): Promise<DetailedTask> {
-    return this.wireTask(await this.queue.withPosition(await this.pollView(taskId, principal)), Date.now());
+    return this.wireTask(await this.queue.withPosition(await this.pollView(taskId, principal)), this.store.now());
   }
 
   async updateTask(taskId: unknown, principal: string, inputResponses: unknown): Promise<{ accepted: string[] }> {
     const rec = await this.lookup(taskId, principal);
     const responses = validateInputResponses(inputResponses, rec.inputRequests);
     if (Object.keys(responses).length === 0) return { accepted: [] };
-    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, Date.now());
+    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, this.store.now());
     this.answered(record, accepted);
     return { accepted };
   }
@@ -533,14 +546,14 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     if (accepted.length === 0) return;
     this.publish(record.taskId, 'input');
     this.publish(record.taskId);
-    if (record.parkedAt !== null && record.queuedAt !== null && record.queuedAt <= Date.now()) this.publish(QUEUE_SIGNAL_ID, 'queue');
+    if (record.parkedAt !== null && record.queuedAt !== null && record.queuedAt <= this.store.now()) this.publish(QUEUE_SIGNAL_ID, 'queue');
   }
 
   async cancelTask(taskId: unknown, principal: string): Promise<void> {
     const rec = await this.lookup(taskId, principal);
     if (isTerminal(rec.status)) return;
     if (rec.queuedAt !== null && (await this.queue.cancelQueued(rec.taskId, rec.parkedAt !== null))) return;
-    const after = await this.store.requestCancel(rec.taskId, Date.now());
+    const after = await this.store.requestCancel(rec.taskId, this.store.now());
     // Parked in between: no handler would see the cancel, so it ends here (a park after the request sees it instead).
     if (after?.parkedAt != null && (await this.queue.cancelQueued(rec.taskId, true))) return;
     this.publish(rec.taskId, 'cancel');
@@ -550,8 +563,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   /** Why a call of tool `name` would be refused for capacity now, before anything is stored (synchronous). `canWait`:
    *  the caller can follow a task or a handle. */
-  capacityRefusal(name: string, canWait: boolean): TaskProtocolError | undefined {
-    return this.queue.refusal(name, canWait);
+  capacityRefusal(name: string, canWait: boolean, principal?: string): TaskProtocolError | undefined {
+    return this.queue.refusal(name, canWait, principal);
   }
 
   /** A secret every replica on this store shares (e.g. the key sealing MRTR requestState): generated once, kept in
@@ -576,7 +589,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const ended = await this.untilTerminal(rec.taskId, principal, graceMs);
     if (ended) return ended;
     try {
-      await this.store.finish(rec.taskId, null, { status: 'cancelled' }, 'Cancelled by the caller', Date.now());
+      await this.store.finish(rec.taskId, null, { status: 'cancelled' }, 'Cancelled by the caller', this.store.now());
       this.publish(rec.taskId);
     } catch (e) {
       if (!(e instanceof TaskWriteRefused)) throw e;
@@ -618,7 +631,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const responses = 'error' in answer
       ? { [key]: { [INPUT_REFUSED]: { code: answer.error.code, message: String(answer.error.message ?? '') } } }
       : validateInputResponses({ [key]: answer.result }, rec.inputRequests);
-    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, Date.now());
+    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, this.store.now());
     this.answered(record, accepted);
     // Past its deadline: the store recorded the timeout instead, and the answer is refused.
     if (accepted.length === 0 && record.inputResponses[key]?.timedOut) throw inputTimedOut(key, record.inputResponses[key]!.answeredAt);
@@ -628,7 +641,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Notes that a caller read a terminal outcome (the unread-failure alert keys on it). */
   noteRetrieved(view: TaskView): void {
     if (!isTerminal(view.status) || view.retrievedAt !== null) return;
-    void this.store.markRetrieved(view.taskId, Date.now()).catch((e) => this.log.warn('could not note retrieval', { error: String(e) }));
+    void this.store.markRetrieved(view.taskId, this.store.now()).catch((e) => this.log.warn('could not note retrieval', { error: String(e) }));
   }
 
   /** One page of `principal`'s tasks, newest first. `cursor` is the `nextCursor` of the page before. */
@@ -644,11 +657,20 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Calls `listener` with the stored view now and after every change, until unsubscribed. */
   async watchViews(taskId: unknown, principal: string, listener: (view: TaskView) => void): Promise<() => void> {
     const rec = owned(await this.store.view(checkTaskId(taskId)), principal);
-    return watchView({ store: this.store, bus: this.bus, recheckMs: this.watchRecheckMs }, rec, listener);
+    const unwatch = watchView({ store: this.store, bus: this.bus, recheckMs: this.watchRecheckMs }, rec, listener);
+    const t = this.telemetry;
+    if (!t) return unwatch;
+    t.watchesOpen++;
+    let open = true;
+    return () => {
+      if (open) t.watchesOpen--;
+      open = false;
+      unwatch();
+    };
   }
 
   /** Calls `listener` with the full task state now and after every change, until unsubscribed. */
   watch(taskId: unknown, principal: string, listener: (task: DetailedTask) => void): Promise<() => void> {
-    return this.watchViews(taskId, principal, (v) => listener(this.wireTask(v, Date.now())));
+    return this.watchViews(taskId, principal, (v) => listener(this.wireTask(v, this.store.now())));
   }
 }

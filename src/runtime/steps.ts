@@ -192,7 +192,7 @@ export class StepRunner {
   }
 
   private write(id: { name: string; key: string }, seq: number, state: StepWrite['state'], idempotent: boolean, tries: number, result: string | null, bytes: number): StepWrite {
-    const now = Date.now();
+    const now = this.host.store.now();
     return { key: id.key, name: id.name, kind: 'step', seq, state, tries, idempotent, result, error: null, bytes, startedAt: now, finishedAt: state === 'started' ? null : now };
   }
 
@@ -269,7 +269,7 @@ export class StepRunner {
     const id = this.identity(name, 'ctx.sleep');
     this.host.signal.throwIfAborted();
     const target = await this.host.durable();
-    if (!target) return wakeAtFor(Date.now(), null);
+    if (!target) return wakeAtFor(this.host.store.now(), null);
     const rows = await this.load(target);
     const row = rows.get(id.key);
     if (row) {
@@ -279,7 +279,7 @@ export class StepRunner {
       this.replayed(row);
       return (JSON.parse(row.result) as { wakeAt: number }).wakeAt;
     }
-    const wakeAt = await wakeAtFor(Date.now(), target.expiresAt);
+    const wakeAt = await wakeAtFor(this.host.store.now(), target.expiresAt);
     const text = JSON.stringify({ wakeAt });
     const write: StepWrite = { ...this.write(id, id.seq, 'completed', true, 1, text, utf8Bytes(text)), kind: 'sleep' };
     await this.record(target, write);

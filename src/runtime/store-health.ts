@@ -19,10 +19,23 @@ export class StoreHealth {
   /** This replica's lease may have passed: it stopped the runs it may no longer own (recovery.ts). */
   fenced = false;
   lastError: string | undefined;
+  /** performance.now() of the last answer the store gave to any call (a heartbeat or a request's). */
+  lastAnswerAt: number | undefined;
 
   constructor(private readonly retryAfterMs: number) {}
 
+  /** The store answered a call: it is busy, not gone, whatever a late heartbeat says. */
+  answered(): void {
+    this.lastAnswerAt = performance.now();
+  }
+
+  /** Whether the store answered some call within the last `ms` milliseconds. */
+  answeredWithin(ms: number, now = performance.now()): boolean {
+    return this.lastAnswerAt !== undefined && now - this.lastAnswerAt <= ms;
+  }
+
   beatSucceeded(sentAt: number): void {
+    this.answered();
     if (this.failing || this.reachableSince === undefined) this.reachableSince = sentAt;
     this.failing = false;
     this.lastBeatSentAt = sentAt;
@@ -82,9 +95,13 @@ export function gatedStore(store: TaskStore, health: StoreHealth): TaskStore {
           if (!health.open) return Promise.reject(health.refusal());
           const r = fn.apply(target, args);
           return r instanceof Promise
-            ? r.catch((e: unknown) => {
-                throw e instanceof StoreUnavailableError ? health.refusal(e) : e;
-              })
+            ? r.then(
+                (v) => (health.answered(), v),
+                (e: unknown) => {
+                  if (!(e instanceof StoreUnavailableError)) health.answered(); // a refusal is an answer too
+                  throw e instanceof StoreUnavailableError ? health.refusal(e) : e;
+                },
+              )
             : r;
         };
         wrapped.set(prop, w);

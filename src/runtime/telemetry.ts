@@ -39,6 +39,8 @@ export class RuntimeTelemetry {
   readonly toolCalls: TallyCounter;
   readonly toolCallDuration: Histogram;
   readonly pollRefusals: TallyCounter;
+  /** Task watches open here (listen streams' and waits' watchers): back to zero once their clients are gone. */
+  watchesOpen = 0;
   /** When each task this process saw ask for input started waiting (bounded; for the wait histogram). */
   private readonly waitingSince = new Map<string, { since: number; tool: string }>();
 
@@ -51,6 +53,8 @@ export class RuntimeTelemetry {
     this.toolCalls = new TallyCounter(meter, 'outlast.tool.calls', { unit: '{call}', description: 'Tool calls by how they were answered: inline, task or handle' });
     this.toolCallDuration = meter.createHistogram('outlast.tool.call.duration', { unit: 's', description: 'Tool call start to its answer (inline result, task or handle)', advice: { explicitBucketBoundaries: MCP_BUCKETS } });
     this.pollRefusals = new TallyCounter(meter, 'outlast.poll.refusals', { unit: '{refusal}', description: 'tasks/get refused for polling faster than advertised (429)' });
+    meter.createObservableUpDownCounter('outlast.watch.active', { unit: '{watch}', description: 'Task watches open on this replica (listen streams, waits for a result)' })
+      .addCallback((r) => r.observe(this.watchesOpen));
   }
 
   private transition(tool: string, status: string): void {

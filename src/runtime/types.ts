@@ -41,6 +41,8 @@ export interface ToolSpec<Args = JsonObject> {
 /** A handler slot on this replica, taken by admission (or a claim) before the handler starts. */
 export interface Slot {
   readonly tool: string;
+  /** Whose handler it is for (the per-principal bound counts it). */
+  readonly principal: string;
   /** The handler started in it (or it was given back). */
   used: boolean;
 }
@@ -116,6 +118,16 @@ export interface RuntimeOptions {
   /** Tasks waiting in the run queue (the whole deployment) past which new calls are refused with a retry time
    *  (nothing stored). Default 10,000. */
   maxQueued?: number;
+  /** Handlers of one principal running at once on this replica (inline and tasks); past it its calls wait in the
+   *  queue (whose claim skips it here) or are refused. Default: 3/4 of maxRunning (all of it below 8), 256 when
+   *  maxRunning is unlimited. */
+  maxRunningPerPrincipal?: number;
+  /** Tasks of one principal waiting in the run queue (the whole deployment) past which its new calls are refused.
+   *  Default: a quarter of maxQueued (all of it below 100). */
+  maxQueuedPerPrincipal?: number;
+  /** Stored (unexpired) tasks of one principal past which its calls that may become tasks are refused, with the time
+   *  its next task expires. Default 100,000. */
+  maxTasksPerPrincipal?: number;
   /** Period of the claim attempt that covers lost queue signals (and, on SQLite, the only way other processes on
    *  the file learn of queued work). Default 1000 ms. */
   queuePollMs?: number;

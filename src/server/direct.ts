@@ -224,23 +224,36 @@ function legacyEra(methods: Readonly<Record<string, TaskMethod>>): Era {
  * the body, where the request id and `params.taskId` matter only by type (a client polling many tasks sends the
  * same envelope each time), so a modern or legacy verdict is kept under a key with those two blanked (a legacy
  * body fails the SDK's response schemas before it is classified, which costs more than the poll's own read).
- * Bounded; a miss costs one classification, as without it.
+ * Bounded in entries and bytes, and only an envelope of a poll's size is kept (a caller padding its bodies cannot
+ * make the server keep them); a miss costs one classification, as without it.
  */
-class PollClassifications {
+export class PollClassifications {
   private readonly verdicts = new Map<string, InboundModernRoute | InboundLegacyRoute>();
-  constructor(private readonly max = 512) {}
+  private bytes = 0;
+  constructor(private readonly max = 512, private readonly maxBytes = 1024 * 1024, private readonly maxKeyBytes = 4096) {}
+
+  /** Verdicts kept, and the bytes of their keys (each verdict holds a body of about the same size). */
+  get size(): { entries: number; bytes: number } {
+    return { entries: this.verdicts.size, bytes: this.bytes };
+  }
 
   classify(request: Parameters<typeof classifyInboundRequest>[0], msg: JsonObject): InboundClassificationOutcome {
     const params = msg.params as JsonObject | undefined;
     if (msg.method !== 'tasks/get' || typeof params?.taskId !== 'string') return classifyInboundRequest(request);
     const blanked = { ...msg, id: typeof msg.id === 'number' ? 0 : '', params: { ...params, taskId: '' } };
     const key = JSON.stringify([request.protocolVersionHeader ?? null, request.mcpMethodHeader ?? null, blanked]);
+    // Not a poll's envelope (a poll's is a few hundred bytes): classified, never kept.
+    if (key.length > this.maxKeyBytes) return classifyInboundRequest(request);
     const known = this.verdicts.get(key);
     if (known) return known.kind === 'legacy' ? known : ({ ...known, message: msg as InboundModernRoute['message'] } as InboundModernRoute);
     const route = classifyInboundRequest(request);
     if ((route.kind === 'modern' && route.messageKind === 'request') || route.kind === 'legacy') {
-      if (this.verdicts.size >= this.max) this.verdicts.clear();
+      if (this.verdicts.size >= this.max || this.bytes + key.length > this.maxBytes) {
+        this.verdicts.clear();
+        this.bytes = 0;
+      }
       this.verdicts.set(key, route);
+      this.bytes += key.length;
     }
     return route;
   }

@@ -223,7 +223,7 @@ export class HandleTools {
       statusTool: this.options.statusTool,
       cancelTool: this.options.cancelTool,
       // createdAt is when the call started (a call that ran inline first is created as of its start).
-      runningForSeconds: Math.max(0, Math.round((Date.now() - r.createdAt) / 1000)),
+      runningForSeconds: Math.max(0, Math.round((this.host.runtime.store.now() - r.createdAt) / 1000)),
       instructions: this.instructions(r),
       nextCall: { name: this.options.statusTool, arguments: { taskId: r.taskId } },
     };

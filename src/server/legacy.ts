@@ -96,13 +96,13 @@ export class LegacyTasks {
     this.keepAliveMs = options.keepAliveMs ?? 15_000;
     const policy = () => host.runtime.pollPolicy;
     this.methods = {
-      'tasks/get': async (runtime, call) => legacyTask(await runtime.pollView(call.params.taskId, call.principal), Date.now(), policy()) as unknown as JsonObject,
+      'tasks/get': async (runtime, call) => legacyTask(await runtime.pollView(call.params.taskId, call.principal), runtime.store.now(), policy()) as unknown as JsonObject,
       'tasks/list': async (runtime, call) => {
         const page = await runtime.listTasks(call.principal, call.params.cursor, this.listPageSize);
-        const now = Date.now();
+        const now = runtime.store.now();
         return { tasks: page.tasks.map((t) => legacyTask(t, now, policy())), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
       },
-      'tasks/cancel': async (runtime, call) => legacyTask(await runtime.cancelNow(call.params.taskId, call.principal, this.cancelGraceMs), Date.now(), policy()) as unknown as JsonObject,
+      'tasks/cancel': async (runtime, call) => legacyTask(await runtime.cancelNow(call.params.taskId, call.principal, this.cancelGraceMs), runtime.store.now(), policy()) as unknown as JsonObject,
     };
   }
 
@@ -113,7 +113,7 @@ export class LegacyTasks {
   /** What a task-augmented tools/call answers once the task row is committed. */
   createResult(record: TaskRecord): JsonObject {
     return {
-      task: legacyTask(record, Date.now(), this.policy),
+      task: legacyTask(record, this.host.runtime.store.now(), this.policy),
       _meta: { [MODEL_IMMEDIATE_RESPONSE_META]: `Started task ${record.taskId} (${record.tool}); it runs in the background.` },
     };
   }
@@ -162,7 +162,7 @@ export class LegacyTasks {
     const ended = new Promise<TaskView | undefined>((r) => (resolveEnd = r));
     const unwatch = await runtime.watchViews(taskId, principal, (v) => {
       last = v;
-      notify('notifications/tasks/status', legacyTask(v, Date.now(), this.policy) as unknown as JsonObject);
+      notify('notifications/tasks/status', legacyTask(v, runtime.store.now(), this.policy) as unknown as JsonObject);
       sendProgress();
       if (v.status === 'input_required') {
         for (const [key, pending] of Object.entries(v.inputRequests)) {

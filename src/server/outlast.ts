@@ -447,7 +447,7 @@ export class Outlast {
       asked.abort();
     }
     // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).
-    if (typeof push === 'string' && outcome.kind !== 'result') await this.runtime.store.ops.subscribe(outcome.record.taskId, push, Date.now());
+    if (typeof push === 'string' && outcome.kind !== 'result') await this.runtime.store.ops.subscribe(outcome.record.taskId, push, this.runtime.store.now());
     const mode = outcome.kind === 'result' ? 'inline' : outcome.kind;
     this.runtime.telemetry?.toolCall(name, mode, (performance.now() - started) / 1000, outcome.kind === 'result' && outcome.result.isError ? 'tool_error' : undefined);
     switch (outcome.kind) {

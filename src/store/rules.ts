@@ -194,11 +194,13 @@ export function claimable(q: QueuedTask, now: number): boolean {
 export function nextClaim(
   queued: QueuedTask[],
   running: Array<{ principal: string; tool: string }>,
-  claim: { now: number; room: Record<string, number>; limits: Record<string, number> },
+  claim: { now: number; room: Record<string, number>; limits: Record<string, number>; principalCap?: { cap: number; running: Record<string, number> } },
 ): string | undefined {
   const runningOf = (key: 'principal' | 'tool', v: string) => running.filter((r) => r[key] === v).length;
+  const cap = claim.principalCap;
   const eligible = queued
     .filter((q) => claimable(q, claim.now) && (claim.room[q.tool] ?? 0) > 0)
+    .filter((q) => !cap || (cap.running[q.principal] ?? 0) < cap.cap)
     .filter((q) => !(q.tool in claim.limits) || runningOf('tool', q.tool) < claim.limits[q.tool]!)
     .sort((a, b) => a.queuedAt - b.queuedAt || (a.taskId < b.taskId ? -1 : 1));
   const heads = new Map<string, QueuedTask>();

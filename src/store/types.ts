@@ -257,6 +257,15 @@ export interface QueueClaim {
   max: number;
   /** Deployment-wide limits: tool -> most tasks of it running at once across every replica. */
   limits: Record<string, number>;
+  /** The claimer's per-principal bound: a principal already running `cap` handlers on the claimer (`running`, this
+   *  claim's own takes counted as it goes) gets no more from this claim. Absent: no such bound. */
+  principalCap?: { cap: number; running: Record<string, number> };
+}
+
+export interface PrincipalLoad {
+  queued: number;
+  stored: number;
+  nextExpiry: number | null;
 }
 
 export interface TaskStore {
@@ -264,6 +273,10 @@ export interface TaskStore {
   /** Opens the store and applies numbered migrations. Idempotent. */
   init(): Promise<void>;
   close(): Promise<void>;
+  /** The store's clock, epoch ms: every time decision another process must agree with (creation, expiry and the
+   *  sweep, claims and wakes, input deadlines, sleeps) is made on it, never on a replica's own clock. PostgreSQL:
+   *  the database's clock; SQLite: the clock of the machine that holds the file (every process on it shares one). */
+  now(): number;
   /** The bus that carries signals between the processes sharing this store (default: in-process only). */
   createSignalBus?(options?: { onError?: (message: string) => void }): SignalBus;
 
@@ -318,6 +331,9 @@ export interface TaskStore {
 
   /** The run queue (a module of each backend: queue.ts). Tasks waiting for capacity now. */
   queueDepth(): Promise<number>;
+  /** One principal's share of the store (the per-principal bounds): its tasks waiting for capacity, its stored tasks
+   *  (unexpired rows, finished or not), and the earliest expiry among them (when a stored slot frees; null: none). */
+  principalLoad(principal: string): Promise<PrincipalLoad>;
   /** 1-based place of a queued task in the queue, oldest first (undefined: not queued). */
   queuePosition(taskId: string): Promise<number | undefined>;
   /** Claims up to `claim.max` claimable tasks for `claim.owner`: queued ones and parked ones that are due

@@ -301,7 +301,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
         // wait in the run queue if it follows tasks (2026 extension, 2025-11-25 task-augmented call) or handles.
         const caps = (msg.params._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META];
         const canWait = declaresTasks(caps) || msg.params.task !== undefined || outlast.handles !== undefined;
-        const busy = outlast.runtime.capacityRefusal(msg.params.name, canWait);
+        const busy = outlast.runtime.capacityRefusal(msg.params.name, canWait, who);
         if (busy) {
           const waitMs = (busy.data as { retryAfterMs: number }).retryAfterMs;
           return jsonRpcError(503, msg.id, busy.code, busy.message, busy.data, retryAfter(waitMs));

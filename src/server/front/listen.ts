@@ -72,9 +72,27 @@ export async function serveTaskListen(host: TaskListenHost, request: Request, ms
     else pending.push(n);
   };
   let acked = false;
+  let keepAlive: ReturnType<typeof setInterval> | undefined;
+  let stream: ListenStream | undefined;
+  const cleanup = () => {
+    if (!open) return;
+    open = false;
+    clearInterval(keepAlive);
+    for (const u of unsubscribers.splice(0)) u();
+    if (stream) streams.delete(stream);
+    request.signal.removeEventListener('abort', cleanup);
+  };
+  // Before the first watch: a client gone at any stage of the setup releases every watch made so far.
+  request.signal.addEventListener('abort', cleanup, { once: true });
   for (const taskId of new Set(wanted as string[])) {
+    if (!open || request.signal.aborted) return gone(cleanup);
     try {
-      unsubscribers.push(await runtime.watch(taskId, principal, (t) => onTask(t as unknown as JsonObject)));
+      const unwatch = await runtime.watch(taskId, principal, (t) => onTask(t as unknown as JsonObject));
+      if (!open || request.signal.aborted) {
+        unwatch();
+        return gone(cleanup);
+      }
+      unsubscribers.push(unwatch);
       honoured.push(taskId);
     } catch (e) {
       if (!(e instanceof TaskProtocolError)) throw e; // unknown / expired / someone else's: not honoured
@@ -90,8 +108,8 @@ export async function serveTaskListen(host: TaskListenHost, request: Request, ms
     const method = `notifications/${kind.replace('_list_changed', '')}/list_changed`;
     unsubscribers.push(bus.subscribe((ev) => ev.kind === kind && send({ jsonrpc: '2.0', method, params: { _meta: subMeta } })));
   }
-  let keepAlive: ReturnType<typeof setInterval> | undefined;
-  const stream: ListenStream = {
+  if (!open || request.signal.aborted) return gone(cleanup);
+  stream = {
     end() {
       if (!open) return;
       send({ jsonrpc: '2.0', id, result: { resultType: 'complete', _meta: subMeta } });
@@ -103,14 +121,6 @@ export async function serveTaskListen(host: TaskListenHost, request: Request, ms
         /* already closed */
       }
     },
-  };
-  const cleanup = () => {
-    if (!open) return;
-    open = false;
-    clearInterval(keepAlive);
-    for (const u of unsubscribers) u();
-    streams.delete(stream);
-    request.signal.removeEventListener('abort', cleanup);
   };
   streams.add(stream);
   const body = new ReadableStream<Uint8Array>({
@@ -124,7 +134,12 @@ export async function serveTaskListen(host: TaskListenHost, request: Request, ms
     // The client left: its reader is cancelled (and the request's signal aborts, where the runtime gives one).
     cancel: cleanup,
   });
-  request.signal.addEventListener('abort', cleanup, { once: true });
   if (request.signal.aborted) cleanup();
   return new Response(body, { status: 200, headers: SSE_HEADERS });
+}
+
+/** The answer to a listen whose client left during its setup (nobody reads it): what was set up is released. */
+function gone(cleanup: () => void): Response {
+  cleanup();
+  return new Response(null, { status: 499 });
 }

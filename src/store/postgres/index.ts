@@ -16,6 +16,7 @@ import {
   type ListCursor,
   type ParkRequest,
   type ParkResult,
+  type PrincipalLoad,
   type QueueClaim,
   type ReplicaInfo,
   type StepRecord,
@@ -33,6 +34,7 @@ import { DEFAULT_PG_TIMEOUTS, checkTimeouts, isUnreachable, takeTimeoutParams, w
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
 import { PgSignalBus, quoteIdent } from './bus.js';
+import { StoreClock } from './clock.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
 import { SETTINGS_QUERIES } from './settings.js';
@@ -288,6 +290,8 @@ export class PostgresTaskStore implements TaskStore {
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   readonly ops: OperatorStore;
   private opening: Promise<void> | undefined;
+  /** The database's clock (one clock decides: every time this store is given comes from it). */
+  private clock: StoreClock | undefined;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? 'outlast';
@@ -362,13 +366,22 @@ export class PostgresTaskStore implements TaskStore {
       throw e;
     }
     client.release();
+    const clock = new StoreClock(pool);
+    await clock.start();
+    this.clock = clock;
     this.pool = pool;
     // A heartbeat is a one-row update: it gets as long as a connect, not as long as a task query.
     this.control = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
     this.control.on('error', () => undefined);
   }
 
+  /** Epoch ms on PostgreSQL's clock (an offset measured against clock_timestamp(), kept fresh). */
+  now(): number {
+    return this.clock ? this.clock.now() : Date.now();
+  }
+
   async close(): Promise<void> {
+    this.clock?.stop();
     const pool = this.pool;
     const control = this.control;
     this.pool = undefined;
@@ -484,7 +497,7 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async setProgress(taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number, epoch?: number): Promise<TaskRecord> {
-    const row = await this.row('progress', [taskId, owner, statusMessage, pollIntervalMs ?? null, Date.now(), epoch ?? null]);
+    const row = await this.row('progress', [taskId, owner, statusMessage, pollIntervalMs ?? null, this.now(), epoch ?? null]);
     if (!row) throw await this.refusal(taskId, owner, epoch);
     return toRecord(row);
   }
@@ -604,6 +617,11 @@ export class PostgresTaskStore implements TaskStore {
     };
   }
 
+  async principalLoad(principal: string): Promise<PrincipalLoad> {
+    const r = (await this.q<{ queued: number; stored: number; next_expiry: number | null }>('principalLoad', [principal])).rows[0]!;
+    return { queued: r.queued, stored: r.stored, nextExpiry: r.next_expiry };
+  }
+
   async queueDepth(): Promise<number> {
     return (await this.q<{ n: number }>('queueDepth', [])).rows[0]!.n;
   }
@@ -648,7 +666,7 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async sharedSecret(name: string, generate: () => string): Promise<string> {
-    await this.q('settingInsert', [name, generate(), Date.now()]);
+    await this.q('settingInsert', [name, generate(), this.now()]);
     return (await this.q<{ value: string }>('settingRead', [name])).rows[0]!.value;
   }
 

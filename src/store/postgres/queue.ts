@@ -29,7 +29,8 @@ const ELIGIBLE = `q.queued_at IS NOT NULL AND (q.parked_at IS NULL OR q.queued_a
  *  PL/pgSQL checks the columns a body names only when it runs, so on a new database migration 3 may create the latest
  *  body before migration 4 adds the columns it uses. */
 export const CLAIM_FUNCTION = `
-CREATE OR REPLACE FUNCTION outlast_claim(p_owner text, p_now bigint, p_tools text[], p_room integer[], p_limited text[], p_limits integer[], p_max integer)
+CREATE OR REPLACE FUNCTION outlast_claim(p_owner text, p_now bigint, p_tools text[], p_room integer[], p_limited text[], p_limits integer[], p_max integer,
+  p_principal_cap integer, p_principals text[], p_principal_running integer[])
 RETURNS SETOF tasks LANGUAGE plpgsql
 -- A burst fills the queue faster than statistics follow: with estimates from a nearly empty queue the planner would
 -- fetch and sort a principal's whole backlog for each task taken. Walking the (principal, queued_at) index in order
@@ -45,6 +46,8 @@ DECLARE
   v_i integer;
   v_taken integer := 0;
   v_waited boolean := false;
+  -- The principals this claim took a task of, once per task (their handlers run on the claimer from now on).
+  v_took text[] := '{}';
 BEGIN
   -- Tools the claimer has no room for, and tools at their deployment-wide limit now.
   SELECT coalesce(array_agg(t.tool), '{}') INTO v_full FROM unnest(p_tools, p_room) AS t(tool, room) WHERE t.room <= 0;
@@ -71,6 +74,9 @@ BEGIN
       ORDER BY CASE WHEN h.principals > 1 THEN (SELECT count(*) FROM tasks r WHERE r.principal = h.p AND ${RUNNING}) ELSE 0 END,
         h.queued_at, h.task_id
     LOOP
+      -- The claimer's per-principal bound: a principal running its share there gets nothing more from this claim.
+      CONTINUE WHEN p_principal_cap IS NOT NULL AND coalesce((SELECT pr.n FROM unnest(p_principals, p_principal_running) AS pr(p, n) WHERE pr.p = v_principal), 0)
+        + coalesce(cardinality(array_positions(v_took, v_principal)), 0) >= p_principal_cap;
       LOOP
         v_id := NULL;
         SELECT q.task_id, q.tool INTO v_id, v_tool FROM tasks q WHERE q.principal = v_principal AND ${ELIGIBLE}
@@ -96,6 +102,7 @@ BEGIN
             status_message = CASE WHEN parked_at IS NULL THEN NULL ELSE status_message END, updated_at = p_now, version = version + 1
           WHERE task_id = v_id RETURNING *;
         v_taken := v_taken + 1;
+        v_took := v_took || v_principal;
         v_i := array_position(p_tools, v_tool);
         p_room[v_i] := p_room[v_i] - 1;
         IF p_room[v_i] <= 0 THEN v_full := v_full || v_tool; END IF;
@@ -109,7 +116,7 @@ END $$;
 
 /** Named statements of the queue (merged into the store's statement table). */
 export const QUEUE_QUERIES = {
-  claim: 'SELECT * FROM outlast_claim($1, $2, $3, $4, $5, $6, $7)',
+  claim: 'SELECT * FROM outlast_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
   // Only while still queued or parked: a claim holding the row makes this wait, then match nothing (the owner cancels it).
   cancelQueued: `UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, $2), queued_at = NULL, parked_at = NULL,
       input_requests = '{}', input_since = NULL,
@@ -117,6 +124,9 @@ export const QUEUE_QUERIES = {
     WHERE task_id = $1 AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING *`,
   // Work waiting for capacity; parked tasks wait for their time or an answer, not for a slot.
   queueDepth: 'SELECT count(*)::int AS n FROM tasks WHERE queued_at IS NOT NULL AND parked_at IS NULL',
+  // One principal's share (the tasks_by_principal index): waiting for capacity, stored, and the next expiry.
+  principalLoad: `SELECT count(*) FILTER (WHERE queued_at IS NOT NULL AND parked_at IS NULL)::int AS queued, count(*)::int AS stored,
+      min(expires_at) AS next_expiry FROM tasks WHERE principal = $1`,
   queuePosition: `SELECT (SELECT count(*) FROM tasks q WHERE q.queued_at IS NOT NULL AND q.parked_at IS NULL
       AND (q.queued_at < me.queued_at OR (q.queued_at = me.queued_at AND q.task_id < me.task_id)))::int + 1 AS n
     FROM tasks me WHERE me.task_id = $1 AND me.queued_at IS NOT NULL AND me.parked_at IS NULL`,
@@ -127,5 +137,7 @@ export function claimValues(c: QueueClaim): unknown[] {
   const tools = Object.keys(c.room);
   const limited = Object.keys(c.limits);
   const int = (n: number) => Math.min(n, 2 ** 31 - 1);
-  return [c.owner, c.now, tools, tools.map((t) => int(c.room[t]!)), limited, limited.map((t) => c.limits[t]), int(c.max)];
+  const principals = c.principalCap ? Object.keys(c.principalCap.running) : [];
+  return [c.owner, c.now, tools, tools.map((t) => int(c.room[t]!)), limited, limited.map((t) => c.limits[t]), int(c.max),
+    c.principalCap ? int(c.principalCap.cap) : null, principals, principals.map((p) => int(c.principalCap!.running[p]!))];
 }

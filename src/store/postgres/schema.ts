@@ -302,6 +302,13 @@ CREATE INDEX tasks_ops_parked ON tasks (queued_at, task_id) WHERE parked_at IS N
 DROP TRIGGER tasks_history_changed ON tasks;
 ${HISTORY_TRIGGER_SQL}`,
   },
+  {
+    // Fair to every caller: the claim takes the claimer's per-principal bound (a new signature, so the old one goes).
+    version: 8,
+    sql: `
+DROP FUNCTION IF EXISTS outlast_claim(text, bigint, text[], integer[], text[], integer[], integer);
+${CLAIM_FUNCTION}`,
+  },
 ];
 
 /** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */

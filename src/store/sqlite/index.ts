@@ -13,6 +13,7 @@ import {
   type PendingInput,
   type ListCursor,
   type ParkRequest,
+  type PrincipalLoad,
   type ParkResult,
   type QueueClaim,
   type ReplicaInfo,
@@ -153,6 +154,11 @@ interface PendingWrite {
 
 export class SqliteTaskStore implements TaskStore {
   readonly backend = 'sqlite';
+
+  /** The file's processes share one machine and so one clock: the system clock of this host. */
+  now(): number {
+    return Date.now();
+  }
   readonly path: string;
   private db!: Database.Database;
   private readonly options: Required<SqliteStoreOptions>;
@@ -533,6 +539,12 @@ export class SqliteTaskStore implements TaskStore {
         purged,
       };
     }).immediate();
+  }
+
+  async principalLoad(principal: string): Promise<PrincipalLoad> {
+    this.ensureOpen();
+    const r = this.queueQ.principalLoad.get(principal) as { queued: number; stored: number; next_expiry: number | null };
+    return { queued: r.queued, stored: r.stored, nextExpiry: r.next_expiry };
   }
 
   async queueDepth(): Promise<number> {

@@ -30,6 +30,7 @@ WITH RECURSIVE
       WHERE q.principal = principals.p AND q.queued_at IS NOT NULL AND q.cancel_requested_at IS NULL
         AND (q.parked_at IS NULL OR q.queued_at <= @now) AND (q.status = 'input_required' OR q.expires_at IS NULL OR q.expires_at > @now)
         AND q.tool IN (SELECT value FROM json_each(@tools)) AND q.tool NOT IN (SELECT tool FROM full_tools)
+        AND q.principal NOT IN (SELECT value FROM json_each(@capped))
       ORDER BY q.queued_at, q.task_id LIMIT 1)
     FROM principals WHERE principals.p IS NOT NULL
   )
@@ -45,6 +46,7 @@ export interface QueueStatements {
   claim: Database.Statement;
   cancel: Database.Statement;
   depth: Database.Statement;
+  principalLoad: Database.Statement;
   position: Database.Statement;
 }
 
@@ -58,6 +60,9 @@ export function prepareQueue(db: Database.Database): QueueStatements {
       WHERE task_id = @taskId AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING *`),
     // Work waiting for capacity; parked tasks wait for their time or an answer, not for a slot.
     depth: db.prepare('SELECT count(*) AS n FROM tasks WHERE queued_at IS NOT NULL AND parked_at IS NULL'),
+    // One principal's share: waiting for capacity, stored, and the next expiry.
+    principalLoad: db.prepare(`SELECT count(CASE WHEN queued_at IS NOT NULL AND parked_at IS NULL THEN 1 END) AS queued, count(*) AS stored,
+        min(expires_at) AS next_expiry FROM tasks WHERE principal = ?`),
     position: db.prepare(`SELECT (SELECT count(*) FROM tasks q WHERE q.queued_at IS NOT NULL AND q.parked_at IS NULL
         AND (q.queued_at < me.queued_at OR (q.queued_at = me.queued_at AND q.task_id < me.task_id))) + 1 AS n
       FROM tasks me WHERE me.task_id = ? AND me.queued_at IS NOT NULL AND me.parked_at IS NULL`),
@@ -66,16 +71,20 @@ export function prepareQueue(db: Database.Database): QueueStatements {
 
 /** A claim of up to `c.max` tasks: the claim statement once per task, each taking one of its tool's room (inside
  *  the store's write transaction, so the processes on the file see it as one step). Returns the claimed rows. */
-export function claimRows<R extends { tool: string }>(claim: Database.Statement, c: QueueClaim): R[] {
+export function claimRows<R extends { tool: string; principal: string }>(claim: Database.Statement, c: QueueClaim): R[] {
   const room = { ...c.room };
+  const running = { ...c.principalCap?.running };
   const rows: R[] = [];
   while (rows.length < c.max) {
     const tools = Object.keys(room).filter((t) => room[t]! > 0);
     if (tools.length === 0) break;
-    const row = claim.get({ owner: c.owner, now: c.now, tools: JSON.stringify(tools), limits: JSON.stringify(c.limits) }) as R | undefined;
+    // Principals at the claimer's per-principal bound (this claim's takes included) get nothing more from it.
+    const capped = c.principalCap ? Object.keys(running).filter((p) => running[p]! >= c.principalCap!.cap) : [];
+    const row = claim.get({ owner: c.owner, now: c.now, tools: JSON.stringify(tools), limits: JSON.stringify(c.limits), capped: JSON.stringify(capped) }) as R | undefined;
     if (!row) break;
     rows.push(row);
     room[row.tool]! -= 1;
+    if (c.principalCap) running[row.principal] = (running[row.principal] ?? 0) + 1;
   }
   return rows;
 }

@@ -393,9 +393,14 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
         const r = parked.record;
         queued.push({ taskId: r.taskId, principal, tool, status: r.status, queuedAt: r.queuedAt!, parkedAt: r.parkedAt, expiresAt: r.expiresAt, cancelRequestedAt: null });
       }
-      // Claims of 1 to 4 tasks with little room per tool: each must take what the rule takes, one task at a time.
+      // Claims of 1 to 4 tasks with little room per tool: each must take what the rule takes, one task at a time. The
+      // claimer runs at most 3 of one principal's tasks (its per-principal bound); now and then one of them ends.
       let claimed = 0;
+      const here: Record<string, number> = {};
       for (let step = 0; step < 25; step++) {
+        const busy = Object.keys(here).filter((p) => here[p]! > 0);
+        if (busy.length > 0 && rand(2) === 0) here[busy[rand(busy.length)]!]! -= 1;
+        const simHere = { ...here };
         const room: Record<string, number> = { t1: 1 + rand(3), t2: rand(3) };
         const max = 1 + rand(4);
         const expected: string[] = [];
@@ -403,16 +408,19 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
         const simQueued = [...queued];
         const simRunning = [...running];
         while (expected.length < max) {
-          const id = nextClaim(simQueued, simRunning, { now, room: sim, limits: { t1: 6 } });
+          const id = nextClaim(simQueued, simRunning, { now, room: sim, limits: { t1: 6 }, principalCap: { cap: 3, running: simHere } });
           if (!id) break;
           const q = simQueued.splice(simQueued.findIndex((x) => x.taskId === id), 1)[0]!;
           simRunning.push({ principal: q.principal, tool: q.tool });
+          simHere[q.principal] = (simHere[q.principal] ?? 0) + 1;
           sim[q.tool]! -= 1;
           expected.push(id);
         }
-        const got = await store.claimQueued({ owner: 'claimer', now, room, max, limits: { t1: 6 } });
+        const got = await store.claimQueued({ owner: 'claimer', now, room, max, limits: { t1: 6 }, principalCap: { cap: 3, running: { ...here } } });
         assert.deepEqual(got.map((r) => r.taskId), expected, `step ${step}`);
         for (const r of got) {
+          here[r.principal] = (here[r.principal] ?? 0) + 1;
+          assert.ok(here[r.principal]! <= 3, `the claimer runs at most 3 tasks of ${r.principal}`);
           queued.splice(queued.findIndex((q) => q.taskId === r.taskId), 1);
           running.push({ principal: r.principal, tool: r.tool });
         }
@@ -421,6 +429,19 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       // The limit of t1 stopped some claims, t3 is never served: the queue is not simply emptied.
       assert.ok(claimed >= 10 && queued.some((q) => q.tool === 't1' && q.cancelRequestedAt === null), `claimed ${claimed}`);
       assert.ok(queued.some((q) => q.queuedAt > now && q.tool !== 't3'), 'a parked task not yet due stayed');
+    });
+
+    it('queue: principalLoad counts one principal\'s queued tasks (not parked ones), its stored tasks and its next expiry', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      await store.create(newTask({ principal: 'pl-a', queued: true, owner: null, createdAt: t0, ttlMs: 60_000 }));
+      await store.create(newTask({ principal: 'pl-a', queued: true, owner: null, createdAt: t0, ttlMs: 30_000 }));
+      const { record } = await store.create(newTask({ principal: 'pl-a', owner: 'r', createdAt: t0, ttlMs: 90_000 }));
+      await store.park(record.taskId, { owner: 'r', epoch: 1 }, { wakeAt: t0 + 50_000, awaiting: [] }, t0);
+      await store.create(newTask({ principal: 'pl-b', queued: true, owner: null, createdAt: t0, ttlMs: null }));
+      assert.deepEqual(await store.principalLoad('pl-a'), { queued: 2, stored: 3, nextExpiry: t0 + 30_000 });
+      assert.deepEqual(await store.principalLoad('pl-b'), { queued: 1, stored: 1, nextExpiry: null });
+      assert.deepEqual(await store.principalLoad('pl-none'), { queued: 0, stored: 0, nextExpiry: null });
     });
 
     it('queue: a deployment-wide tool limit holds under concurrent claimers on separate connections', async () => {
