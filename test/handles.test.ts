@@ -99,10 +99,11 @@ describe('handles for clients without task support (fixture server)', () => {
     assert.equal(declared.result.structuredContent, undefined);
     const followed = await callTool(server.url, 'outlast_task_status', { taskId: plain.result.structuredContent.taskId }, { token: ALICE, caps: {} });
     assert.match(textOf(followed.result), /^Slept 1 s/);
-    // A tool that asks for input cannot be followed through a handle: the caller is told, not left waiting.
+    // A tool that asks a handle caller that declared elicitation: the question comes back as MRTR input_required.
     const ask = await callTool(server.url, 'ask', { message: 'Hello?' }, { token: ALICE, caps: { elicitation: {} } });
-    assert.equal(ask.error?.code, -32021);
-    assert.match(ask.error!.message, /needs a client with task support/);
+    assert.equal(ask.result?.resultType, 'input_required', JSON.stringify(ask).slice(0, 300));
+    assert.equal(Object.values(ask.result.inputRequests as Record<string, { params: { message: string } }>)[0]!.params.message, 'Hello?');
+    assert.match(ask.result.requestState, /^outlast-handle\./);
     const discover = await rpc(server.url, 'tools/list', {}, { token: ALICE, caps: {} });
     assert.ok(discover.result.tools.some((t: { name: string }) => t.name === 'outlast_task_cancel'));
   });

@@ -56,7 +56,7 @@ describe('2025-11-25 Tasks (SDK v1 client and ext-tasks) on SQLite', () => {
     assert.deepEqual(client.getServerCapabilities()?.tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } });
     const { tools } = await client.listTools();
     const support = Object.fromEntries(tools.map((t) => [t.name, (t as { execution?: { taskSupport?: string } }).execution?.taskSupport]));
-    assert.deepEqual([support.greet, support.slow_compute, support.failing_job, support.sleep], ['forbidden', 'optional', 'required', 'optional']);
+    assert.deepEqual([support.greet, support.slow_compute, support.failing_job, support.sleep], ['forbidden', 'optional', 'optional', 'optional'], 'with handles on, an always tool is listed optional: a client without tasks calls it plainly');
     assert.equal(support.test_simple_text, undefined, 'a plain SDK tool declares nothing');
     await close();
     await wire.assertClean();
@@ -217,11 +217,10 @@ describe('2025-11-25 Tasks (SDK v1 client and ext-tasks) on SQLite', () => {
     assert.equal(forbidden[0]!.error!.code, -32601);
     assert.match(forbidden[0]!.error!.message, /taskSupport is "forbidden"/);
     await close();
-    // A fresh client has no tool list cached, so it sends a plain call to a required tool.
+    // A plain call to a policy-always tool runs as a task followed through a handle (handles are on): its result.
     const fresh = await connectV1(server.url, { token: ALICE, noToolList: true });
-    const required = await mcpError(fresh.client.callTool({ name: 'failing_job', arguments: {} }));
-    assert.equal(required.code, -32601);
-    assert.match(required.message, /runs only as a task/);
+    const plain = (await fresh.client.callTool({ name: 'failing_job', arguments: {} })) as { isError?: boolean; content: Array<{ text?: string }> };
+    assert.equal(plain.isError, true, 'the tool\'s own error result, through the handle path');
     await fresh.close();
   });
 

@@ -228,6 +228,8 @@ async function serve(argv: string[]): Promise<void> {
     loaded = await loadServerModule(modulePath, {
       ...(ops.pushDestinations.length ? { pushDestinations: ops.pushDestinations } : {}),
       ...(handles !== undefined ? { handles } : {}),
+      // Answer pages come with handles (the Outlast ignores them when handles are off).
+      ...(ops.publicUrl && !values['no-answer-pages'] ? { answerPages: { publicUrl: ops.publicUrl } } : {}),
       store,
       log,
       ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
@@ -254,7 +256,9 @@ async function serve(argv: string[]): Promise<void> {
   }
   const { outlast, factory, module: mod } = loaded;
   log.setReplica(outlast.runtime.replicaId);
-  const alerts = ops.alertsOn ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log }) : undefined;
+  const alerts = ops.alertsOn
+    ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) })
+    : undefined;
   const delivery = events ? new EventDelivery({ ...events.delivery, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log }) : undefined;
   const drainMs = intFlag(values, 'drain-ms') ?? 3000;
 

@@ -21,6 +21,7 @@ export const OPS_OPTIONS = {
   'push-destination': { type: 'string', multiple: true },
   'push-secret': { type: 'string' },
   'public-url': { type: 'string' },
+  'no-answer-pages': { type: 'boolean' },
   'log-format': { type: 'string' },
 } as const;
 
@@ -36,7 +37,9 @@ export const OPS_HELP = `Operations (see README "Operations"):
   --alert-retry-ms N       first retry of a failed delivery after N ms, then 4x longer each time (default 5000)
   --alert-timeout-ms N     one delivery attempt's time limit (default 15000)
   --push-destination NAME=URL  a destination callers may name in _meta["outlast/push"] (signed with --push-secret)
-  --public-url URL         this deployment's address, for dashboard links in alerts
+  --public-url URL         this deployment's address, for dashboard links in alerts and answer-page links
+  --no-answer-pages        no answer pages (/answer/…) for questions of clients without task support
+                           (default: on with handles, once --public-url is set)
   --log-format F           text | json (one JSON object per line)
 `;
 
@@ -66,6 +69,8 @@ export interface OpsConfig {
   metrics: boolean;
   alerts: Omit<AlertOptions, 'store' | 'replicaId' | 'log'>;
   pushDestinations: string[];
+  /** --public-url: links in alerts and on answer pages are built on it. */
+  publicUrl: string | undefined;
   /** Anything asks for the alert service (scans and deliveries). */
   alertsOn: boolean;
   logFormat: string;
@@ -106,6 +111,7 @@ export function opsConfig(values: Values): OpsConfig | string {
     for (const [name, url] of Object.entries(push)) pushDestinations[name] = { url, secret: values['push-secret']! };
   }
   const publicUrl = values['public-url'];
+  if (publicUrl !== undefined && !/^https?:\/\/[^\s/]+/.test(publicUrl)) return `--public-url must be an http(s) URL such as https://mcp.example.com, got ${JSON.stringify(publicUrl)}`;
   return {
     tokens: { operators, readonly },
     dashboard: !!values.dashboard,
@@ -121,6 +127,7 @@ export function opsConfig(values: Values): OpsConfig | string {
       ...(publicUrl ? { dashboardUrl: `${publicUrl.replace(/\/$/, '')}/dashboard` } : {}),
     },
     pushDestinations: Object.keys(pushDestinations),
+    publicUrl,
     alertsOn: !!values.dashboard || !!webhook || Object.keys(pushDestinations).length > 0 || unreadAfterMs !== undefined,
     logFormat: values['log-format'] ?? 'text',
   };

@@ -15,6 +15,15 @@ export const IDEMPOTENCY_KEY_META = 'outlast/idempotencyKey';
 /** Names a push destination the server's operator configured: each state change of the task is delivered there as
  *  a signed webhook (for callers that are not connected). */
 export const PUSH_META = 'outlast/push';
+/** In an elicitation's `params._meta`: who may answer it ('any': the model too, through outlast_task_answer;
+ *  'operator': an operator on the dashboard). Absent: 'person', the client's user (through the client or the page). */
+export const ANSWERED_BY_META = 'outlast/answeredBy';
+export type AnsweredBy = 'person' | 'any' | 'operator';
+
+export function answeredByOf(request: { params?: Record<string, unknown> | undefined }): AnsweredBy {
+  const v = (request.params?._meta as Record<string, unknown> | undefined)?.[ANSWERED_BY_META];
+  return v === 'any' || v === 'operator' ? v : 'person';
+}
 
 /**
  * How an input answer records that the client could not answer (it replied to the input request with a JSON-RPC

@@ -14,6 +14,9 @@ export interface InputOptions {
 export interface ElicitOptions extends InputOptions {
   /** Key of this request, unique for the task's life. Default: `input-N`, N counting the handler's input calls. */
   key?: string;
+  /** Who may answer: 'person' (default: the client's user, through the client or the answer page), 'any' (the model
+   *  too, passing on what the user said, through the outlast_task_answer tool), 'operator' (the dashboard). */
+  answeredBy?: 'person' | 'any' | 'operator';
 }
 
 export interface TaskContext {

@@ -4,7 +4,7 @@
  * parked waits parking.ts, recorded deadlines and sleeps durable-time.ts; this file wires them to the run.
  */
 import { context } from '@opentelemetry/api';
-import { ErrorCode, TaskProtocolError, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
+import { ANSWERED_BY_META, ErrorCode, TaskProtocolError, answeredByOf, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
 import { sameRequest } from '../store/rules.js';
 import { IdempotencyConflictError, TaskValueRefused, TaskWriteRefused, type NewTask, type TaskRecord, type TaskStore, type WriteFence } from '../store/types.js';
@@ -326,6 +326,7 @@ export class Execution implements TaskContext {
             this.rt.taskStored(r.record.principal, r.record.expiresAt);
             this.taskId = r.record.taskId;
             this.record = r.record;
+            this.call.onTask?.(r.record);
             this.span?.persisted(r.record.taskId, r.record.status);
             // No change signal: nobody can be watching an id that has not been handed out yet.
             this.rt.track(this);
@@ -348,12 +349,9 @@ export class Execution implements TaskContext {
   /** Makes sure the call is a task (input needs one). */
   private async ensureTask(what: string): Promise<string> {
     if (this.taskId) return this.taskId;
-    if (!this.call.tasksDeclared || this.tool.spec.policy === 'never') {
-      throw missingTasksCapability(
-        this.call.handleAfterMs !== undefined
-          ? `${what} needs a client with task support; this caller follows the work through a handle and cannot answer`
-          : `${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`,
-      );
+    // A handle caller can be asked too: on its call's stream, through the status tool, or on the answer page.
+    if ((!this.call.tasksDeclared && this.call.handleAfterMs === undefined) || this.tool.spec.policy === 'never') {
+      throw missingTasksCapability(`${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`);
     }
     this.promoteRequested.resolve();
     await this.persist();
@@ -399,9 +397,13 @@ export class Execution implements TaskContext {
   private checkCapability(request: InputRequest): void {
     const caps = this.call.clientCapabilities as Record<string, unknown>;
     const need = inputKind(request);
+    // An operator answers on the dashboard: the client needs no capability for it.
+    if (answeredByOf(request) === 'operator') return;
     // Capabilities this wire cannot tell (2025-11-25 over stateless HTTP): a client that cannot answer says so.
     const known = this.call.capabilitiesKnown ?? this.call.origin !== 'legacy';
     if (!known) return;
+    // A form question to a handle caller can always reach a person: the answer page, the status tool, a later call.
+    if ((!this.call.tasksDeclared || this.call.origin === 'handle') && need === 'elicitation' && (request.params as { mode?: string } | undefined)?.mode !== 'url') return;
     const declared = caps[need] as Record<string, unknown> | undefined;
     if (!declared) {
       throw new TaskProtocolError(
@@ -483,7 +485,10 @@ export class Execution implements TaskContext {
 
   async elicit(message: string, requestedSchema: JsonObject, options: ElicitOptions = {}): Promise<ElicitResult> {
     const key = options.key ?? `input-${++this.inputSeq}`;
-    const r = await this.input({ [key]: { method: 'elicitation/create', params: { mode: 'form', message, requestedSchema } } }, options);
+    const by = options.answeredBy ?? 'person';
+    if (by !== 'person' && by !== 'any' && by !== 'operator') throw new TypeError(`ctx.elicit: answeredBy must be 'person', 'any' or 'operator', got ${String(by)}`);
+    const params = { mode: 'form', message, requestedSchema, ...(by !== 'person' ? { _meta: { [ANSWERED_BY_META]: by } } : {}) };
+    const r = await this.input({ [key]: { method: 'elicitation/create', params } }, options);
     return r[key] as unknown as ElicitResult;
   }
 

@@ -379,10 +379,11 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     if (!tool) throw new TaskProtocolError(ErrorCode.InvalidParams, `Tool ${name} not found`);
     if (this.stopping) throw new TaskProtocolError(ErrorCode.InternalError, 'The server is shutting down; retry on another replica or later');
     const policy = tool.spec.policy ?? 'auto';
-    if (policy === 'always' && !cc.tasksDeclared) throw missingTasksCapability();
+    // An `always` tool runs as a task: a caller that cannot receive one follows it through a handle when handles are on.
+    if (policy === 'always' && !cc.tasksDeclared && cc.handleAfterMs === undefined) throw missingTasksCapability();
     const asTask = cc.tasksDeclared && policy !== 'never';
     // A caller that cannot receive a task may still follow one through a handle (plain tools).
-    const asHandle = !asTask && cc.handleAfterMs !== undefined && policy === 'auto';
+    const asHandle = !asTask && cc.handleAfterMs !== undefined && policy !== 'never';
     const key = asTask || asHandle ? cc.idempotencyKey : undefined;
     if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 255)) {
       throw new TaskProtocolError(ErrorCode.InvalidParams, 'The idempotency key must be a non-empty string of at most 255 characters');
@@ -402,7 +403,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       else this.queue.release(exec.slot);
       return this.taskOutcome(p.record);
     }
-    if (asHandle && (key !== undefined || busy)) {
+    if (asHandle && (key !== undefined || busy || policy === 'always')) {
       // Keyed: persisted first, so a retry after a lost answer finds this task instead of starting the work again.
       const p = await this.persistOrThrow(exec);
       if (!p.created) {
@@ -621,6 +622,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
    */
   async answerFromClient(taskId: unknown, principal: string, key: string, answer: { result: unknown } | { error: JsonRpcErrorObject }): Promise<boolean> {
     const rec = await this.lookup(taskId, principal);
+    // A handle caller's client that cannot take this kind of request says so: the question stays open for the page.
+    if ('error' in answer && rec.origin === 'handle') return false;
     if (!rec.inputRequests[key]) {
       if (rec.inputResponses[key]?.timedOut) throw inputTimedOut(key, rec.inputResponses[key]!.answeredAt);
       return false;

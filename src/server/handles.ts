@@ -5,6 +5,10 @@
  * same principal binding as every other wire.
  */
 import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META, answeredByOf, declaresTasks } from '../protocol/index.js';
+import { checkContent } from '../ops/answer-form.js';
+import type { LegacyTasks } from './legacy.js';
+import { declaredInputKinds, offerableQuestions, recordRetryAnswers, relayQuestionsOnStream, untilEndOrQuestion } from './questions.js';
 import * as z from 'zod';
 import { TaskProtocolError, isTerminal, type JsonObject } from '../protocol/index.js';
 import type { TaskRuntime } from '../runtime/runtime.js';
@@ -16,6 +20,9 @@ export interface HandleOptions {
   statusTool?: string;
   /** Name of the cancel tool. Default `outlast_task_cancel`. */
   cancelTool?: string;
+  /** Name of the tool that passes on an answer the user gave in the chat (questions asked with answeredBy 'any').
+   *  Default `outlast_task_answer`. */
+  answerTool?: string;
   /** An `auto` call from a client without task support that runs longer than this is answered with a handle, ms.
    *  Default 20 000: well below the ~60 s after which many hosts give up on a tool call. */
   afterMs?: number;
@@ -33,13 +40,14 @@ export function resolveHandleOptions(h: boolean | HandleOptions | undefined): Re
   const r: ResolvedHandleOptions = {
     statusTool: o.statusTool ?? 'outlast_task_status',
     cancelTool: o.cancelTool ?? 'outlast_task_cancel',
+    answerTool: o.answerTool ?? 'outlast_task_answer',
     afterMs: o.afterMs ?? 20_000,
     maxWaitSeconds: o.maxWaitSeconds ?? 25,
   };
-  for (const name of [r.statusTool, r.cancelTool]) {
+  for (const name of [r.statusTool, r.cancelTool, r.answerTool]) {
     if (!TOOL_NAME.test(name)) throw new RangeError(`handles: tool name "${name}" must be 1-64 letters, digits, "_" or "-"`);
   }
-  if (r.statusTool === r.cancelTool) throw new RangeError('handles: the status and cancel tools need different names');
+  if (new Set([r.statusTool, r.cancelTool, r.answerTool]).size !== 3) throw new RangeError('handles: the status, cancel and answer tools need different names');
   if (!Number.isInteger(r.afterMs) || r.afterMs < 0) throw new RangeError(`handles.afterMs must be a non-negative integer, got ${r.afterMs}`);
   if (!(r.maxWaitSeconds > 0 && r.maxWaitSeconds <= 55)) throw new RangeError(`handles.maxWaitSeconds must be above 0 and at most 55, got ${r.maxWaitSeconds}`);
   return r;
@@ -48,7 +56,10 @@ export function resolveHandleOptions(h: boolean | HandleOptions | undefined): Re
 /** What the handle tools need from the server glue. */
 export interface HandleHost {
   readonly runtime: TaskRuntime;
+  readonly legacy: LegacyTasks;
   principal(ctx: ServerContext): string;
+  /** Answer-page links of the task's open form questions (none when answer pages are off). */
+  answerLinks(record: TaskRecord): Array<{ key: string; message: string; url: string }>;
 }
 
 // Built once: schemas are compiled when first used, and a fresh schema per request would be compiled again.
@@ -57,6 +68,11 @@ const statusSchema = {
   waitSeconds: z.number().min(0).max(55).optional().describe('Longest to wait for the task to finish before answering with progress'),
 };
 const cancelSchema = { taskId: z.string().min(1).max(200).describe('The taskId from the handle') };
+const answerSchema = {
+  taskId: z.string().min(1).max(200).describe('The taskId from the handle'),
+  key: z.string().min(1).max(255).describe('The key of the question, from the status result (questions[].key)'),
+  content: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).describe('The answer, one value per field of the question'),
+};
 
 function text(t: string, isError = false): CallToolResult {
   return isError ? { content: [{ type: 'text', text: t }], isError: true } : { content: [{ type: 'text', text: t }] };
@@ -74,14 +90,14 @@ export class HandleTools {
 
   /** Whether `name` is one of the handle tools. */
   owns(name: string): boolean {
-    return name === this.options.statusTool || name === this.options.cancelTool;
+    return name === this.options.statusTool || name === this.options.cancelTool || name === this.options.answerTool;
   }
 
   /** Adds the status and cancel tools to one McpServer (after the application's own tools, so a clash is seen). */
-  register(mcp: McpServer): void {
-    const { statusTool, cancelTool, maxWaitSeconds } = this.options;
+  register(mcp: McpServer, era: 'modern' | 'legacy' = 'modern'): void {
+    const { statusTool, cancelTool, answerTool, maxWaitSeconds } = this.options;
     const existing = (mcp as unknown as { _registeredTools: Record<string, unknown> })._registeredTools;
-    for (const name of [statusTool, cancelTool]) {
+    for (const name of [statusTool, cancelTool, answerTool]) {
       if (existing[name]) throw new Error(`The handle tool name "${name}" is taken by a tool of this server; choose another with handles.statusTool / handles.cancelTool`);
     }
     mcp.registerTool(
@@ -95,7 +111,7 @@ export class HandleTools {
         inputSchema: statusSchema,
         annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
       },
-      (args, ctx) => this.status(args.taskId, args.waitSeconds, ctx),
+      ((args: { taskId: string; waitSeconds?: number | undefined }, ctx: ServerContext) => this.status(args.taskId, args.waitSeconds, ctx, mcp, era)) as never,
     );
     mcp.registerTool(
       cancelTool,
@@ -107,6 +123,48 @@ export class HandleTools {
       },
       (args, ctx) => this.cancel(args.taskId, ctx),
     );
+    mcp.registerTool(
+      answerTool,
+      {
+        title: 'Answer a background task\'s question',
+        description:
+          `Passes on the user's answer to a question a background task asked, when ${statusTool} says this question may be answered by you. ` +
+          'Only with what the user actually said; never invent an answer.',
+        inputSchema: answerSchema,
+        annotations: { idempotentHint: false, openWorldHint: false },
+      },
+      (args, ctx) => this.answer(args.taskId, args.key, args.content, ctx),
+    );
+  }
+
+  /** The model passes on an answer the user gave in the chat: only for questions asked with answeredBy 'any'. */
+  private async answer(taskId: string, key: string, content: JsonObject, ctx: ServerContext): Promise<CallToolResult> {
+    const principal = this.host.principal(ctx);
+    const read = await this.read(taskId, principal);
+    if ('answer' in read) return read.answer;
+    const r = read.record;
+    const pending = r.inputRequests[key];
+    if (!pending) {
+      const open = Object.keys(r.inputRequests);
+      return text(`Task ${r.taskId} has no open question "${key}"${open.length ? `; its open questions: ${open.join(', ')}` : ' (nothing is waiting for an answer)'}.`, true);
+    }
+    const by = answeredByOf(pending.request);
+    if (by === 'person') {
+      const link = this.host.answerLinks(r).find((l) => l.key === key);
+      return text(`This question must be answered by the user themself, not passed on by you${link ? `: show this link to the user, who answers there: ${link.url}` : `; their client asks them on the next ${this.options.statusTool} call`}.`, true);
+    }
+    if (by === 'operator') return text(`This question is answered by an operator on the server's dashboard; call ${this.options.statusTool} to wait for it.`, true);
+    const schema = ((pending.request.params as JsonObject | undefined)?.requestedSchema ?? {}) as JsonObject;
+    const checked = checkContent(schema, content);
+    if ('errors' in checked) return text(`The answer does not fit the question: ${Object.entries(checked.errors).map(([f, e]) => `${f} ${e}`).join('; ')}. Nothing was recorded.`, true);
+    try {
+      await this.host.runtime.answerFromClient(r.taskId, principal, key, { result: { action: 'accept', content: checked.content } });
+    } catch (e) {
+      if (e instanceof TaskProtocolError) return text(`The answer was not recorded: ${e.message}`, true);
+      throw e;
+    }
+    this.host.runtime.log.info('answer passed on by the model', { taskId: r.taskId, key });
+    return text(`Answer recorded for "${key}". Call ${this.options.statusTool} with {"taskId": "${r.taskId}"} to follow the task.`);
   }
 
   /** The answer to a call that became a task for a caller who cannot receive one. */
@@ -116,7 +174,7 @@ export class HandleTools {
     const state = queued ? 'is waiting for a free slot on the server' : 'is still running';
     const summary = this.summary(record);
     return {
-      content: [{ type: 'text', text: `"${record.tool}" ${state}; it continues in the background as task ${record.taskId}. It has run for ${duration(summary.runningForSeconds * 1000)} since the call started. ${summary.instructions}` }],
+      content: [{ type: 'text', text: `"${record.tool}" ${state}; it continues in the background as task ${record.taskId}. It has run for ${duration(summary.runningForSeconds * 1000)} since the call started.${this.waitingText(record)} ${summary.instructions}` }],
       structuredContent: summary,
     };
   }
@@ -130,8 +188,31 @@ export class HandleTools {
     );
   }
 
+  /** What a waiting task asks, and how its person can answer (the link to show them, or why there is none). */
+  private waitingText(r: TaskRecord): string {
+    if (r.status !== 'input_required') return '';
+    const links = this.host.answerLinks(r);
+    const parts = Object.entries(r.inputRequests).map(([key, p]) => {
+      const link = links.find((l) => l.key === key);
+      const what = String(p.request.params?.message ?? p.request.method);
+      const by = answeredByOf(p.request);
+      if (by === 'operator') return `"${what}": an operator answers it on the server's dashboard; keep following the task`;
+      const passOn = by === 'any' ? `; if the user already gave the answer in the chat, pass it on with ${this.options.answerTool} {"taskId": "${r.taskId}", "key": "${key}", "content": {…}}` : '';
+      if (link) return `"${what}" (key "${key}"): show this link to the user, who answers there: ${link.url}${passOn}`;
+      if (passOn) return `"${what}" (key "${key}"): ask the user${passOn}`;
+      if (p.request.method !== 'elicitation/create') return `"${what}" (${p.request.method}): this kind of request has no answer page; only a client that declared ${p.request.method === 'roots/list' ? 'roots' : 'sampling'} can answer it`;
+      return `"${what}": the user's client is asked on the next ${this.options.statusTool} call, if it can show questions`;
+    });
+    return ` It is waiting for the user to answer: ${parts.join('; ')}.`;
+  }
+
   private summary(r: TaskRecord): JsonObject & { runningForSeconds: number; instructions: string } {
+    const links = r.status === 'input_required' ? this.host.answerLinks(r) : [];
     return {
+      ...(r.status === 'input_required'
+        ? { questions: Object.entries(r.inputRequests).map(([key, p]) => ({ key, method: p.request.method, message: String(p.request.params?.message ?? ''), answeredBy: answeredByOf(p.request), deadline: isoOf(p.deadline) })) }
+        : {}),
+      ...(links.length ? { answerLinks: links, showToUser: `Show this link to the user so they can answer: ${links.map((l) => l.url).join(' ')}` } : {}),
       taskId: r.taskId,
       tool: r.tool,
       status: r.status,
@@ -180,23 +261,34 @@ export class HandleTools {
     return { answer: this.outcome(read.record) };
   }
 
-  private async status(taskId: string, waitSeconds: number | undefined, ctx: ServerContext): Promise<CallToolResult> {
+  private async status(taskId: string, waitSeconds: number | undefined, ctx: ServerContext, mcp: McpServer, era: 'modern' | 'legacy'): Promise<CallToolResult | JsonObject> {
     const principal = this.host.principal(ctx);
+    const caps = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META] as JsonObject | undefined;
+    // 2026-07-28 without Tasks: questions go out as MRTR input_required, and a retry carries their answers.
+    const kinds = era === 'modern' && !declaresTasks(caps ?? {}) ? declaredInputKinds(caps) : new Set<string>();
+    const lookedUp = await this.read(taskId, principal);
+    if ('record' in lookedUp && kinds.size > 0) {
+      const refused = await recordRetryAnswers(this.host.runtime, lookedUp.record.taskId, principal, ctx.mcpReq.inputResponses as Record<string, unknown> | undefined);
+      if (refused) return text(`${refused}. Call ${this.options.statusTool} with {"taskId": "${lookedUp.record.taskId}"} to be asked again.`, true);
+    }
     const first = await this.current(taskId, principal);
     if ('answer' in first) return first.answer;
     const waitMs = Math.min(waitSeconds ?? this.options.maxWaitSeconds, this.options.maxWaitSeconds) * 1000;
     const stopProgress = this.progress(taskId, principal, ctx);
+    const stopRelay = era === 'legacy' ? relayQuestionsOnStream(this.host.runtime, this.host.legacy, mcp, ctx, first.record.taskId, principal) : () => {};
     try {
-      await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal);
+      if (kinds.size > 0) {
+        const seen = await untilEndOrQuestion(this.host.runtime, first.record.taskId, principal, waitMs, ctx.mcpReq.signal, (v) => offerableQuestions(v, kinds));
+        if (seen && 'questions' in seen) return { resultType: 'input_required', inputRequests: seen.questions } as JsonObject;
+      } else await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal);
     } finally {
+      stopRelay();
       stopProgress();
     }
     const later = await this.current(taskId, principal);
     if ('answer' in later) return later.answer;
     const now = later.record;
-    const waiting = now.status === 'input_required'
-      ? ` It is waiting for input that only a client with task support can give (${Object.values(now.inputRequests).map((p) => String(p.request.params?.message ?? p.request.method)).join('; ')}).`
-      : '';
+    const waiting = this.waitingText(now);
     const summary = this.summary(now);
     return {
       content: [

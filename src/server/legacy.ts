@@ -46,8 +46,10 @@ const passThrough: StandardSchemaV1<Record<string, unknown>> = {
 };
 const PARAMS = { params: passThrough };
 
-export function taskSupportOf(policy: PromotionPolicy | undefined): TaskSupport {
-  return policy === 'always' ? 'required' : policy === 'never' ? 'forbidden' : 'optional';
+/** With handles on, an `always` tool is listed `optional`: a client without tasks (SDK v1 refuses to call a
+ *  `required` tool itself) calls it plainly and follows it through a handle. */
+export function taskSupportOf(policy: PromotionPolicy | undefined, handles = false): TaskSupport {
+  return policy === 'always' ? (handles ? 'optional' : 'required') : policy === 'never' ? 'forbidden' : 'optional';
 }
 
 /** A stored task as the 2025-11-25 wire shows it. */
@@ -117,10 +119,10 @@ export class LegacyTasks {
   }
 
   /** The capability, each Outlast tool's taskSupport, and the four tasks/* methods, on one legacy-era McpServer. */
-  attach(mcp: McpServer, tools: Iterable<{ name: string; policy: PromotionPolicy | undefined; registered: { execution?: unknown } }>): void {
+  attach(mcp: McpServer, tools: Iterable<{ name: string; policy: PromotionPolicy | undefined; registered: { execution?: unknown } }>, handles = false): void {
     mcp.server.registerCapabilities({ tasks: LEGACY_TASKS_CAPABILITY } as never);
     // registerTool drops config.execution (legacy.md §3): set it on the registered tool, which tools/list reads.
-    for (const t of tools) t.registered.execution = { taskSupport: taskSupportOf(t.policy) };
+    for (const t of tools) t.registered.execution = { taskSupport: taskSupportOf(t.policy, handles) };
     const method = (name: string, run: (p: Record<string, unknown>, ctx: ServerContext) => Promise<JsonObject>) =>
       mcp.server.setRequestHandler(name, PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
         try {
@@ -201,7 +203,7 @@ export class LegacyTasks {
    * on this tasks/result stream with an id that names the task and key, and the answer comes back as a POST that
    * any replica takes (answerPostedResponse). On a session (stdio) the SDK carries the request and its answer.
    */
-  private ask(mcp: McpServer, ctx: ServerContext, taskId: string, principal: string, key: string, request: InputRequest, deadline: number): void {
+  ask(mcp: McpServer, ctx: ServerContext, taskId: string, principal: string, key: string, request: InputRequest, deadline: number): void {
     const params = { ...(request.params ?? {}), _meta: { ...((request.params?._meta as JsonObject | undefined) ?? {}), [RELATED_TASK_META]: { taskId } } };
     const runtime = this.host.runtime;
     const record = (answer: { result: unknown } | { error: JsonRpcErrorObject }) =>

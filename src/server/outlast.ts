@@ -13,12 +13,16 @@ import {
   TASKS_EXTENSION,
   TaskProtocolError,
   declaresTasks,
+  isTerminal,
   missingTasksCapability,
   type InputRequests,
   type JsonObject,
 } from '../protocol/index.js';
 import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
 import { TASK_METHODS } from './task-methods.js';
+import { AnswerLinks, type AnswerLink } from './answers/index.js';
+import type { TaskRecord } from '../store/types.js';
+import { declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
 import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
@@ -63,6 +67,9 @@ export interface OutlastOptions extends RuntimeOptions {
   /** Durable work for clients with no task support, through plain tools (a handle, a status tool, a cancel tool).
    *  Off by default; `true` for the defaults (see HandleOptions). */
   handles?: boolean | HandleOptions;
+  /** Answer pages for questions of handle callers: links on `publicUrl` (`/answer/…`), served by the HTTP front.
+   *  Needs `handles`. */
+  answerPages?: { publicUrl: string };
   /** The 2025-11-25 Tasks wire (served on the SDK's legacy era). */
   legacy?: LegacyOptions;
   /** Push destinations a caller may name in `_meta["outlast/push"]` (configured by the operator; delivered by the
@@ -124,6 +131,8 @@ export class Outlast {
   /** The plain tools that follow a task for clients without task support (when `handles` is on). */
   readonly handles: HandleTools | undefined;
   readonly legacy: LegacyTasks;
+  /** Answer-page links (when `answerPages` is set and handles are on). */
+  readonly answers: AnswerLinks | undefined;
   private readonly tools = new Map<string, DefinedTool>();
   private readonly principalOf: (a: AuthInfo | undefined) => string;
   private readonly pushDestinations: Set<string>;
@@ -135,13 +144,19 @@ export class Outlast {
 
   constructor(options: OutlastOptions) {
     checkSdkPeer();
-    const { principalOf, handles, legacy, pushDestinations, ...runtimeOptions } = options;
+    const { principalOf, handles, legacy, pushDestinations, answerPages, ...runtimeOptions } = options;
     this.pushDestinations = new Set(pushDestinations ?? []);
     this.runtime = new TaskRuntime(runtimeOptions);
     this.principalOf = principalOf ?? defaultPrincipalOf;
     const handleOptions = resolveHandleOptions(handles);
     this.handles = handleOptions ? new HandleTools(this, handleOptions) : undefined;
     this.legacy = new LegacyTasks(this, legacy);
+    this.answers = answerPages && this.handles ? new AnswerLinks(answerPages.publicUrl) : undefined;
+  }
+
+  /** The links of a task's open form questions (answer pages on), for handle and status texts. */
+  answerLinks(record: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>): AnswerLink[] {
+    return this.answers?.linksOf(record) ?? [];
   }
 
   /** Defines a tool that may outlast its request. Register it once; `attach` adds it to every McpServer. */
@@ -167,8 +182,9 @@ export class Outlast {
   }
 
   /** Starts the runtime (store, recovery, sweeper). Idempotent. */
-  start(): Promise<void> {
-    return this.runtime.start();
+  async start(): Promise<void> {
+    await this.runtime.start();
+    await this.answers?.load((n) => this.runtime.sharedSecret(n));
   }
   stop(drainMs?: number): Promise<void> {
     return this.runtime.stop(drainMs);
@@ -250,8 +266,8 @@ export class Outlast {
       const r = mcp.registerTool(t.name, t.registration as never, unreachable);
       registered.push({ name: t.name, policy: t.config.policy, registered: r as unknown as { execution?: unknown } });
     }
-    this.handles?.register(mcp);
-    if (era === 'legacy') this.legacy.attach(mcp, registered);
+    this.handles?.register(mcp, era);
+    if (era === 'legacy') this.legacy.attach(mcp, registered, this.handles !== undefined);
     if (this.tools.size === 0) return this.attachTaskMethods(mcp, era);
     const server = mcp.server as unknown as ServerInternals;
     const inner = server._requestHandlers.get('tools/call');
@@ -297,6 +313,23 @@ export class Outlast {
     return mcp;
   }
 
+  /** An MRTR retry of an inline call that became a task: its answers are recorded, then the call follows the task
+   *  for the handle budget (its result, its next question, or a handle). */
+  private async followInline(taskId: string, mrtr: { kinds: Set<string>; secret: string; principal: string }, ctx: ServerContext): Promise<unknown> {
+    const handles = this.handles!;
+    try {
+      const refused = await recordRetryAnswers(this.runtime, taskId, mrtr.principal, ctx.mcpReq.inputResponses as Record<string, unknown> | undefined);
+      if (refused) return { content: [{ type: 'text', text: `${refused}. Call ${handles.options.statusTool} with {"taskId": "${taskId}"} to be asked again.` }], isError: true };
+      const seen = await untilEndOrQuestion(this.runtime, taskId, mrtr.principal, handles.options.afterMs, ctx.mcpReq.signal, (v) => offerableQuestions(v, mrtr.kinds));
+      if (seen && 'questions' in seen) return { resultType: 'input_required', inputRequests: seen.questions, requestState: sealTaskState(mrtr.secret, taskId, mrtr.principal) };
+      const record = await this.runtime.lookup(taskId, mrtr.principal);
+      if (isTerminal(record.status)) this.runtime.noteRetrieved(record);
+      return handles.handleResult(record);
+    } catch (e) {
+      throw toProtocolError(e);
+    }
+  }
+
   private async toolsCall(mcp: McpServer, req: { params?: Record<string, unknown> }, ctx: ServerContext, era: 'modern' | 'legacy'): Promise<unknown> {
     const name = req.params!.name as string;
     const internals = mcp as unknown as McpServerInternals;
@@ -313,7 +346,7 @@ export class Outlast {
       if (legacyTask !== undefined && policy === 'never') {
         throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" cannot run as a task (its execution.taskSupport is "forbidden"); call it without params.task`);
       }
-      if (legacyTask === undefined && policy === 'always') {
+      if (legacyTask === undefined && policy === 'always' && !this.handles) {
         throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task (its execution.taskSupport is "required"); call it with params.task`);
       }
       const taskRequested = legacyTask === undefined ? undefined : (() => {
@@ -325,11 +358,12 @@ export class Outlast {
       })();
       // Stateless HTTP never sees the capabilities declared at initialize; a session (stdio) knows them.
       const sessionCaps = ctx.http ? undefined : (mcp.server.getClientCapabilities() as JsonObject | undefined);
-      wire = { tasksDeclared: taskRequested !== undefined, taskRequested, origin: 'legacy', capabilitiesKnown: sessionCaps !== undefined };
+      const origin = taskRequested === undefined && this.handles && policy !== 'never' ? 'handle' : 'legacy';
+      wire = { tasksDeclared: taskRequested !== undefined, taskRequested, origin, capabilitiesKnown: sessionCaps !== undefined };
       if (sessionCaps) Object.assign(clientCapabilities, sessionCaps);
     } else {
       const tasksDeclared = declaresTasks(clientCapabilities);
-      if (policy === 'always' && !tasksDeclared) throw toProtocolError(missingTasksCapability());
+      if (policy === 'always' && !tasksDeclared && !this.handles) throw toProtocolError(missingTasksCapability());
       wire = { tasksDeclared, origin: 'extension' };
     }
 
@@ -339,6 +373,17 @@ export class Outlast {
     } catch (e) {
       // As McpServer does: invalid arguments are a tool error the model can correct.
       return { content: [{ type: 'text', text: e instanceof Error ? e.message : String(e) }], isError: true } satisfies CallToolResult;
+    }
+
+    // 2026-07-28 without Tasks, elicitation declared: a question asked while inline goes out as MRTR input_required.
+    let mrtr: { kinds: Set<string>; secret: string; principal: string } | undefined;
+    if (era === 'modern' && !wire.tasksDeclared && this.handles && !def.preflight && policy !== 'never') {
+      const kinds = declaredInputKinds(clientCapabilities);
+      if (kinds.size > 0) {
+        mrtr = { kinds, secret: await this.runtime.sharedSecret('outlast-handle-state'), principal: this.principal(ctx) };
+        const resumed = openTaskState(mrtr.secret, ctx.mcpReq.requestState(), mrtr.principal);
+        if (resumed) return this.followInline(resumed, mrtr, ctx);
+      }
     }
 
     let preflight: JsonObject | undefined;
@@ -367,8 +412,21 @@ export class Outlast {
     }
     let outcome: CallOutcome;
     const started = performance.now();
+    // A handle caller on 2025-11-25 hears the task's questions on this call's own stream while it waits inline.
+    let stopRelay = () => {};
+    const asked = new AbortController();
+    let resolveAsked!: (q: { taskId: string; questions: InputRequests }) => void;
+    const question = new Promise<{ taskId: string; questions: InputRequests }>((r) => (resolveAsked = r));
+    const relay = era === 'legacy' && !wire.tasksDeclared && this.handles
+      ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal))
+      : mrtr
+        ? (record: { taskId: string; principal: string }) =>
+            void untilEndOrQuestion(this.runtime, record.taskId, record.principal, 86_400_000, asked.signal, (v) => offerableQuestions(v, mrtr!.kinds)).then((seen) =>
+              seen && 'questions' in seen ? resolveAsked({ taskId: record.taskId, questions: seen.questions as InputRequests }) : undefined)
+        : undefined;
     try {
-      outcome = await this.runtime.call(name, args, {
+      const running = this.runtime.call(name, args, {
+        onTask: relay,
         ...wire,
         principal: this.principal(ctx),
         clientCapabilities,
@@ -379,8 +437,18 @@ export class Outlast {
         preflight,
         traceContext: requestTraceContext(meta.traceparent !== undefined ? meta : ctxMeta),
       });
+      const first = await Promise.race([running.then((o) => ({ o })), question.then((q) => ({ q }))]);
+      if ('q' in first) {
+        // The run goes on as a task; the retry (with the answers) follows it by the sealed requestState.
+        running.catch(() => undefined);
+        return { resultType: 'input_required', inputRequests: first.q.questions, requestState: sealTaskState(mrtr!.secret, first.q.taskId, mrtr!.principal) };
+      }
+      outcome = first.o;
     } catch (e) {
       throw toProtocolError(e);
+    } finally {
+      stopRelay();
+      asked.abort();
     }
     // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).
     if (typeof push === 'string' && outcome.kind !== 'result') await this.runtime.store.ops.subscribe(outcome.record.taskId, push, this.runtime.store.now());

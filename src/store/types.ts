@@ -457,7 +457,7 @@ export interface TaskEvent {
   detail: string | null;
 }
 
-export type AlertKind = 'failed-unread' | 'input-stale' | 'replica-lost' | 'expired-unfinished' | 'task-status';
+export type AlertKind = 'failed-unread' | 'input-stale' | 'input-requested' | 'replica-lost' | 'expired-unfinished' | 'task-status';
 export type AlertState = 'pending' | 'delivered' | 'failed';
 
 /** A durable alert (an outbox row): written with the change that caused it, delivered at least once by any replica. */

@@ -6,7 +6,7 @@
  */
 import { metrics } from '@opentelemetry/api';
 import type { Logger } from '../../runtime/types.js';
-import type { AlertRecord, TaskStore } from '../../store/types.js';
+import type { AlertRecord, NewAlert, TaskStore, WaitingTask } from '../../store/types.js';
 import { webhookHeaders, webhookKey } from '../../protocol/webhook.js';
 import { newAlertId } from '../../store/ops-rows.js';
 
@@ -38,11 +38,15 @@ export interface AlertOptions {
   timeoutMs?: number;
   /** A link to the dashboard in each alert (e.g. https://ops.example/dashboard). */
   dashboardUrl?: string;
+  /** The answer-page link of a waiting question, when answer pages are on: carried by input.requested and
+   *  input-stale alerts so a chat or pager integration can forward it. */
+  answerLinkOf?: (task: WaitingTask, key: string) => string | undefined;
 }
 
 const TYPES: Record<AlertRecord['kind'], string> = {
   'failed-unread': 'outlast.task.failed_unread',
   'input-stale': 'outlast.task.input_stale',
+  'input-requested': 'outlast.input.requested',
   'replica-lost': 'outlast.replica.lost',
   'expired-unfinished': 'outlast.task.expired_unfinished',
   'task-status': 'outlast.task.status',
@@ -65,6 +69,8 @@ export class AlertService {
   private running: Promise<void> | undefined;
   private stopped = false;
   private readonly inFlight = new Set<AbortController>();
+  /** input.requested alerts this process already wrote (or found written): not inserted again every scan. */
+  private readonly requested = new Set<string>();
 
   constructor(options: AlertOptions) {
     this.o = { unreadAfterMs: 15 * 60_000, inputStaleFraction: 0.8, retryBaseMs: 5000, maxAttempts: 12, timeoutMs: 15_000, ...options };
@@ -110,12 +116,34 @@ export class AlertService {
   async scan(now: number): Promise<AlertRecord[]> {
     const { store } = this.o;
     const written = await store.ops.alertUnreadFailures(now - this.o.unreadAfterMs, now, 100);
+    const add = async (alert: NewAlert & { taskId: string; tool: string; principal: string }) => {
+      if (await store.ops.addAlert(alert)) written.push({ ...alert, state: 'pending', attempts: 0, nextAttemptAt: now, claimedBy: null, lastStatus: null, lastError: null, deliveredAt: null });
+    };
     for (const w of await store.ops.waiting(500)) {
       for (const [key, p] of Object.entries(w.inputRequests)) {
         const askedAt = w.inputSince ?? w.createdAt;
-        if (p.deadline <= askedAt || (now - askedAt) / (p.deadline - askedAt) < this.o.inputStaleFraction) continue;
+        const answerUrl = this.o.answerLinkOf?.(w, key);
         const question = String((p.request.params as { message?: unknown } | undefined)?.message ?? p.request.method);
-        const alert = {
+        // Each new question once, whichever replica scans first (the insert dedupes; this process skips known ones).
+        const requestedKey = `input-requested:${w.taskId}:${key}`;
+        if (this.o.webhook && !this.requested.has(requestedKey)) {
+          this.requested.add(requestedKey);
+          if (this.requested.size > 10_000) this.requested.clear();
+          await add({
+            alertId: newAlertId(),
+            dedupeKey: requestedKey,
+            kind: 'input-requested',
+            taskId: w.taskId,
+            tool: w.tool,
+            principal: w.principal,
+            message: `task ${w.taskId} (${w.tool}) asks "${question.slice(0, 200)}"${answerUrl ? `; answer at ${answerUrl}` : ''}`,
+            destination: 'alerts',
+            data: { taskId: w.taskId, tool: w.tool, key, question: question.slice(0, 500), deadline: new Date(p.deadline).toISOString(), ...(answerUrl ? { answerUrl } : {}) },
+            createdAt: now,
+          });
+        }
+        if (p.deadline <= askedAt || (now - askedAt) / (p.deadline - askedAt) < this.o.inputStaleFraction) continue;
+        await add({
           alertId: newAlertId(),
           dedupeKey: `input-stale:${w.taskId}:${key}`,
           kind: 'input-stale' as const,
@@ -124,10 +152,9 @@ export class AlertService {
           principal: w.principal,
           message: `task ${w.taskId} (${w.tool}) has waited ${Math.round((now - askedAt) / 60_000)} min for input "${key}"; its deadline passes in ${Math.max(0, Math.round((p.deadline - now) / 1000))} s`,
           destination: 'alerts',
-          data: { taskId: w.taskId, tool: w.tool, key, question: question.slice(0, 500), deadline: new Date(p.deadline).toISOString() },
+          data: { taskId: w.taskId, tool: w.tool, key, question: question.slice(0, 500), deadline: new Date(p.deadline).toISOString(), ...(answerUrl ? { answerUrl } : {}) },
           createdAt: now,
-        };
-        if (await store.ops.addAlert(alert)) written.push({ ...alert, taskId: w.taskId, tool: w.tool, principal: w.principal, state: 'pending', attempts: 0, nextAttemptAt: now, claimedBy: null, lastStatus: null, lastError: null, deliveredAt: null });
+        });
       }
     }
     for (const a of written) this.o.log.warn(`alert: ${a.message}`, { kind: a.kind, taskId: a.taskId, tool: a.tool, principal: a.principal });

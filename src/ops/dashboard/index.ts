@@ -4,8 +4,9 @@
  * at /dashboard, or served alone by `outlast dashboard --store URL`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isTerminal, type TaskStatus } from '../../protocol/index.js';
-import type { SignalBus } from '../../store/local-bus.js';
+import { answeredByOf, isTerminal, type TaskStatus } from '../../protocol/index.js';
+import { QUEUE_SIGNAL_ID, type SignalBus } from '../../store/local-bus.js';
+import { readForm as readAnswerForm } from '../answer-form.js';
 import type { ListCursor, OpsTaskFilter, TaskStore } from '../../store/types.js';
 import { OperatorAuth, COOKIE, type Operator, type OperatorTokens } from './auth.js';
 import { LIVE_JS, STYLE_CSS } from './assets.js';
@@ -213,6 +214,31 @@ export function createDashboard(o: DashboardOptions): Dashboard {
     return 'cancelled';
   }
 
+  /** An operator answers a question asked with answeredBy 'operator' (checked against its schema; logged by name). */
+  async function answer(res: ServerResponse, op: Operator, taskId: string, form: URLSearchParams, back: string) {
+    const key = form.get('key') ?? '';
+    const l = await o.store.get(taskId);
+    const pending = l.state === 'found' ? l.record.inputRequests[key] : undefined;
+    if (!pending) return send(res, 410, errorPage(base, ctxOf(op), 'Nothing to answer', `Task ${taskId} does not wait for "${key}" (answered, timed out, or ended).`));
+    if (pending.request.method !== 'elicitation/create' || answeredByOf(pending.request) !== 'operator') {
+      return send(res, 403, errorPage(base, ctxOf(op), 'Not for operators', `Question "${key}" is answered by the task's user, not on the dashboard.`));
+    }
+    let response: Record<string, unknown>;
+    if (form.get('action') === 'decline') response = { action: 'decline' };
+    else {
+      const read = readAnswerForm(((pending.request.params ?? {}) as Record<string, unknown>).requestedSchema as never ?? {}, form);
+      if ('errors' in read) return send(res, 400, errorPage(base, ctxOf(op), 'Answer does not fit', Object.entries(read.errors).map(([f, e]) => `${f} ${e}`).join('; ')));
+      response = { action: 'accept', content: read.content };
+    }
+    const { accepted, record } = await o.store.answerInput(taskId, { [key]: response as never }, Date.now());
+    if (accepted.length === 0) return send(res, 410, errorPage(base, ctxOf(op), 'Not recorded', `Question "${key}" was answered or timed out meanwhile.`));
+    o.bus.publish({ taskId, kind: 'input' });
+    o.bus.publish({ taskId, kind: 'changed' });
+    if (record.parkedAt !== null && record.queuedAt !== null && record.queuedAt <= Date.now()) o.bus.publish({ taskId: QUEUE_SIGNAL_ID, kind: 'queue' });
+    log('operator answered a question', { taskId, key, operator: op.name, action: String(response.action) });
+    redirect(res, back);
+  }
+
   async function acknowledge(op: Operator, taskId: string): Promise<boolean> {
     const ok = await o.store.ops.acknowledge(taskId, op.name, Date.now());
     if (ok) {
@@ -285,10 +311,11 @@ export function createDashboard(o: DashboardOptions): Dashboard {
       if (done) log('operator deactivated an event subscription', { subscription: d[1], operator: op.name });
       return redirect(res, `${base}/subscriptions?notice=${encodeURIComponent(done ? `${d[1]} deactivated` : `${d[1]} was not active`)}`);
     }
-    const m = /^\/tasks\/([^/]{1,200})\/(cancel|acknowledge)$/.exec(rest);
+    const m = /^\/tasks\/([^/]{1,200})\/(cancel|acknowledge|answer)$/.exec(rest);
     if (!m) return send(res, 404, errorPage(base, ctxOf(op), 'Not found', 'No such action.'));
     const taskId = decodeURIComponent(m[1]!);
     const back = safeBack(form.get('back'), `${base}/tasks/${encodeURIComponent(taskId)}`);
+    if (m[2] === 'answer') return answer(res, op, taskId, form, back);
     if (m[2] === 'cancel') {
       const reason = (form.get('reason') ?? '').trim();
       if (!reason || reason.length > 500) return send(res, 400, errorPage(base, ctxOf(op), 'Reason needed', 'Say why this task must stop (at most 500 characters).'));

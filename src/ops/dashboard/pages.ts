@@ -2,6 +2,15 @@
 import type { TaskStatus } from '../../protocol/index.js';
 import type { AlertRecord, IdleTask, OpsCounts, OpsTaskDetail, OpsTaskFilter, OpsTaskRow, ReplicaInfo, StepRecord, TaskEvent, ToolStats, WaitingTask } from '../../store/types.js';
 import { Html, html } from './html.js';
+import { answeredByOf } from '../../protocol/index.js';
+import { renderFields } from '../answer-form.js';
+
+/** A question asked with answeredBy 'operator': the form an operator who may act answers it with. */
+function operatorAnswerForm(ctx: PageContext, back: string, key: string, request: { method: string; params?: Record<string, unknown> | undefined }): Html | string {
+  if (request.method !== 'elicitation/create' || answeredByOf(request) !== 'operator' || ctx.operator.role !== 'act') return '';
+  const schema = (request.params?.requestedSchema ?? {}) as Record<string, unknown>;
+  return html`<form method="post" action="${back}/answer" data-testid="operator-answer">${csrfField(ctx)}<input type="hidden" name="key" value="${key}">${new Html(renderFields(schema as never))}<button data-action="answer" name="action" value="accept">Answer as ${ctx.operator.name}</button> <button name="action" value="decline" formnovalidate>Decline</button></form>`;
+}
 import type { Operator } from './auth.js';
 
 export const STATUSES: TaskStatus[] = ['working', 'input_required', 'completed', 'failed', 'cancelled'];
@@ -245,7 +254,7 @@ ${unfinished && !t.cancelRequestedAt ? html`<form method="post" action="${back}/
 ${t.status === 'failed' && !t.acknowledgedAt ? ackForm(ctx, t.taskId, back) : ''}
 </section>` : ''}
 ${Object.keys(t.inputRequests).length ? html`<section><h2>Pending input</h2><table><thead><tr><th>Key</th><th>Kind</th><th>Question</th><th>Deadline</th></tr></thead><tbody>
-${Object.entries(t.inputRequests).map(([k, p]) => html`<tr><td>${k}</td><td>${p.request.method}</td><td class="msg">${String((p.request.params as { message?: unknown } | undefined)?.message ?? '')}</td><td>${iso(p.deadline)} (${p.deadline > ctx.now ? `${ago(p.deadline - ctx.now)} left` : 'passed'})</td></tr>`)}
+${Object.entries(t.inputRequests).map(([k, p]) => html`<tr><td>${k}</td><td>${p.request.method}</td><td class="msg">${String((p.request.params as { message?: unknown } | undefined)?.message ?? '')}${operatorAnswerForm(ctx, back, k, p.request)}</td><td>${iso(p.deadline)} (${p.deadline > ctx.now ? `${ago(p.deadline - ctx.now)} left` : 'passed'})</td></tr>`)}
 </tbody></table></section>` : ''}
 ${Object.keys(t.inputResponses).length ? html`<section><h2>Answered input</h2><p>${Object.entries(t.inputResponses).map(([k, a]) => html`<span class="note">${k} at ${iso(a.answeredAt)}</span> `)}</p></section>` : ''}
 ${stepsSection(more.steps)}

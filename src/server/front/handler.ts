@@ -29,6 +29,7 @@ import { createOAuthResourceServer, type OAuthFrontOptions } from '../oauth/inde
 import { jsonRpcError, retryAfter } from './answers.js';
 import { serveTaskListen, type ListenRequest, type ListenStream } from './listen.js';
 import { EVENT_METHODS, createEventsWire, type EventsWireOptions } from '../events/index.js';
+import { ANSWER_PATH, createAnswerPage } from '../answers/index.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -209,6 +210,20 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     return { token: m![1]!.trim(), clientId: principal, scopes: [], extra: { principal } };
   }
 
+  // Answer pages: a request that carries credentials must be the task's principal; one without is answered on the link.
+  const answerPage = outlast.answers
+    ? createAnswerPage({
+        runtime: outlast.runtime,
+        secret: () => outlast.answers!.key(),
+        secureCookie: outlast.answers.base.startsWith('https:'),
+        principalOf: async (request) => {
+          if (!request.headers.get('authorization')) return undefined;
+          const auth = await authenticate(request, undefined);
+          return auth instanceof Response ? '(refused credentials)' : outlast.principalOfAuth(auth);
+        },
+      })
+    : undefined;
+
   /** The body as JSON, held to the limit whichever way it came. */
   async function parseBody(request: Request, extra: FrontExtra | undefined): Promise<{ parsed: unknown } | Response> {
     const tooLarge = () => jsonRpcError(413, null, ErrorCode.InvalidRequest, `Request body exceeds ${maxBody} bytes; send less (large inputs belong in resources)`);
@@ -245,6 +260,13 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     if (oauth && pathname.startsWith('/.well-known/')) {
       const metadata = oauth.metadata(request);
       if (metadata) return metadata;
+    }
+    if (answerPage && pathname.startsWith(ANSWER_PATH)) {
+      const refusedPage = refusedHost(request);
+      if (refusedPage) return refusedPage;
+      if (extra?.rawBody === 'too-large') return new Response('The answer is too long.\n', { status: 413, headers: { 'content-type': 'text/plain' } });
+      const page = await answerPage(request, extra?.rawBody ?? (typeof extra?.parsedBody === 'string' ? extra.parsedBody : undefined));
+      if (page) return page;
     }
     if (pathname !== path) return new Response(`Not found: the MCP endpoint is ${path}\n`, { status: 404, headers: { 'content-type': 'text/plain' } });
     const refused = refusedHost(request);

@@ -1,0 +1,46 @@
+/**
+ * Answer pages: the fallback that reaches a person in any host. Each outstanding form question of a handle caller's
+ * task gets a signed, single-use link on the server's public URL; the page (createAnswerPage) records the answer.
+ */
+import { answeredByOf } from '../../protocol/index.js';
+import type { TaskRecord } from '../../store/types.js';
+import { ANSWER_PATH, signAnswerToken } from './links.js';
+
+export { createAnswerPage, type AnswerPageOptions } from './page.js';
+export { ANSWER_PATH, openAnswerToken, signAnswerToken, type AnswerLinkClaims } from './links.js';
+
+export interface AnswerLink {
+  key: string;
+  message: string;
+  url: string;
+}
+
+/** Builds the links of a task's open questions on `publicUrl`, with the key shared through the store. */
+export class AnswerLinks {
+  private secret: string | undefined;
+  readonly base: string;
+  constructor(publicUrl: string) {
+    const u = new URL(publicUrl);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new RangeError(`--public-url must be an http(s) URL, got ${publicUrl}`);
+    this.base = u.href.replace(/\/+$/, '');
+  }
+  /** Loads the shared key (call once the store is started). */
+  async load(sharedSecret: (name: string) => Promise<string>): Promise<void> {
+    this.secret ??= await sharedSecret('outlast-answer-links');
+  }
+  key(): string | undefined {
+    return this.secret;
+  }
+  /** One link for each open form question (sampling and roots have no page). */
+  linksOf(r: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>): AnswerLink[] {
+    if (!this.secret) return [];
+    const out: AnswerLink[] = [];
+    for (const [key, pending] of Object.entries(r.inputRequests)) {
+      const params = (pending.request.params ?? {}) as { mode?: string; message?: unknown };
+      if (pending.request.method !== 'elicitation/create' || params.mode === 'url' || answeredByOf(pending.request) === 'operator') continue;
+      const token = signAnswerToken(this.secret, { taskId: r.taskId, key, deadline: pending.deadline, principal: r.principal });
+      out.push({ key, message: String(params.message ?? ''), url: `${this.base}${ANSWER_PATH}${token}` });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,51 @@
+/** Signed answer links: `/answer/<token>` names one task, one input key and its deadline, sealed with a key every
+ *  replica shares through the store (so any replica serves the page). Single use: once answered, the key is no
+ *  longer outstanding and the link is refused. */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+export interface AnswerLinkClaims {
+  taskId: string;
+  key: string;
+  /** The question's deadline, ms since the epoch. */
+  deadline: number;
+  principal: string;
+}
+
+export const ANSWER_PATH = '/answer/';
+
+function mac(secret: string, body: string): Buffer {
+  return createHmac('sha256', secret).update(`outlast-answer-link\n${body}`).digest();
+}
+
+export function signAnswerToken(secret: string, c: AnswerLinkClaims): string {
+  const body = Buffer.from(JSON.stringify({ t: c.taskId, k: c.key, d: c.deadline, p: c.principal })).toString('base64url');
+  return `${body}.${mac(secret, body).toString('base64url')}`;
+}
+
+/** The claims of a token this server signed; undefined for anything else (tampered, truncated, foreign). */
+export function openAnswerToken(secret: string, token: string): AnswerLinkClaims | undefined {
+  if (token.length > 4000) return undefined;
+  const [body, sig, extra] = token.split('.');
+  if (!body || !sig || extra !== undefined) return undefined;
+  const want = mac(secret, body);
+  const got = Buffer.from(sig, 'base64url');
+  if (got.length !== want.length || !timingSafeEqual(got, want)) return undefined;
+  try {
+    const o = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { t?: unknown; k?: unknown; d?: unknown; p?: unknown };
+    if (typeof o.t !== 'string' || typeof o.k !== 'string' || typeof o.d !== 'number' || typeof o.p !== 'string') return undefined;
+    return { taskId: o.t, key: o.k, deadline: o.d, principal: o.p };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The CSRF value a form carries: bound to the browser's cookie and to this link. */
+export function csrfFor(secret: string, cookie: string, token: string): string {
+  return createHmac('sha256', secret).update(`outlast-answer-csrf\n${cookie}\n${token}`).digest('base64url');
+}
+
+export function sameString(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

@@ -1,0 +1,142 @@
+/**
+ * The answer page, a web-standard handler (Request → Response, undefined for paths that are not its own): renders
+ * an outstanding elicitation as a form and records the answer as the task's, with the checks tasks/update makes.
+ * Strict CSP (no script at all), CSRF (a cookie bound to an HMAC field), escaping; readable on a phone.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { TaskProtocolError, answeredByOf, type JsonObject } from '../../protocol/index.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
+import { ANSWER_PATH, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
+import { escapeHtml, readForm, renderFields } from '../../ops/answer-form.js';
+
+export interface AnswerPageOptions {
+  runtime: TaskRuntime;
+  /** The shared link key (see AnswerLinks). */
+  secret: () => string | undefined;
+  /** Who this request is signed in as (bearer, OAuth): a signed-in person must be the task's principal. undefined:
+   *  not signed in, and the link alone answers, unless `requireSignIn`. */
+  principalOf?: (request: Request) => Promise<string | undefined> | string | undefined;
+  /** Refuse requests that are not signed in (a front with OAuth sign-in). */
+  requireSignIn?: boolean;
+  /** Mark the CSRF cookie Secure (the public URL is https). */
+  secureCookie?: boolean;
+  /** Largest form body accepted, bytes. Default 64 KiB. */
+  maxBodyBytes?: number;
+}
+
+const STYLE =
+  'body{font:16px/1.5 system-ui,sans-serif;margin:0;padding:1rem;max-width:36rem;margin-inline:auto;color:#111;background:#fff}' +
+  'h1{font-size:1.25rem}.field{margin:1rem 0}.field label{display:block;font-weight:600}.check label{display:inline;margin-left:.5rem}' +
+  'input[type=text],input[type=email],input[type=url],input[type=number],input[type=date],input[type=datetime-local],select{width:100%;box-sizing:border-box;font-size:1rem;padding:.5rem}' +
+  '.help{margin:.25rem 0;color:#444;font-size:.9rem}.error{color:#a00;margin:.25rem 0}.meta{color:#555;font-size:.9rem}' +
+  'button{font-size:1rem;padding:.6rem 1.2rem;margin:.5rem .5rem 0 0}';
+const STYLE_HASH = createHash('sha256').update(STYLE).digest('base64');
+const CSP = `default-src 'none'; style-src 'sha256-${STYLE_HASH}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
+const COOKIE = 'outlast_answer_csrf';
+
+function page(status: number, title: string, body: string, headers: Record<string, string> = {}): Response {
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
+  return new Response(html, {
+    status,
+    headers: {
+      'content-type': 'text/html; charset=utf-8',
+      'content-security-policy': CSP,
+      'x-content-type-options': 'nosniff',
+      // same-origin, not no-referrer: with no-referrer Chromium posts the form with "Origin: null" (refused by the front).
+      'referrer-policy': 'same-origin',
+      'cache-control': 'no-store',
+      'x-frame-options': 'DENY',
+      ...headers,
+    },
+  });
+}
+
+const notice = (status: number, title: string, text: string) => page(status, title, `<p>${escapeHtml(text)}</p>`);
+
+function cookieOf(request: Request): string | undefined {
+  const header = request.headers.get('cookie') ?? '';
+  for (const part of header.split(';')) {
+    const [k, ...v] = part.trim().split('=');
+    if (k === COOKIE) return v.join('=');
+  }
+  return undefined;
+}
+
+/** The page's handler; `body`: the request body when the front already read it (its Node adapter does). */
+export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?: Uint8Array | string) => Promise<Response | undefined> {
+  const maxBody = o.maxBodyBytes ?? 65_536;
+
+  /** The question a link names, if it is still open to this request; otherwise the page to answer with. */
+  async function question(request: Request, token: string): Promise<{ claims: AnswerLinkClaims; message: string; schema: JsonObject } | { refusal: Response }> {
+    const secret = o.secret();
+    const claims = secret ? openAnswerToken(secret, token) : undefined;
+    if (!claims) return { refusal: notice(404, 'Link not valid', 'This answer link is not valid. Ask for a new one.') };
+    if (Date.now() > claims.deadline) return { refusal: notice(410, 'Too late', 'The deadline for this question has passed; the answer can no longer be recorded.') };
+    const who = await o.principalOf?.(request);
+    if (who === undefined && o.requireSignIn) return { refusal: notice(401, 'Sign in first', 'Sign in as the person who started the task, then open this link again.') };
+    {
+      if (who !== undefined && who !== claims.principal) return { refusal: notice(403, 'Not yours to answer', 'This question was asked of someone else. Sign in as the person who started the task.') };
+    }
+    const l = await o.runtime.store.get(claims.taskId);
+    const pending = l.state === 'found' && l.record.principal === claims.principal ? l.record.inputRequests[claims.key] : undefined;
+    if (!pending) return { refusal: notice(410, 'Nothing to answer', 'This question has already been answered, or the task no longer waits for it.') };
+    const params = (pending.request.params ?? {}) as JsonObject;
+    if (pending.request.method !== 'elicitation/create' || params.mode === 'url') {
+      return { refusal: notice(409, 'Not answerable here', `This request (${pending.request.method}) cannot be answered on a page: only form questions can. The client that started the task has to answer it.`) };
+    }
+    if (answeredByOf(pending.request) === 'operator') return { refusal: notice(409, 'Answered by an operator', 'An operator answers this question on the server\'s dashboard.') };
+    return { claims, message: String(params.message ?? ''), schema: (params.requestedSchema ?? { type: 'object', properties: {} }) as JsonObject };
+  }
+
+  function form(token: string, q: { claims: AnswerLinkClaims; message: string; schema: JsonObject }, cookie: string, values?: Record<string, string>, errors?: Record<string, string>, status = 200): Response {
+    const csrf = csrfFor(o.secret()!, cookie, token);
+    const body =
+      `<p>${escapeHtml(q.message)}</p>` +
+      `<p class="meta">Answer by ${escapeHtml(new Date(q.claims.deadline).toISOString().replace('T', ' ').slice(0, 16))} UTC.</p>` +
+      `<form method="post" action="${ANSWER_PATH}${escapeHtml(token)}"><input type="hidden" name="csrf" value="${escapeHtml(csrf)}">` +
+      renderFields(q.schema, values, errors) +
+      '<button type="submit" name="action" value="accept">Submit</button><button type="submit" name="action" value="decline" formnovalidate>Decline</button></form>';
+    return page(status, 'A question for you', body, {
+      'set-cookie': `${COOKIE}=${cookie}; Path=${ANSWER_PATH}; HttpOnly; SameSite=Strict${o.secureCookie ? '; Secure' : ''}`,
+    });
+  }
+
+  return async (request, given) => {
+    const url = new URL(request.url);
+    if (!url.pathname.startsWith(ANSWER_PATH)) return undefined;
+    const token = decodeURIComponent(url.pathname.slice(ANSWER_PATH.length));
+    if (request.method !== 'GET' && request.method !== 'POST') return new Response('Method not allowed', { status: 405, headers: { allow: 'GET, POST' } });
+    const q = await question(request, token);
+    if ('refusal' in q) return q.refusal;
+    if (request.method === 'GET') return form(token, q, cookieOf(request) ?? randomBytes(18).toString('base64url'));
+
+    const length = Number(request.headers.get('content-length') ?? '0');
+    if (length > maxBody) return notice(413, 'Too long', 'The answer is too long.');
+    if (!/^application\/x-www-form-urlencoded/i.test(request.headers.get('content-type') ?? '')) return notice(415, 'Not a form', 'Answers are posted from the form on this page.');
+    const text = given === undefined ? await request.text() : typeof given === 'string' ? given : new TextDecoder().decode(given);
+    if (text.length > maxBody) return notice(413, 'Too long', 'The answer is too long.');
+    const posted = new URLSearchParams(text);
+    const cookie = cookieOf(request);
+    const csrf = posted.get('csrf');
+    if (!cookie || !csrf || !sameString(csrf, csrfFor(o.secret()!, cookie, token))) {
+      return notice(403, 'Form expired', 'This form could not be checked (it was not sent from this page, or cookies are off). Open the link again and resubmit.');
+    }
+    const action = posted.get('action');
+    let answer: JsonObject;
+    if (action === 'decline') answer = { action: 'decline' };
+    else if (action === 'accept') {
+      const read = readForm(q.schema, posted);
+      if ('errors' in read) return form(token, q, cookie, read.values, read.errors, 400);
+      answer = { action: 'accept', content: read.content };
+    } else return notice(400, 'Unknown action', 'Use Submit or Decline.');
+    try {
+      const accepted = await o.runtime.answerFromClient(q.claims.taskId, q.claims.principal, q.claims.key, { result: answer });
+      if (!accepted) return notice(410, 'Nothing to answer', 'This question has already been answered, or the task no longer waits for it.');
+    } catch (e) {
+      if (e instanceof TaskProtocolError) return notice(/timed out|deadline/i.test(e.message) ? 410 : 400, 'Not recorded', e.message);
+      throw e;
+    }
+    o.runtime.log.info('answer recorded from the answer page', { taskId: q.claims.taskId, key: q.claims.key, action: answer.action as string });
+    return notice(200, 'Thank you', action === 'decline' ? 'You declined. The task has been told.' : 'Your answer is recorded. The task goes on; you can close this page.');
+  };
+}

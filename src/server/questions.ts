@@ -1,0 +1,134 @@
+/**
+ * Questions for callers without task support (handle callers): a task's input requests reach the person the way
+ * their client can take them. 2025-11-25: as `elicitation/create` (or sampling) on the stream of the call that waits
+ * (the original tools/call while inline, each status call), answered by a POST any replica takes. 2026-07-28: as an
+ * MRTR `input_required` result of the status call, whose retry's `inputResponses` become the task's answers.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
+import { TaskProtocolError, isTerminal, type InputRequest, type JsonObject } from '../protocol/index.js';
+import type { TaskRuntime } from '../runtime/runtime.js';
+import type { TaskView } from '../store/types.js';
+import type { LegacyTasks } from './legacy.js';
+
+/** Puts each new question of `taskId` on this request's stream while it waits (2025-11-25); returns the stop. */
+export function relayQuestionsOnStream(runtime: TaskRuntime, legacy: LegacyTasks, mcp: McpServer, ctx: ServerContext, taskId: string, principal: string): () => void {
+  const asked = new Set<string>();
+  let stopped = false;
+  let unwatch = () => {};
+  void runtime
+    .watchViews(taskId, principal, (v) => {
+      if (stopped || v.status !== 'input_required') return;
+      for (const [key, pending] of Object.entries(v.inputRequests)) {
+        if (asked.has(key) || !askableOnStream(pending.request)) continue;
+        asked.add(key);
+        legacy.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline);
+      }
+    })
+    .then((u) => (stopped ? u() : (unwatch = u)), (e) => runtime.log.debug('could not watch a task for its questions', { taskId, error: String(e) }));
+  return () => {
+    stopped = true;
+    unwatch();
+  };
+}
+
+/** Only questions for a person go out to a handle caller (answeredBy 'operator' waits for the dashboard). */
+function askableOnStream(request: InputRequest): boolean {
+  return (request.params?._meta as JsonObject | undefined)?.['outlast/answeredBy'] !== 'operator';
+}
+
+/** The kinds of input a 2026-07-28 request declared it can answer (from its per-request capabilities). */
+export function declaredInputKinds(caps: JsonObject | undefined): Set<string> {
+  const out = new Set<string>();
+  if (!caps) return out;
+  if (caps.elicitation) out.add('elicitation/create');
+  if (caps.sampling) out.add('sampling/createMessage');
+  if (caps.roots) out.add('roots/list');
+  return out;
+}
+
+/** The outstanding questions of a task this client can answer through MRTR, as `inputRequests`. */
+export function offerableQuestions(v: Pick<TaskView, 'status' | 'inputRequests'>, kinds: Set<string>): Record<string, InputRequest> | undefined {
+  if (v.status !== 'input_required') return undefined;
+  const out: Record<string, InputRequest> = {};
+  for (const [key, pending] of Object.entries(v.inputRequests)) {
+    if (!kinds.has(pending.request.method) || !askableOnStream(pending.request)) continue;
+    if (pending.request.method === 'elicitation/create' && (pending.request.params as { mode?: string } | undefined)?.mode === 'url' && !(kinds.has('elicitation/url'))) continue;
+    out[key] = pending.request;
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
+/**
+ * Records the `inputResponses` of an MRTR retry as the task's answers (each checked as tasks/update checks it).
+ * Returns the error text for the model when an answer is refused.
+ */
+export async function recordRetryAnswers(runtime: TaskRuntime, taskId: string, principal: string, responses: Record<string, unknown> | undefined): Promise<string | undefined> {
+  if (!responses) return undefined;
+  for (const [key, value] of Object.entries(responses)) {
+    try {
+      await runtime.answerFromClient(taskId, principal, key, { result: value });
+    } catch (e) {
+      if (e instanceof TaskProtocolError) return `The answer to "${key}" was refused: ${e.message}`;
+      throw e;
+    }
+  }
+  return undefined;
+}
+
+/** Waits until the task ends, offers a question `offer` accepts, or `waitMs` passes; resolves with what it saw. */
+export function untilEndOrQuestion(
+  runtime: TaskRuntime,
+  taskId: string,
+  principal: string,
+  waitMs: number,
+  signal: AbortSignal,
+  offer: (v: TaskView) => Record<string, InputRequest> | undefined,
+): Promise<{ questions: Record<string, InputRequest> } | { ended: true } | undefined> {
+  return new Promise((resolve) => {
+    let done = false;
+    let unwatch = () => {};
+    const finish = (r: { questions: Record<string, InputRequest> } | { ended: true } | undefined) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      unwatch();
+      resolve(r);
+    };
+    const timer = setTimeout(() => finish(undefined), waitMs);
+    const onAbort = () => finish(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    void runtime
+      .watchViews(taskId, principal, (v) => {
+        if (isTerminal(v.status)) return finish({ ended: true });
+        const q = offer(v);
+        if (q) finish({ questions: q });
+      })
+      .then((u) => (done ? u() : (unwatch = u)), () => finish(undefined));
+  });
+}
+
+const STATE_PREFIX = 'outlast-handle.';
+
+/** The MRTR requestState of an inline call that became a task: names the task, sealed for its principal. */
+export function sealTaskState(secret: string, taskId: string, principal: string): string {
+  const body = Buffer.from(JSON.stringify({ t: taskId })).toString('base64url');
+  return `${STATE_PREFIX}${body}.${createHmac('sha256', secret).update(`${body}\n${principal}`).digest('base64url')}`;
+}
+
+/** The task a requestState of ours names, if it is ours and sealed for this principal; undefined otherwise. */
+export function openTaskState(secret: string, state: unknown, principal: string): string | undefined {
+  if (typeof state !== 'string' || !state.startsWith(STATE_PREFIX) || state.length > 2000) return undefined;
+  const [body, mac] = state.slice(STATE_PREFIX.length).split('.');
+  if (!body || !mac) return undefined;
+  const want = createHmac('sha256', secret).update(`${body}\n${principal}`).digest();
+  const got = Buffer.from(mac, 'base64url');
+  if (got.length !== want.length || !timingSafeEqual(got, want)) return undefined;
+  try {
+    const t = (JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { t?: unknown }).t;
+    return typeof t === 'string' ? t : undefined;
+  } catch {
+    return undefined;
+  }
+}

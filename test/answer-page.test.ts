@@ -1,0 +1,159 @@
+/**
+ * The answer page, the fallback that works in any host: a client with no elicitation at all calls the demo's
+ * `migrate`, reads the link from the handle text, and a person answers in a real browser (Debian's chromium) after
+ * the wait is parked; the task completes. Page answers from another principal, after the deadline, replayed, without
+ * CSRF, or that do not fit the schema are refused, and the task is untouched.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Browser } from 'playwright-core';
+import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import type { TaskRecord, TaskStore } from '../src/store/types.js';
+import { launchBrowser } from './browser.js';
+import { connectV1 } from './generations.js';
+import { ROOT, freePort, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
+import { parkedApproval, until } from './questions-helpers.js';
+
+const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
+const ALICE = 'alice-token-answer-page';
+const BOB = 'bob-token-answer-page';
+const LINK = /https?:\/\/[^\s/]+\/answer\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/;
+type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
+
+async function row(store: TaskStore, taskId: string): Promise<TaskRecord> {
+  const l = await store.get(taskId);
+  assert.equal(l.state, 'found');
+  return (l as { record: TaskRecord }).record;
+}
+
+/** What a browser keeps from a GET of the page: its cookie and the form's CSRF field. */
+async function openForm(link: string): Promise<{ status: number; cookie: string; csrf: string; html: string; headers: Headers }> {
+  const r = await fetch(link);
+  const html = await r.text();
+  const cookie = (r.headers.get('set-cookie') ?? '').split(';')[0]!;
+  const csrf = /name="csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
+  return { status: r.status, cookie, csrf, html, headers: r.headers };
+}
+
+function post(link: string, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(link, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(fields).toString(), redirect: 'manual' });
+}
+
+describe('answer pages on the demo server (a client without elicitation, SQLite)', () => {
+  let server: ServerProcess;
+  let store: TaskStore;
+  let browser: Browser;
+  before(async () => {
+    const path = join(tempDir(), 'demo.db');
+    const port = await freePort();
+    server = await startServer(
+      ['--store', `sqlite:${path}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--bearer', `${ALICE}=alice`, '--bearer', `${BOB}=bob`,
+        '--park-after-ms', '300', '--handle-after-ms', '1500', '--queue-poll-ms', '200'],
+      { module: DEMO },
+    );
+    store = new SqliteTaskStore(path);
+    await store.init();
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close().catch(() => undefined);
+    await store?.close();
+    await server?.stop();
+  });
+
+  /** Starts a migration from a host with no elicitation: the handle, its task id and the link it shows. */
+  async function startMigration(migration: string, extra: Record<string, unknown> = {}) {
+    const { client, close } = await connectV1(server.url, { token: ALICE });
+    const handle = (await client.callTool({ name: 'migrate', arguments: { database: 'shop', migration, ...extra } })) as ToolResult;
+    const text = textOf(handle as never);
+    const link = LINK.exec(text)?.[0];
+    assert.ok(link, `the handle text shows a link: ${text}`);
+    assert.match(text, /show this link to the user/);
+    assert.equal(handle.structuredContent?.answerLinks?.[0]?.url, link, 'structuredContent carries the link too');
+    return { client, close, taskId: handle.structuredContent!.taskId as string, link };
+  }
+
+  it('a person approves in chromium after the wait is parked; the status tool returns the applied migration', async () => {
+    const m = await startMigration('0060_page');
+    try {
+      await parkedApproval(store, '0060_page', 'alice');
+      const page = await browser.newPage({ viewport: { width: 390, height: 844 } });
+      const response = await page.goto(m.link);
+      assert.match(response!.headers()['content-security-policy']!, /default-src 'none'/);
+      assert.match(await page.textContent('body') ?? '', /Apply migration "0060_page" to shop\?/);
+      await page.getByLabel('Approve').check();
+      await page.getByLabel('Reason').fill('looked at it <b>carefully</b>');
+      await page.getByRole('button', { name: 'Submit' }).click();
+      await page.getByText('Your answer is recorded').waitFor();
+      await page.close();
+      let last: ToolResult | undefined;
+      await until('the migration completes', async () => {
+        last = (await m.client.callTool({ name: 'outlast_task_status', arguments: { taskId: m.taskId } })) as ToolResult;
+        return last.structuredContent?.taskId ? undefined : last;
+      }, 60_000);
+      assert.equal(textOf(last as never), 'Applied 0060_page to shop (approved: looked at it <b>carefully</b>).');
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('refused, task untouched: without CSRF, with a forged CSRF, from another principal, not fitting the schema; then replayed', async () => {
+    const m = await startMigration('0061_refusals');
+    try {
+      await parkedApproval(store, '0061_refusals', 'alice');
+      const f = await openForm(m.link);
+      assert.equal(f.status, 200);
+      assert.ok(f.cookie && f.csrf);
+      assert.doesNotMatch(f.html, /<script/i, 'no JavaScript on the page');
+      const good = { csrf: f.csrf, action: 'accept', approve: 'true', reason: 'ok' };
+      assert.equal((await post(m.link, good)).status, 403, 'no cookie: no CSRF proof');
+      assert.equal((await post(m.link, { ...good, csrf: 'forged' }, { cookie: f.cookie })).status, 403, 'a forged CSRF field');
+      const bob = await post(m.link, good, { cookie: f.cookie, authorization: `Bearer ${BOB}` });
+      assert.equal(bob.status, 403, 'signed in as another principal');
+      assert.match(await bob.text(), /asked of someone else/);
+      const bad = await post(m.link, { ...good, approve: 'yes' }, { cookie: f.cookie });
+      assert.equal(bad.status, 400, 'approve must be a checkbox value');
+      assert.match(await bad.text(), /must be checked or left unchecked/);
+      const untouched = await row(store, m.taskId);
+      assert.equal(untouched.status, 'input_required');
+      assert.ok(untouched.inputRequests.approval, 'still waiting for its approval');
+      assert.equal(untouched.inputResponses.approval, undefined, 'no answer recorded');
+      // The real answer, then the same POST again: single use.
+      const ok = await post(m.link, { ...good, action: 'decline' }, { cookie: f.cookie, authorization: `Bearer ${ALICE}` });
+      assert.equal(ok.status, 200);
+      const replay = await post(m.link, good, { cookie: f.cookie });
+      assert.equal(replay.status, 410);
+      assert.match(await replay.text(), /already been answered/);
+      const done = await until('the declined migration ends', async () => {
+        const r = await row(store, m.taskId);
+        return r.status === 'completed' ? r : undefined;
+      });
+      assert.deepEqual(done.inputResponses.approval?.response, { action: 'decline' }, 'the replay changed nothing');
+      const tampered = m.link.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A'));
+      assert.equal((await fetch(tampered)).status, 404, 'a tampered link');
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('after the deadline the page refuses, and the task ends with its timeout (no answer recorded)', async () => {
+    const m = await startMigration('0062_late', { approvalTimeoutSeconds: 5 });
+    try {
+      const parked = await parkedApproval(store, '0062_late', 'alice');
+      const f = await openForm(m.link);
+      assert.equal(f.status, 200);
+      await until('the deadline passes', async () => (Date.now() > parked.inputRequests.approval!.deadline + 200 ? true : undefined), 15_000);
+      const late = await post(m.link, { csrf: f.csrf, action: 'accept', approve: 'true' }, { cookie: f.cookie });
+      assert.equal(late.status, 410);
+      assert.match(await late.text(), /deadline/);
+      const ended = await until('the task ends at its deadline', async () => {
+        const r = await row(store, m.taskId);
+        return r.status === 'failed' || r.status === 'completed' ? r : undefined;
+      });
+      assert.equal(ended.inputResponses.approval?.timedOut, true, 'the timeout is what was recorded');
+    } finally {
+      await m.close();
+    }
+  });
+});
