@@ -7,7 +7,7 @@
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../../runtime/types.js';
-import type { TaskStore } from '../../store/types.js';
+import type { TaskRecord, TaskStore } from '../../store/types.js';
 import { TASK_FINISHED, TASK_INPUT_REQUIRED, type ClaimedDelivery, type EventName, type LoggedChange } from '../../store/events.js';
 import { webhookHeaders, webhookKey } from '../../protocol/webhook.js';
 import { CallbackError, checkedPost, statusFailure, type CallbackPolicy } from './ssrf.js';
@@ -34,7 +34,10 @@ export function eventIdOf(c: LoggedChange): string {
 }
 
 /** The occurrence of `change` for `name`: the tasks/get view of the task at that change; its result (or error) only when the whole body fits. */
-export async function occurrenceOf(store: TaskStore, change: LoggedChange, name: EventName, cursor?: string | null): Promise<{ occurrence: EventOccurrence; body: string }> {
+/** The answer page's link of one open question (answer pages on), for input_required events. */
+export type AnswerLinkOf = (record: TaskRecord, key: string) => string | undefined;
+
+export async function occurrenceOf(store: TaskStore, change: LoggedChange, name: EventName, cursor?: string | null, answerLinkOf?: AnswerLinkOf): Promise<{ occurrence: EventOccurrence; body: string }> {
   const data: Record<string, unknown> = {
     taskId: change.taskId,
     tool: change.tool,
@@ -50,7 +53,10 @@ export async function occurrenceOf(store: TaskStore, change: LoggedChange, name:
     if (change.status === 'input_required' && record.status === 'input_required') {
       // What is asked, never what was answered; the client answers with tasks/update (or the tool's handle).
       data.inputRequests = Object.fromEntries(
-        Object.entries(record.inputRequests).map(([k, p]) => [k, { method: p.request.method, message: String((p.request.params as { message?: unknown } | undefined)?.message ?? '').slice(0, 2000) }]),
+        Object.entries(record.inputRequests).map(([k, p]) => {
+          const answerUrl = answerLinkOf?.(record, k);
+          return [k, { method: p.request.method, message: String((p.request.params as { message?: unknown } | undefined)?.message ?? '').slice(0, 2000), ...(answerUrl ? { answerUrl } : {}) }];
+        }),
       );
     }
   }
@@ -93,6 +99,8 @@ export interface EventDeliveryOptions {
   replicaId: string;
   log: Logger;
   policy: CallbackPolicy;
+  /** Links of open questions to the answer page, put in input_required events (the person can answer from there). */
+  answerLinkOf?: AnswerLinkOf;
   /** Period of the claim loop, ms. Default 250. */
   everyMs?: number;
   /** First retry after this long, then 4x longer each time (bounded by `maxAttempts`). Default 5000. */
@@ -108,7 +116,7 @@ export interface EventDeliveryOptions {
 }
 
 export class EventDelivery {
-  private readonly o: Required<EventDeliveryOptions>;
+  private readonly o: Required<Omit<EventDeliveryOptions, 'answerLinkOf'>> & Pick<EventDeliveryOptions, 'answerLinkOf'>;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
@@ -152,7 +160,7 @@ export class EventDelivery {
       const bodyOf = (d: ClaimedDelivery) => {
         const k = `${d.seq} ${d.name}`;
         let b = bodies.get(k);
-        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq))));
+        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf)));
         return b;
       };
       await Promise.all(claimed.map((d) => this.send(d, bodyOf(d))));

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { webhookKey } from '../../protocol/webhook.js';
 import { EVENT_NAMES, TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS, type EventFilter, type EventName, type LoggedChange } from '../../store/events.js';
 import type { TaskStore } from '../../store/types.js';
-import { CallbackError, callbackUrlProblem, occurrenceOf, verifyCallback, type CallbackPolicy } from '../../ops/events/index.js';
+import { CallbackError, callbackUrlProblem, occurrenceOf, verifyCallback, type AnswerLinkOf, type CallbackPolicy } from '../../ops/events/index.js';
 
 export const EVENTS_EXTENSION = 'io.modelcontextprotocol/events';
 
@@ -20,6 +20,8 @@ export const EVENT_METHODS = new Set(['events/list', 'events/subscribe', 'events
 export interface EventsWireOptions {
   store: TaskStore;
   policy: CallbackPolicy;
+  /** Links of open questions to the answer page, put in input_required events. */
+  answerLinkOf?: AnswerLinkOf;
   /** Live webhook subscriptions one principal may hold. Default 100. */
   maxSubscriptionsPerPrincipal?: number;
   /** Grant when the client suggests none, ms. Default 24 h; grants are clamped to [1 min, 7 d] (never unlimited). */
@@ -227,7 +229,7 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
     const hasMore = rows.length > max;
     rows = rows.slice(0, max);
     const events = [];
-    for (const r of rows) events.push((await occurrenceOf(store, r, name)).occurrence);
+    for (const r of rows) events.push((await occurrenceOf(store, r, name, undefined, o.answerLinkOf)).occurrence);
     if (rows.length) after = rows[rows.length - 1]!.seq;
     return { events, cursor: String(after), truncated: false, hasMore, nextPollMs: 1000 };
   }
@@ -249,7 +251,7 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
             const rows = await read(principal, filter, after, 100);
             for (const r of rows) {
               after = r.seq;
-              send('notifications/events/event', (await occurrenceOf(store, r, name, String(r.seq))).occurrence as unknown as Record<string, unknown>);
+              send('notifications/events/event', (await occurrenceOf(store, r, name, String(r.seq), o.answerLinkOf)).occurrence as unknown as Record<string, unknown>);
             }
             if (Date.now() - lastBeat >= (o.heartbeatMs ?? 15_000)) {
               lastBeat = Date.now();

@@ -25,6 +25,7 @@ import { requestMetrics } from '../request-metrics.js';
 import { requestSpans } from '../request-spans.js';
 import { checkDashboardExposure, createDashboard, type Dashboard, type DashboardOptions } from '../../ops/dashboard/index.js';
 import { HEALTH_PATHS, healthResponse } from '../health.js';
+import type { TaskRecord } from '../../store/types.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../oauth/index.js';
 import { jsonRpcError, retryAfter } from './answers.js';
 import { serveTaskListen, type ListenRequest, type ListenStream } from './listen.js';
@@ -159,7 +160,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   const streams = new Set<ListenStream>();
   const direct =
     options.serverInfo && options.directTaskMethods !== false ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods }) : undefined;
-  const events = options.events ? createEventsWire({ ...options.events, store: outlast.runtime.store }) : undefined;
+  const events = options.events ? createEventsWire({ ...(outlast.answers ? { answerLinkOf: (t: TaskRecord, key: string) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}), ...options.events, store: outlast.runtime.store }) : undefined;
   if (events) outlast.eventsOn = true;
   const observe = requestMetrics();
   const traceRequest = requestSpans({ polls: options.tracePolls });
