@@ -25,6 +25,9 @@ async function until<T>(what: string, f: () => T | undefined | false, timeoutMs 
   }
 }
 
+/** The deployment's public address the answer links are built on (never fetched: the test opens the path on a replica). */
+const PUBLIC_URL = 'https://outlast.example/';
+
 describe('MCP Events on PostgreSQL, two replicas', () => {
   const servers: ServerProcess[] = [];
   const hits: Array<{ headers: Record<string, string>; body: string; json: any }> = [];
@@ -43,7 +46,7 @@ describe('MCP Events on PostgreSQL, two replicas', () => {
   before(async () => {
     await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
     hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/pg`;
-    const args = ['--store', pgStoreUrl(freshSchema('ev')), '--events', '--events-allow-host', '127.0.0.1', '--bearer', 'ta=alice', '--bearer', 'tb=bob', '--park-after-ms', '200'];
+    const args = ['--store', pgStoreUrl(freshSchema('ev')), '--events', '--events-allow-host', '127.0.0.1', '--bearer', 'ta=alice', '--bearer', 'tb=bob', '--park-after-ms', '200', '--handles', '--public-url', PUBLIC_URL];
     servers.push(await startServer(args, { module: MODULE }));
     servers.push(...(await Promise.all([startServer(args, { module: MODULE }), startServer(['--store', `sqlite:${join(tempDir(), 't.db')}`], { module: MODULE })])));
   });
@@ -74,7 +77,13 @@ describe('MCP Events on PostgreSQL, two replicas', () => {
     assert.equal(polled.result.events.length, 1, JSON.stringify(polled.result));
     const ev = polled.result.events[0];
     assert.equal(ev.data.taskId, taskId);
-    assert.deepEqual(ev.data.inputRequests, { deploy: { method: 'elicitation/create', message: 'Deploy now?' } });
+    const { answerUrl, ...asked } = ev.data.inputRequests.deploy;
+    assert.deepEqual(asked, { method: 'elicitation/create', message: 'Deploy now?' });
+    // With answer pages on, the event carries the question's link, and the link opens the answer form on any replica.
+    assert.match(answerUrl, /^https:\/\/outlast\.example\/answer\//);
+    const page = await fetch(new URL(new URL(answerUrl).pathname, servers[0]!.url));
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /Deploy now\?/);
     const hooked = await until('the input_required webhook', () => hits.find((h) => h.json.name === 'outlast.task.input_required' && h.json.data.taskId === taskId));
     assert.equal(hooked.json.eventId, ev.eventId, 'poll and webhook name the same event');
     // Answer after the wait is parked, as a person would; then the status stream of that task shows every change.
