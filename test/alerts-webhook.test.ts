@@ -13,23 +13,13 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { Webhook } from 'standardwebhooks';
 import { verifyWebhook } from '../src/client/index.js';
-import { callTool, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { callTool, sleep, startServer, tempDir, until, type ServerProcess } from './helpers.js';
 
 interface Delivery {
   headers: IncomingMessage['headers'];
   body: string;
   type: string;
   answered?: number;
-}
-
-async function until<T>(what: string, f: () => T | undefined | false, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 describe('alert webhooks', () => {

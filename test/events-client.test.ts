@@ -10,20 +10,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { TaskClient, generateWebhookSecret, webhookReceiver, type WebhookEvent } from '../src/client/index.js';
-import { ROOT, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { ROOT, sleep, startServer, tempDir, until, type ServerProcess } from './helpers.js';
 import { runCli } from './client-helpers.js';
 
 const MODULE = join(ROOT, 'dist', 'test', 'events-module.js');
-
-async function until<T>(what: string, f: () => T | undefined | false, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 describe('MCP Events: client side', () => {
   let server: ServerProcess;

@@ -11,19 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { ROOT, TASKS_CAPS, callTool, freshSchema, pgStoreUrl, rpc, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { callTool, freshSchema, pgStoreUrl, ROOT, rpc, sleep, startServer, TASKS_CAPS, tempDir, until, type ServerProcess } from './helpers.js';
 
 const MODULE = join(ROOT, 'dist', 'test', 'events-module.js');
-
-async function until<T>(what: string, f: () => T | undefined | false, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 /** The deployment's public address the answer links are built on (never fetched: the test opens the path on a replica). */
 const PUBLIC_URL = 'https://outlast.example/';
