@@ -9,9 +9,9 @@ const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 describe('demo server', () => {
   const srv = useServer([], { module: join(ROOT, 'dist', 'demo', 'server.js') });
 
-  it('lists its three tools, and the two that follow a handle for clients without task support', async () => {
+  it('lists its three tools, and the three that follow, cancel or answer a handle for clients without task support', async () => {
     const r = await rpc(srv.url, 'tools/list', {});
-    assert.deepEqual(r.result.tools.map((t: { name: string }) => t.name).sort(), ['migrate', 'outlast_task_cancel', 'outlast_task_status', 'reindex', 'run_pipeline']);
+    assert.deepEqual(r.result.tools.map((t: { name: string }) => t.name).sort(), ['migrate', 'outlast_task_answer', 'outlast_task_cancel', 'outlast_task_status', 'reindex', 'run_pipeline']);
   });
 
   it('reindex: a small collection answers inline; a large one becomes a task with progress', async () => {

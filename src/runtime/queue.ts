@@ -187,7 +187,8 @@ export class RunQueue {
     const room = this.roomFor(name, true) > 0;
     const own = () => (principal === undefined ? undefined : this.bounds.knownRefusal(principal, asTask));
     if (!asTask) return this.deploymentLimit(name) === undefined && !room ? this.busy() : own();
-    const queues = this.deploymentLimit(name) !== undefined || this.backlog || !room;
+    // It would wait in the queue: the tool is limited, work waits already, no handler is free, or its caller runs its share here.
+    const queues = this.deploymentLimit(name) !== undefined || this.backlog || !room || (principal !== undefined && !this.bounds.hasRoom(principal));
     // Only on a recent reading: a stale one must not keep refusing while other replicas drain the queue.
     const recent = Date.now() - this.depthReadAt < 1000;
     return queues && recent && this.depth >= this.opts.maxQueued ? this.queueFull(this.depth) : own();
