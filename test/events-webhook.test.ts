@@ -3,7 +3,8 @@
  * loopback, deliveries verified with the `standardwebhooks` package. Subscribe (the challenge answered), a task
  * finished on the other replica delivered once, retries through a 500 and through the SIGKILL of the delivering
  * replica with one webhook-id, no redirect followed, private addresses refused without --events-allow-host, another
- * principal's task never delivered, unsubscribe and expiry stop delivery, a large result delivered thin, poll and
+ * principal's task never delivered, unsubscribe and expiry stop delivery, an operator's deactivation told with a signed
+ * `terminated` envelope (a failing endpoint's never), a large result delivered thin, poll and
  * stream see the same events with cursors that survive a restart, and bad input refused with nothing stored.
  */
 import assert from 'node:assert/strict';
@@ -212,6 +213,68 @@ describe('MCP Events: webhooks', () => {
     assert.equal(events('/small').filter((h) => h.json.data?.taskId === taskId).length, 1, 'not retried after 413');
   });
 
+  it('an operator deactivates a subscription on the dashboard: a signed terminated envelope tells the endpoint (retried, one webhook-id); a refresh resumes', async () => {
+    // A third replica with the dashboard on the same store: the envelope is queued there and any replica delivers it.
+    const dashServer = await startServer([...args, '--dashboard', '--operator', 'optoken-1=ops'], { module: MODULE });
+    try {
+      const secret = secretOf();
+      plans.set('/ended', (n) => (n === 1 ? 500 : 200));
+      const sub = await subscribe(`${base}/ended`, alice, { arguments: { tool: 'work' }, delivery: { secret } });
+      assert.equal(sub.error, undefined, JSON.stringify(sub.error));
+      assert.equal((await subscribe(`${base}/witness-ended`, alice, { arguments: { tool: 'work' }, delivery: { secret: secretOf() } })).error, undefined);
+      const dash = dashServer.url.replace(/\/mcp$/, '/dashboard');
+      const res = await fetch(`${dash}/subscriptions/${sub.result.id}/deactivate`, { method: 'POST', headers: { authorization: 'Bearer optoken-1', 'content-type': 'application/x-www-form-urlencoded' }, body: '', redirect: 'manual' });
+      assert.equal(res.status, 303);
+      const terminated = () => events('/ended').filter((h) => h.json.type === 'terminated');
+      await until('the terminated envelope, after a 500', () => terminated().find((h) => h.answered === 200));
+      const attempts = terminated();
+      assert.deepEqual(attempts.map((a) => a.answered), [500, 200]);
+      assert.equal(new Set(attempts.map((a) => a.headers['webhook-id'])).size, 1, 'one webhook-id across retries');
+      assert.match(String(attempts[0]!.headers['webhook-id']), /^msg_terminated_[0-9a-f]{32}_\d+$/);
+      for (const a of attempts) {
+        const body = new Webhook(secret).verify(a.body, a.headers as Record<string, string>) as Record<string, any>;
+        assert.equal(a.headers['x-mcp-subscription-id'], sub.result.id);
+        assert.equal(body.type, 'terminated');
+        assert.equal(body.error.code, -32012);
+        assert.match(body.error.message, /operator .*deactivated this subscription; subscribe again/);
+        assert.deepEqual(body.error.data, { reason: 'deactivated_by_operator' });
+        assert.doesNotMatch(a.body, /ops/, "the operator's name is not sent");
+      }
+      // Deactivated: a finished task is not delivered there (another subscription of alice's gets it).
+      const during = await startTask(alice, 'work', { key: 'deactivated', ms: 0 });
+      await until('the task delivered elsewhere', () => events('/witness-ended').find((h) => h.json.data?.taskId === during));
+      // Refreshed by its owner: delivery resumes, and nothing says it ended again.
+      const again = await subscribe(`${base}/ended`, alice, { arguments: { tool: 'work' }, delivery: { secret } });
+      assert.equal(again.result.id, sub.result.id);
+      const resumed = await startTask(alice, 'work', { key: 'resumed', ms: 0 });
+      const got = await until('the delivery after the refresh', () => events('/ended').find((h) => h.json.data?.taskId === resumed));
+      new Webhook(secret).verify(got.body, got.headers as Record<string, string>);
+      assert.equal(events('/ended').filter((h) => h.json.data?.taskId === during).length, 0, 'nothing delivered while deactivated');
+      assert.equal(terminated().length, 2, 'no further terminated envelope');
+    } finally {
+      await dashServer.stop('SIGTERM');
+    }
+  });
+
+  it('a subscription deactivated for failing is not sent terminated (nor is an unsubscribed or expired one, below)', async () => {
+    plans.set('/down', () => 500);
+    const sub = await subscribe(`${base}/down`, alice, { arguments: { tool: 'work' }, delivery: { secret: secretOf() } });
+    assert.equal(sub.error, undefined, JSON.stringify(sub.error));
+    assert.equal((await subscribe(`${base}/witness-down`, alice, { arguments: { tool: 'work' }, delivery: { secret: secretOf() } })).error, undefined);
+    // One failure short of the 20 in a row that deactivate it (set in the store rather than waiting for 19 back-offs).
+    const w = new Database(db);
+    w.prepare(`UPDATE event_subscriptions SET failures = 19 WHERE sub_id = ?`).run(sub.result.id);
+    const taskId = await startTask(alice, 'work', { key: 'down', ms: 0 });
+    await until('the deactivation', () => (w.prepare(`SELECT active FROM event_subscriptions WHERE sub_id = ?`).get(sub.result.id) as { active: number }).active === 0);
+    const queued = (w.prepare(`SELECT count(*) AS n FROM event_deliveries WHERE sub_id = ? AND seq < 0`).get(sub.result.id) as { n: number }).n;
+    w.close();
+    assert.equal(queued, 0, 'no terminated envelope queued');
+    const marker = await startTask(alice, 'work', { key: 'down-marker', ms: 0 });
+    await until('a later delivery elsewhere', () => events('/witness-down').find((h) => h.json.data?.taskId === marker));
+    await sleep(500);
+    assert.deepEqual(events('/down').map((h) => [h.json.data?.taskId, h.answered]), [[taskId, 500]], 'one failed attempt, then nothing: no retry, no terminated');
+  });
+
   it('unsubscribe stops delivery; an expired subscription delivers nothing', async () => {
     const url = `${base}/gone`;
     assert.equal((await subscribe(url, alice, { delivery: { secret: secretOf() } })).error, undefined);
@@ -229,8 +292,8 @@ describe('MCP Events: webhooks', () => {
     const marker = await startTask(alice, 'work', { key: 'marker', ms: 0 });
     await until('a delivery of the marker elsewhere', () => events('/ok').find((h) => h.json.data?.taskId === marker));
     await sleep(500);
-    assert.equal(events('/gone').length, 0);
-    assert.equal(events('/expired').length, 0);
+    assert.equal(events('/gone').length, 0, 'nothing after unsubscribe, not even a terminated envelope');
+    assert.equal(events('/expired').length, 0, 'nothing after expiry, not even a terminated envelope');
     assert.ok(events('/ok').find((h) => h.json.data?.taskId === taskId), 'the live subscription got it');
   });
 

@@ -69,6 +69,17 @@ export interface ClaimedDelivery extends LoggedChange {
   attempts: number;
 }
 
+/** A claimed `terminated` control envelope (the subscription was ended server-side: an operator deactivated it).
+ *  Its delivery row's `seq` is minus the time it was written, so it never meets a log position. */
+export interface ClaimedControl {
+  type: 'terminated';
+  subId: string;
+  seq: number;
+  url: string;
+  secret: string;
+  attempts: number;
+}
+
 export type DeliveryOutcome =
   | { delivered: true; status: number; now: number }
   | { delivered: false; status: number | null; error: string; retryAt: number | null; now: number; deactivateAfter: number };
@@ -93,10 +104,13 @@ export interface EventStore {
   markVerified(subId: string, now: number): Promise<void>;
   /** Subscriptions for the dashboard, newest first (optionally one principal's). */
   list(principal: string | undefined, limit: number): Promise<SubscriptionRecord[]>;
-  /** An operator stops a subscription's deliveries (a refresh by its owner turns it on again). */
-  deactivate(subId: string, operator: string): Promise<boolean>;
+  /** An operator stops a subscription's deliveries (a refresh by its owner turns it on again) and, in the same write,
+   *  queues its `terminated` envelope (a refresh before it is sent drops it). */
+  deactivate(subId: string, operator: string, now: number): Promise<boolean>;
   /** Claims up to `limit` due deliveries of live, active subscriptions for `claimMs` (PostgreSQL: SKIP LOCKED). */
   claim(replica: string, now: number, claimMs: number, limit: number): Promise<ClaimedDelivery[]>;
+  /** Claims due `terminated` envelopes of live subscriptions (inactive ones: that is why they are sent); settled like events. */
+  claimControl(replica: string, now: number, claimMs: number, limit: number): Promise<ClaimedControl[]>;
   settle(subId: string, seq: number, replica: string, outcome: DeliveryOutcome): Promise<void>;
   /** The newest position of the log (a cursor "from now"). */
   head(): Promise<number>;

@@ -307,7 +307,7 @@ export function createDashboard(o: DashboardOptions): Dashboard {
     if (rest === '/bulk') return bulk(res, op, form);
     const d = /^\/subscriptions\/(sub_[0-9a-f]{32})\/deactivate$/.exec(rest);
     if (d) {
-      const done = await o.store.events.deactivate(d[1]!, op.name);
+      const done = await o.store.events.deactivate(d[1]!, op.name, Date.now());
       if (done) log('operator deactivated an event subscription', { subscription: d[1], operator: op.name });
       return redirect(res, `${base}/subscriptions?notice=${encodeURIComponent(done ? `${d[1]} deactivated` : `${d[1]} was not active`)}`);
     }

@@ -3,12 +3,13 @@
  * task's change), builds one EventOccurrence per POST (the task's `tasks/get` view, thin when the body would pass
  * 256 KiB), signs it with the subscriber's secret (Standard Webhooks; one `webhook-id` across retries), posts it
  * under the SSRF rules, and retries with back-off and `Retry-After` within a bounded window. A `410` or `413` ends
- * that delivery; repeated failures deactivate the subscription until its owner refreshes it.
+ * that delivery; repeated failures deactivate the subscription until its owner refreshes it. An operator's deactivation
+ * is told to the endpoint with a signed `terminated` envelope, queued in the store with it and delivered the same way.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../../runtime/types.js';
 import type { TaskRecord, TaskStore } from '../../store/types.js';
-import { TASK_FINISHED, TASK_INPUT_REQUIRED, type ClaimedDelivery, type EventName, type LoggedChange } from '../../store/events.js';
+import { TASK_FINISHED, TASK_INPUT_REQUIRED, type ClaimedControl, type ClaimedDelivery, type EventName, type LoggedChange } from '../../store/events.js';
 import { webhookHeaders, webhookKey } from '../../protocol/webhook.js';
 import { CallbackError, checkedPost, statusFailure, type CallbackPolicy } from './ssrf.js';
 
@@ -19,6 +20,18 @@ export const MAX_EVENT_BODY_BYTES = 256 * 1024;
 /** Deliveries one replica claims at a time. */
 const CLAIM_BATCH = 50;
 export const SUBSCRIPTION_ID_HEADER = 'x-mcp-subscription-id';
+
+/** The error a `terminated` envelope carries when an operator deactivated the subscription (-32012: Forbidden, the sketch's code). */
+export const TERMINATED_BY_OPERATOR = {
+  code: -32012,
+  message: 'An operator of this server deactivated this subscription; subscribe again with the same identity (a refresh) to resume delivery',
+  data: { reason: 'deactivated_by_operator' },
+} as const;
+
+/** The `terminated` envelope's webhook-id: one per deactivation, the same on every retry and replica. */
+export function terminatedIdOf(c: Pick<ClaimedControl, 'subId' | 'seq'>): string {
+  return `msg_terminated_${c.subId.slice('sub_'.length)}_${-c.seq}`;
+}
 
 export interface EventOccurrence {
   eventId: string;
@@ -163,8 +176,9 @@ export class EventDelivery {
         if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf)));
         return b;
       };
-      await Promise.all(claimed.map((d) => this.send(d, bodyOf(d))));
-      return claimed.length;
+      const control = await this.o.store.events.claimControl(this.o.replicaId, now, this.o.timeoutMs + 2000, CLAIM_BATCH);
+      await Promise.all([...claimed.map((d) => this.send(d, bodyOf(d))), ...control.map((c) => this.sendTerminated(c))]);
+      return Math.max(claimed.length, control.length);
     } catch (e) {
       this.o.log.warn('events: could not reach the store; retrying', { error: String(e) });
       return 0;
@@ -187,10 +201,23 @@ export class EventDelivery {
     await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs).catch(() => undefined);
   }
 
+  /** Delivers the `terminated` envelope of an operator's deactivation: signed, retried and settled like an event. */
+  private async sendTerminated(c: ClaimedControl): Promise<void> {
+    const body = JSON.stringify({ type: 'terminated', error: TERMINATED_BY_OPERATOR });
+    await this.attempt(c, terminatedIdOf(c), body, { name: 'terminated' });
+  }
+
   private async send(d: ClaimedDelivery, built: Promise<{ occurrence: EventOccurrence; body: string }>): Promise<void> {
-    const { store, replicaId, log } = this.o;
     const { occurrence, body } = await built;
-    const headers = { ...webhookHeaders(this.key(d.secret), occurrence.eventId, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
+    const final = await this.attempt(d, occurrence.eventId, body, { name: d.name });
+    // An event given up (attempts spent, or too large) leaves a hole: say so once with a signed `gap` envelope.
+    if (final === 'gap') await this.sendGap(d);
+  }
+
+  /** One signed POST of a claimed delivery row, settled in the store; answers 'gap' when it was given up with a hole left. */
+  private async attempt(d: Pick<ClaimedDelivery, 'subId' | 'seq' | 'url' | 'secret' | 'attempts'>, webhookId: string, body: string, what: { name: string }): Promise<'gap' | undefined> {
+    const { store, replicaId, log } = this.o;
+    const headers = { ...webhookHeaders(this.key(d.secret), webhookId, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
     let status: number | null = null;
     let error = '';
     let retryAfterMs: number | undefined;
@@ -201,22 +228,21 @@ export class EventDelivery {
       if (status < 200 || status >= 300) error = statusFailure(status);
     } catch (e) {
       error = e instanceof CallbackError ? e.reason : 'connection_refused';
-      if (this.stopped) return; // shutting down: the claim lapses and another replica retries
+      if (this.stopped) return undefined; // shutting down: the claim lapses and another replica retries
     }
     const now = Date.now();
     if (!error && status !== null) {
       await store.events.settle(d.subId, d.seq, replicaId, { delivered: true, status, now });
-      log.info('event delivered', { eventId: occurrence.eventId, name: d.name, subscription: d.subId, attempts: d.attempts });
-      return;
+      log.info('event delivered', { eventId: webhookId, name: what.name, subscription: d.subId, attempts: d.attempts });
+      return undefined;
     }
     // 410: the receiver rejects this delivery; 413: it never fits. Neither is retried (the subscription stays).
     const final = status === 410 || status === 413 || error === 'blocked_address' || d.attempts >= this.o.maxAttempts;
     const backoff = this.o.retryBaseMs * 4 ** (d.attempts - 1);
     const retryAt = final ? null : now + Math.min(15 * 60_000, Math.max(retryAfterMs ?? 0, Math.round(backoff * (0.8 + Math.random() * 0.4))));
     await store.events.settle(d.subId, d.seq, replicaId, { delivered: false, status, error, retryAt, now, deactivateAfter: this.o.deactivateAfter });
-    // An event given up (attempts spent, or too large) leaves a hole: say so once with a signed `gap` envelope.
-    if (final && status !== 410 && error !== 'blocked_address') await this.sendGap(d);
-    log.warn(final ? 'event delivery given up' : 'event delivery failed; will retry', { eventId: occurrence.eventId, subscription: d.subId, attempts: d.attempts, error, ...(retryAt ? { retryInMs: retryAt - now } : {}) });
+    log.warn(final ? 'event delivery given up' : 'event delivery failed; will retry', { eventId: webhookId, name: what.name, subscription: d.subId, attempts: d.attempts, error, ...(retryAt ? { retryInMs: retryAt - now } : {}) });
+    return final && status !== 410 && error !== 'blocked_address' ? 'gap' : undefined;
   }
 }
 

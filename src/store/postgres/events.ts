@@ -110,7 +110,10 @@ export function postgresEvents(query: Query, tx: Tx): EventStore {
           `UPDATE event_subscriptions SET secret = $2, refresh_before = $3, active = true, failures = 0, deactivated_by = NULL WHERE sub_id = $1`,
           [s.subId, s.secret, s.refreshBefore],
         );
-        if (refreshed.rowCount) return 'refreshed' as const;
+        if (refreshed.rowCount) {
+          await c.query(`DELETE FROM event_deliveries WHERE sub_id = $1 AND seq < 0`, [s.subId]);
+          return 'refreshed' as const;
+        }
         const live = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_subscriptions WHERE principal = $1 AND (refresh_before IS NULL OR refresh_before > $2)`, [s.principal, s.now]);
         if (live.rows[0]!.n >= limit) return 'limit' as const;
         await c.query(
@@ -144,13 +147,23 @@ export function postgresEvents(query: Query, tx: Tx): EventStore {
         : await query<SubscriptionRow>('ev_list_of', `SELECT ${SUB_COLUMNS} FROM event_subscriptions s WHERE principal = $1 ORDER BY created_at DESC LIMIT $2`, [principal, limit]);
       return r.rows.map(toSubscription);
     },
-    deactivate: async (subId, operator) => ((await query('ev_deact', `UPDATE event_subscriptions SET active = false, deactivated_by = $2 WHERE sub_id = $1 AND active`, [subId, operator])).rowCount ?? 0) > 0,
+    deactivate: async (subId, operator, now) => {
+      // One statement: the deactivation and its terminated envelope's delivery row commit together.
+      const r = await query<{ sub_id: string }>(
+        'ev_deact',
+        `WITH d AS (UPDATE event_subscriptions SET active = false, deactivated_by = $2 WHERE sub_id = $1 AND active RETURNING sub_id),
+           t AS (INSERT INTO event_deliveries (sub_id, seq, next_attempt_at) SELECT sub_id, -$3::bigint, $3::bigint FROM d ON CONFLICT (sub_id, seq) DO NOTHING)
+         SELECT sub_id FROM d`,
+        [subId, operator, now],
+      );
+      return (r.rowCount ?? 0) > 0;
+    },
     claim: async (replica, now, claimMs, limit) => {
       const r = await query<ClaimRow>(
         'ev_claim',
         `WITH due AS (
             SELECT d.sub_id, d.seq FROM event_deliveries d JOIN event_subscriptions s ON s.sub_id = d.sub_id
-            WHERE d.state = 'pending' AND d.next_attempt_at <= $2 AND (d.claimed_until IS NULL OR d.claimed_until <= $2)
+            WHERE d.state = 'pending' AND d.seq > 0 AND d.next_attempt_at <= $2 AND (d.claimed_until IS NULL OR d.claimed_until <= $2)
               AND s.active AND (s.refresh_before IS NULL OR s.refresh_before > $2)
             ORDER BY d.next_attempt_at LIMIT $4 FOR UPDATE OF d SKIP LOCKED
           ), claimed AS (
@@ -162,6 +175,23 @@ export function postgresEvents(query: Query, tx: Tx): EventStore {
         [replica, now, now + claimMs, limit],
       );
       return r.rows.map(toClaimed);
+    },
+    claimControl: async (replica, now, claimMs, limit) => {
+      const r = await query<{ sub_id: string; seq: string; attempts: number; url: string; secret: string }>(
+        'ev_claim_control',
+        `WITH due AS (
+            SELECT d.sub_id, d.seq FROM event_deliveries d JOIN event_subscriptions s ON s.sub_id = d.sub_id
+            WHERE d.state = 'pending' AND d.seq < 0 AND d.next_attempt_at <= $2 AND (d.claimed_until IS NULL OR d.claimed_until <= $2)
+              AND (s.refresh_before IS NULL OR s.refresh_before > $2)
+            ORDER BY d.next_attempt_at LIMIT $4 FOR UPDATE OF d SKIP LOCKED
+          ), claimed AS (
+            UPDATE event_deliveries d SET claimed_by = $1, claimed_until = $3, attempts = d.attempts + 1
+            FROM due WHERE d.sub_id = due.sub_id AND d.seq = due.seq RETURNING d.sub_id, d.seq, d.attempts
+          )
+          SELECT c.sub_id, c.seq, c.attempts, s.url, s.secret FROM claimed c JOIN event_subscriptions s ON s.sub_id = c.sub_id`,
+        [replica, now, now + claimMs, limit],
+      );
+      return r.rows.map((x) => ({ type: 'terminated' as const, subId: x.sub_id, seq: Number(x.seq), url: x.url, secret: x.secret, attempts: x.attempts }));
     },
     settle: async (subId, seq, replica, o) => {
       if (o.delivered) {

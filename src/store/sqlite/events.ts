@@ -99,6 +99,7 @@ export function sqliteEvents(db: Database.Database, write: Write): EventStore {
       VALUES (@subId, @principal, @url, @name, @args, @taskId, @tool, @secret, @refreshBefore, @now)`),
     refresh: db.prepare(`UPDATE event_subscriptions SET secret = @secret, refresh_before = @refreshBefore, active = 1, failures = 0, deactivated_by = NULL
       WHERE sub_id = @subId`),
+    dropControl: db.prepare(`DELETE FROM event_deliveries WHERE sub_id = ? AND seq < 0`),
     exists: db.prepare(`SELECT 1 FROM event_subscriptions WHERE sub_id = ?`),
     del: db.prepare(`DELETE FROM event_subscriptions WHERE sub_id = ?`),
     delDeliveries: db.prepare(`DELETE FROM event_deliveries WHERE sub_id = ?`),
@@ -107,12 +108,20 @@ export function sqliteEvents(db: Database.Database, write: Write): EventStore {
     list: db.prepare(`SELECT ${SUB_COLUMNS} FROM event_subscriptions s ORDER BY created_at DESC LIMIT ?`),
     listOf: db.prepare(`SELECT ${SUB_COLUMNS} FROM event_subscriptions s WHERE principal = ? ORDER BY created_at DESC LIMIT ?`),
     deactivate: db.prepare(`UPDATE event_subscriptions SET active = 0, deactivated_by = ? WHERE sub_id = ? AND active = 1`),
+    queueTerminated: db.prepare(`INSERT INTO event_deliveries (sub_id, seq, next_attempt_at) VALUES (?, ?, ?) ON CONFLICT (sub_id, seq) DO NOTHING`),
     claim: db.prepare(`UPDATE event_deliveries SET claimed_by = @replica, claimed_until = @until, attempts = attempts + 1
       WHERE rowid IN (SELECT d.rowid FROM event_deliveries d JOIN event_subscriptions s ON s.sub_id = d.sub_id
-        WHERE d.state = 'pending' AND d.next_attempt_at <= @now AND (d.claimed_until IS NULL OR d.claimed_until <= @now)
+        WHERE d.state = 'pending' AND d.seq > 0 AND d.next_attempt_at <= @now AND (d.claimed_until IS NULL OR d.claimed_until <= @now)
           AND s.active = 1 AND (s.refresh_before IS NULL OR s.refresh_before > @now)
         ORDER BY d.next_attempt_at LIMIT @limit)
       RETURNING sub_id, seq, attempts`),
+    claimControl: db.prepare(`UPDATE event_deliveries SET claimed_by = @replica, claimed_until = @until, attempts = attempts + 1
+      WHERE rowid IN (SELECT d.rowid FROM event_deliveries d JOIN event_subscriptions s ON s.sub_id = d.sub_id
+        WHERE d.state = 'pending' AND d.seq < 0 AND d.next_attempt_at <= @now AND (d.claimed_until IS NULL OR d.claimed_until <= @now)
+          AND (s.refresh_before IS NULL OR s.refresh_before > @now)
+        ORDER BY d.next_attempt_at LIMIT @limit)
+      RETURNING sub_id, seq, attempts`),
+    claimedControl: db.prepare(`SELECT url, secret FROM event_subscriptions WHERE sub_id = ?`),
     claimed: db.prepare(`SELECT l.*, s.sub_id, s.name, s.url, s.secret FROM event_log l, event_subscriptions s WHERE l.seq = ? AND s.sub_id = ?`),
     delivered: db.prepare(`UPDATE event_deliveries SET state = 'delivered', last_status = @status, claimed_by = NULL, claimed_until = NULL
       WHERE sub_id = @subId AND seq = @seq AND claimed_by = @replica`),
@@ -143,6 +152,7 @@ export function sqliteEvents(db: Database.Database, write: Write): EventStore {
       write(() => {
         if (q.exists.get(s.subId)) {
           q.refresh.run(s);
+          q.dropControl.run(s.subId);
           return 'refreshed' as const;
         }
         if ((q.live.get(s.principal, s.now) as { n: number }).n >= limit) return 'limit' as const;
@@ -165,13 +175,26 @@ export function sqliteEvents(db: Database.Database, write: Write): EventStore {
     verifiedAt: async (principal, url) => (q.verified.get(principal, url) as { v: number | null }).v,
     markVerified: (subId, now) => write(() => void q.markVerified.run(now, subId)),
     list: async (principal, limit) => ((principal === undefined ? q.list.all(limit) : q.listOf.all(principal, limit)) as SubscriptionRow[]).map(toSubscription),
-    deactivate: (subId, operator) => write(() => q.deactivate.run(operator, subId).changes > 0),
+    deactivate: (subId, operator, now) =>
+      write(() => {
+        if (q.deactivate.run(operator, subId).changes === 0) return false;
+        q.queueTerminated.run(subId, -now, now);
+        return true;
+      }),
     claim: (replica, now, claimMs, limit) =>
       write(() => {
         const got = q.claim.all({ replica, now, until: now + claimMs, limit }) as Array<{ sub_id: string; seq: number; attempts: number }>;
         return got.flatMap((g) => {
           const r = q.claimed.get(g.seq, g.sub_id) as ClaimRow | undefined;
           return r ? [toClaimed({ ...r, attempts: g.attempts })] : [];
+        });
+      }),
+    claimControl: (replica, now, claimMs, limit) =>
+      write(() => {
+        const got = q.claimControl.all({ replica, now, until: now + claimMs, limit }) as Array<{ sub_id: string; seq: number; attempts: number }>;
+        return got.flatMap((g) => {
+          const r = q.claimedControl.get(g.sub_id) as { url: string; secret: string } | undefined;
+          return r ? [{ type: 'terminated' as const, subId: g.sub_id, seq: g.seq, url: r.url, secret: r.secret, attempts: g.attempts }] : [];
         });
       }),
     settle: (subId, seq, replica, o) =>

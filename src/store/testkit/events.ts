@@ -87,7 +87,42 @@ export function eventsKit(open: Open, openAt: (location: string) => Promise<{ st
     await store.events.prune(0, now);
     assert.equal(await store.events.get(subs[1]!.subId), undefined, 'an expired subscription is pruned');
     assert.equal((await store.events.list('carol', 10)).length, 1);
-    assert.equal(await store.events.deactivate(subs[0]!.subId, 'ops'), true);
+    assert.equal(await store.events.deactivate(subs[0]!.subId, 'ops', Date.now()), true);
     assert.equal((await store.events.get(subs[0]!.subId))!.deactivatedBy, 'ops');
+  });
+
+  it('events: an operator\'s deactivation queues one terminated envelope in the same write; a refresh drops it; failing queues none', async () => {
+    const { store, location } = await open();
+    const { store: other } = await openAt(location);
+    const s = sub({ principal: 'dave', url: 'https://hooks.example/t' });
+    const mineOf = <T extends { subId: string }>(l: T[], id = s.subId) => l.filter((c) => c.subId === id);
+    assert.equal(await store.events.subscribe(s, 10), 'created');
+    const at = Date.now();
+    assert.equal(await store.events.deactivate(s.subId, 'ops', at), true);
+    assert.equal(await store.events.deactivate(s.subId, 'ops', at + 1), false, 'already inactive: nothing more is queued');
+    assert.equal(mineOf(await store.events.claim('r1', at + 1, 10_000, 50)).length, 0, 'the envelope is not an event');
+    const [a, b] = await Promise.all([store.events.claimControl('r1', at + 1, 10_000, 50), other.events.claimControl('r2', at + 1, 10_000, 50)]);
+    assert.deepEqual(mineOf([...a, ...b]).map((c) => [c.type, c.seq, c.url, c.secret, c.attempts]), [['terminated', -at, s.url, s.secret, 1]], 'claimed once, by one replica');
+    const replica = mineOf(a).length ? 'r1' : 'r2';
+    await store.events.settle(s.subId, -at, replica, { delivered: false, status: 500, error: 'http_5xx', retryAt: at + 5, now: at, deactivateAfter: 20 });
+    assert.deepEqual(mineOf(await store.events.claimControl('r1', at + 20_000, 10_000, 50)).map((c) => [c.seq, c.attempts]), [[-at, 2]], 'a failed attempt is due again');
+    await store.events.settle(s.subId, -at, 'r1', { delivered: true, status: 200, now: at });
+    assert.equal(mineOf(await store.events.claimControl('r1', at + 40_000, 10_000, 50)).length, 0, 'delivered once');
+    // Refreshed before it was sent: the subscription is live again, so nothing says it ended.
+    assert.equal(await store.events.subscribe(s, 10), 'refreshed');
+    assert.equal(await store.events.deactivate(s.subId, 'ops', at + 2), true);
+    assert.equal(await store.events.subscribe(s, 10), 'refreshed');
+    assert.equal(mineOf(await store.events.claimControl('r1', at + 40_000, 10_000, 50)).length, 0, 'a refresh drops a pending terminated');
+    assert.equal((await store.events.get(s.subId))!.pending, 0);
+    // Deactivated for failing: the endpoint is not told (it is the one failing).
+    const f = sub({ principal: 'dave', url: 'https://hooks.example/failing' });
+    assert.equal(await store.events.subscribe(f, 10), 'created');
+    const t = await store.create(newTask({ principal: 'dave', tool: 'render', owner: 'r1' }));
+    await store.finish(t.record.taskId, 'r1', { status: 'completed', result: { content: [] } }, null, Date.now());
+    const [d] = mineOf(await store.events.claim('r1', Date.now(), 10_000, 50), f.subId);
+    await store.events.settle(f.subId, d!.seq, 'r1', { delivered: false, status: 500, error: 'http_5xx', retryAt: null, now: Date.now(), deactivateAfter: 1 });
+    assert.equal((await store.events.get(f.subId))!.active, false);
+    assert.equal(mineOf(await store.events.claimControl('r1', Date.now() + 40_000, 10_000, 50), f.subId).length, 0, 'no terminated for a failing endpoint');
+    await other.close();
   });
 }
