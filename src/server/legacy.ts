@@ -119,10 +119,10 @@ export class LegacyTasks {
   }
 
   /** The capability, each Outlast tool's taskSupport, and the four tasks/* methods, on one legacy-era McpServer. */
-  attach(mcp: McpServer, tools: Iterable<{ name: string; policy: PromotionPolicy | undefined; registered: { execution?: unknown } }>, handles = false): void {
+  attach(mcp: McpServer, tools: Iterable<{ name: string; policy: PromotionPolicy | undefined; handles: boolean; registered: { execution?: unknown } }>): void {
     mcp.server.registerCapabilities({ tasks: LEGACY_TASKS_CAPABILITY } as never);
     // registerTool drops config.execution (legacy.md §3): set it on the registered tool, which tools/list reads.
-    for (const t of tools) t.registered.execution = { taskSupport: taskSupportOf(t.policy, handles) };
+    for (const t of tools) t.registered.execution = { taskSupport: taskSupportOf(t.policy, t.handles) };
     const method = (name: string, run: (p: Record<string, unknown>, ctx: ServerContext) => Promise<JsonObject>) =>
       mcp.server.setRequestHandler(name, PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
         try {

@@ -45,6 +45,10 @@ export interface OutlastToolConfig<Shape extends z.ZodRawShape = z.ZodRawShape>
   inputSchema?: Shape;
   annotations?: Record<string, unknown>;
   _meta?: Record<string, unknown>;
+  /** false: this tool is never followed through a handle. With `policy: 'always'` a client without task support
+   *  then gets -32021, as the Tasks spec's required tools do (the official suite checks a required tool so), instead
+   *  of a handle. Default: handles serve it whenever they are on. */
+  handles?: false;
   /** Runs synchronously before any task exists; can ask MRTR rounds (SEP-2322) first. */
   preflight?: (args: z.infer<z.ZodObject<Shape>>, input: PreflightInput) => PreflightResult | Promise<PreflightResult>;
   /** A string argument whose value is the call's idempotency key (for clients that cannot send
@@ -260,14 +264,14 @@ export class Outlast {
 
   private attachTo(mcp: McpServer, era: 'modern' | 'legacy'): McpServer {
     if (!(mcp instanceof McpServer)) throw new Error(foreignMcpServer());
-    const registered: Array<{ name: string; policy: ToolSpec['policy']; registered: { execution?: unknown } }> = [];
+    const registered: Array<{ name: string; policy: ToolSpec['policy']; handles: boolean; registered: { execution?: unknown } }> = [];
     for (const t of this.tools.values()) {
       // The callback is never reached: tools/call for Outlast tools is routed below, outside McpServer's catch.
       const r = mcp.registerTool(t.name, t.registration as never, unreachable);
-      registered.push({ name: t.name, policy: t.config.policy, registered: r as unknown as { execution?: unknown } });
+      registered.push({ name: t.name, policy: t.config.policy, handles: this.handles !== undefined && t.config.handles !== false, registered: r as unknown as { execution?: unknown } });
     }
     this.handles?.register(mcp, era);
-    if (era === 'legacy') this.legacy.attach(mcp, registered, this.handles !== undefined);
+    if (era === 'legacy') this.legacy.attach(mcp, registered);
     if (this.tools.size === 0) return this.attachTaskMethods(mcp, era);
     const server = mcp.server as unknown as ServerInternals;
     const inner = server._requestHandlers.get('tools/call');
@@ -339,6 +343,8 @@ export class Outlast {
     const clientCapabilities = (envelope[CLIENT_CAPABILITIES_META] ?? {}) as JsonObject;
     const def = this.tools.get(name)!.config;
     const policy = def.policy ?? 'auto';
+    // Handles serve this call's caller if they are on and the tool does not opt out.
+    const handles = def.handles === false ? undefined : this.handles;
     const legacyTask = era === 'legacy' ? req.params!.task : undefined;
     let wire: Pick<CallContext, 'tasksDeclared' | 'taskRequested' | 'origin' | 'capabilitiesKnown'>;
     if (era === 'legacy') {
@@ -346,7 +352,7 @@ export class Outlast {
       if (legacyTask !== undefined && policy === 'never') {
         throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" cannot run as a task (its execution.taskSupport is "forbidden"); call it without params.task`);
       }
-      if (legacyTask === undefined && policy === 'always' && !this.handles) {
+      if (legacyTask === undefined && policy === 'always' && !handles) {
         throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task (its execution.taskSupport is "required"); call it with params.task`);
       }
       const taskRequested = legacyTask === undefined ? undefined : (() => {
@@ -358,12 +364,12 @@ export class Outlast {
       })();
       // Stateless HTTP never sees the capabilities declared at initialize; a session (stdio) knows them.
       const sessionCaps = ctx.http ? undefined : (mcp.server.getClientCapabilities() as JsonObject | undefined);
-      const origin = taskRequested === undefined && this.handles && policy !== 'never' ? 'handle' : 'legacy';
+      const origin = taskRequested === undefined && handles && policy !== 'never' ? 'handle' : 'legacy';
       wire = { tasksDeclared: taskRequested !== undefined, taskRequested, origin, capabilitiesKnown: sessionCaps !== undefined };
       if (sessionCaps) Object.assign(clientCapabilities, sessionCaps);
     } else {
       const tasksDeclared = declaresTasks(clientCapabilities);
-      if (policy === 'always' && !tasksDeclared && !this.handles) throw toProtocolError(missingTasksCapability());
+      if (policy === 'always' && !tasksDeclared && !handles) throw toProtocolError(missingTasksCapability());
       wire = { tasksDeclared, origin: 'extension' };
     }
 
@@ -430,7 +436,7 @@ export class Outlast {
         ...wire,
         principal: this.principal(ctx),
         clientCapabilities,
-        handleAfterMs: wire.tasksDeclared ? undefined : this.handles?.options.afterMs,
+        handleAfterMs: wire.tasksDeclared ? undefined : handles?.options.afterMs,
         progressToken: typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
         idempotencyKey: key,
         signal: ctx.mcpReq.signal,
