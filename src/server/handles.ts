@@ -60,6 +60,8 @@ export interface HandleHost {
   principal(ctx: ServerContext): string;
   /** Answer-page links of the task's open form questions (none when answer pages are off). */
   answerLinks(record: TaskRecord): Array<{ key: string; message: string; url: string }>;
+  /** For a 2025-11-25 caller that declared URL-mode elicitation: the link each question is sent as instead of the form. */
+  urlQuestionLinks(mcp: McpServer, ctx: ServerContext): ((v: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>, key: string) => string | undefined) | undefined;
 }
 
 // Built once: schemas are compiled when first used, and a fresh schema per request would be compiled again.
@@ -275,14 +277,15 @@ export class HandleTools {
     if ('answer' in first) return first.answer;
     const waitMs = Math.min(waitSeconds ?? this.options.maxWaitSeconds, this.options.maxWaitSeconds) * 1000;
     const stopProgress = this.progress(taskId, principal, ctx);
-    const stopRelay = era === 'legacy' ? relayQuestionsOnStream(this.host.runtime, this.host.legacy, mcp, ctx, first.record.taskId, principal) : () => {};
+    const stopRelay = era === 'legacy' ? relayQuestionsOnStream(this.host.runtime, this.host.legacy, mcp, ctx, first.record.taskId, principal, this.host.urlQuestionLinks(mcp, ctx)) : () => {};
+    let ended = false;
     try {
       if (kinds.size > 0) {
         const seen = await untilEndOrQuestion(this.host.runtime, first.record.taskId, principal, waitMs, ctx.mcpReq.signal, (v) => offerableQuestions(v, kinds));
         if (seen && 'questions' in seen) return { resultType: 'input_required', inputRequests: seen.questions } as JsonObject;
-      } else await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal);
+      } else ended = (await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal)) !== undefined;
     } finally {
-      stopRelay();
+      stopRelay(ended);
       stopProgress();
     }
     const later = await this.current(taskId, principal);

@@ -22,6 +22,7 @@ import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, t
 import { TASK_METHODS } from './task-methods.js';
 import { AnswerLinks, type AnswerLink } from './answers/index.js';
 import type { TaskRecord } from '../store/types.js';
+import { legacyClientTakesUrl } from './url-elicitation.js';
 import { declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
@@ -157,6 +158,13 @@ export class Outlast {
   /** The links of a task's open form questions (answer pages on), for handle and status texts. */
   answerLinks(record: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>): AnswerLink[] {
     return this.answers?.linksOf(record) ?? [];
+  }
+
+  /** For a 2025-11-25 handle caller that declared URL-mode elicitation (answer pages on): each question's link, which
+   *  it is sent as a URL elicitation instead of the form. Undefined for every other caller. */
+  urlQuestionLinks(mcp: McpServer, ctx: ServerContext): ((v: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>, key: string) => string | undefined) | undefined {
+    if (!this.answers || !legacyClientTakesUrl(mcp, ctx)) return undefined;
+    return (v, key) => this.answerLinks(v).find((l) => l.key === key)?.url;
   }
 
   /** Defines a tool that may outlast its request. Register it once; `attach` adds it to every McpServer. */
@@ -413,12 +421,13 @@ export class Outlast {
     let outcome: CallOutcome;
     const started = performance.now();
     // A handle caller on 2025-11-25 hears the task's questions on this call's own stream while it waits inline.
-    let stopRelay = () => {};
+    let stopRelay: (ended?: boolean) => void = () => {};
+    let endedWithResult = false;
     const asked = new AbortController();
     let resolveAsked!: (q: { taskId: string; questions: InputRequests }) => void;
     const question = new Promise<{ taskId: string; questions: InputRequests }>((r) => (resolveAsked = r));
     const relay = era === 'legacy' && !wire.tasksDeclared && this.handles
-      ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal))
+      ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal, this.urlQuestionLinks(mcp, ctx)))
       : mrtr
         ? (record: { taskId: string; principal: string }) =>
             void untilEndOrQuestion(this.runtime, record.taskId, record.principal, 86_400_000, asked.signal, (v) => offerableQuestions(v, mrtr!.kinds)).then((seen) =>
@@ -444,10 +453,11 @@ export class Outlast {
         return { resultType: 'input_required', inputRequests: first.q.questions, requestState: sealTaskState(mrtr!.secret, first.q.taskId, mrtr!.principal) };
       }
       outcome = first.o;
+      endedWithResult = outcome.kind === 'result';
     } catch (e) {
       throw toProtocolError(e);
     } finally {
-      stopRelay();
+      stopRelay(endedWithResult);
       asked.abort();
     }
     // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).

@@ -10,23 +10,47 @@ import { TaskProtocolError, isTerminal, type InputRequest, type JsonObject } fro
 import type { TaskRuntime } from '../runtime/runtime.js';
 import type { TaskView } from '../store/types.js';
 import type { LegacyTasks } from './legacy.js';
+import { elicitationIdOf } from './url-elicitation.js';
 
-/** Puts each new question of `taskId` on this request's stream while it waits (2025-11-25); returns the stop. */
-export function relayQuestionsOnStream(runtime: TaskRuntime, legacy: LegacyTasks, mcp: McpServer, ctx: ServerContext, taskId: string, principal: string): () => void {
+/**
+ * Puts each new question of `taskId` on this request's stream while it waits (2025-11-25); returns the stop. With
+ * `linkOf` (the client declared URL mode, answer pages on), a question with an answer link goes out as a URL
+ * elicitation, and `notifications/elicitation/complete` follows on this stream once it is no longer open.
+ */
+export function relayQuestionsOnStream(
+  runtime: TaskRuntime,
+  legacy: LegacyTasks,
+  mcp: McpServer,
+  ctx: ServerContext,
+  taskId: string,
+  principal: string,
+  linkOf?: (v: TaskView, key: string) => string | undefined,
+): (ended?: boolean) => void {
   const asked = new Set<string>();
+  const askedByUrl = new Set<string>();
   let stopped = false;
   let unwatch = () => {};
+  const complete = (key: string) => {
+    askedByUrl.delete(key);
+    legacy.notifyOnStream(mcp, ctx, 'notifications/elicitation/complete', { elicitationId: elicitationIdOf(taskId, key) });
+  };
   void runtime
     .watchViews(taskId, principal, (v) => {
-      if (stopped || v.status !== 'input_required') return;
+      if (stopped) return;
+      for (const key of askedByUrl) if (v.status !== 'input_required' || !v.inputRequests[key]) complete(key);
+      if (v.status !== 'input_required') return;
       for (const [key, pending] of Object.entries(v.inputRequests)) {
         if (asked.has(key) || !askableOnStream(pending.request)) continue;
         asked.add(key);
-        legacy.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline);
+        const url = linkOf?.(v, key);
+        if (url) askedByUrl.add(key);
+        legacy.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline, url);
       }
     })
     .then((u) => (stopped ? u() : (unwatch = u)), (e) => runtime.log.debug('could not watch a task for its questions', { taskId, error: String(e) }));
-  return () => {
+  // ended: the call answers with the task's outcome, so its URL questions are complete (said before the answer leaves).
+  return (ended = false) => {
+    if (ended && !stopped) for (const key of askedByUrl) complete(key);
     stopped = true;
     unwatch();
   };
