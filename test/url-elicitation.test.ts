@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, ElicitationCompleteNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import type { TaskRecord, TaskStore } from '../src/store/types.js';
 import { ROOT, freePort, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
@@ -186,6 +187,43 @@ describe('URL-mode elicitation on the demo server (SDK v1, stateless HTTP, SQLit
       assert.ok(onStatus.length >= 1);
       assert.equal(onStatus[0]!.params.mode, 'url');
       assert.match(onStatus[0]!.params.url!, LINK);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('SDK v2 on 2026-07-28 without the Tasks extension, URL mode declared: MRTR offers the answer link; the page answer applies the migration', async () => {
+    const client = new ClientV2({ name: 'v2-url-host', version: '2.0.0' }, { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } } as never);
+    const asked: ElicitParams[] = [];
+    let pageAnswered: Promise<number> | undefined;
+    // The retry with the accept leaves the task input_required (a form answer without content would be refused).
+    client.setRequestHandler('elicitation/create' as never, (async (req: { params: ElicitParams }) => {
+      asked.push(req.params);
+      const waiting = await parkedApproval(inlineStore, '0064_url');
+      // The person answers on the page once the retry (with this accept) is waiting for it.
+      pageAnswered = until('the retry carries the accept', async () => (retried ? true : undefined))
+        .then(() => row(inlineStore, waiting.taskId))
+        .then((r) => {
+          assert.equal(r.status, 'input_required');
+          return answerOnPage(req.params.url!, { action: 'accept', approve: 'true', reason: 'mrtr ok' });
+        });
+      return { action: 'accept' };
+    }) as never);
+    const transport = new TransportV2(new URL(inline.url));
+    let retried = false;
+    const send = transport.send.bind(transport);
+    transport.send = async (m: any, o?: any) => {
+      if (m?.method === 'tools/call' && m.params?.inputResponses) retried = true;
+      return send(m, o);
+    };
+    await client.connect(transport);
+    try {
+      const r = await client.callTool({ name: 'migrate', arguments: { database: 'shop', migration: '0064_url' } }, { timeout: 60_000 } as never);
+      assert.equal(await pageAnswered, 200);
+      assert.equal(textOf(r as never), 'Applied 0064_url to shop (approved: mrtr ok).');
+      assert.equal(asked.length, 1, 'the accepted URL question is not offered again while the retry waits');
+      assert.equal(asked[0]!.mode, 'url');
+      assert.match(asked[0]!.url!, LINK);
     } finally {
       await client.close();
     }

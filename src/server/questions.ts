@@ -10,7 +10,7 @@ import { TaskProtocolError, isTerminal, type InputRequest, type JsonObject } fro
 import type { TaskRuntime } from '../runtime/runtime.js';
 import type { TaskView } from '../store/types.js';
 import type { LegacyTasks } from './legacy.js';
-import { elicitationIdOf } from './url-elicitation.js';
+import { declaresUrlMode, elicitationIdOf } from './url-elicitation.js';
 
 /**
  * Puts each new question of `taskId` on this request's stream while it waits (2025-11-25); returns the stop. With
@@ -66,19 +66,33 @@ export function declaredInputKinds(caps: JsonObject | undefined): Set<string> {
   const out = new Set<string>();
   if (!caps) return out;
   if (caps.elicitation) out.add('elicitation/create');
+  if (declaresUrlMode(caps)) out.add('elicitation/url');
   if (caps.sampling) out.add('sampling/createMessage');
   if (caps.roots) out.add('roots/list');
   return out;
 }
 
+/**
+ * URL mode for a 2026-07-28 caller that declared `elicitation.url` (answer pages on): each question with an answer
+ * link is offered as a URL elicitation of it; `accepted` holds the keys this request's retry accepted (the person is
+ * on the page), which it does not offer again while it waits.
+ */
+export interface UrlOffer {
+  linkOf(v: Pick<TaskView, 'taskId' | 'principal' | 'inputRequests'>, key: string): string | undefined;
+  accepted: Set<string>;
+}
+
 /** The outstanding questions of a task this client can answer through MRTR, as `inputRequests`. */
-export function offerableQuestions(v: Pick<TaskView, 'status' | 'inputRequests'>, kinds: Set<string>): Record<string, InputRequest> | undefined {
+export function offerableQuestions(v: Pick<TaskView, 'taskId' | 'principal' | 'status' | 'inputRequests'>, kinds: Set<string>, url?: UrlOffer): Record<string, InputRequest> | undefined {
   if (v.status !== 'input_required') return undefined;
   const out: Record<string, InputRequest> = {};
   for (const [key, pending] of Object.entries(v.inputRequests)) {
     if (!kinds.has(pending.request.method) || !askableOnStream(pending.request)) continue;
     if (pending.request.method === 'elicitation/create' && (pending.request.params as { mode?: string } | undefined)?.mode === 'url' && !(kinds.has('elicitation/url'))) continue;
-    out[key] = pending.request;
+    if (url?.accepted.has(key)) continue;
+    const link = url?.linkOf(v, key);
+    // 2026-07-28 URL elicitations have no elicitationId: the retry names the question by its key.
+    out[key] = link ? { method: 'elicitation/create', params: { mode: 'url', message: String(pending.request.params?.message ?? 'Please answer on this page'), url: link } } : pending.request;
   }
   return Object.keys(out).length ? out : undefined;
 }
@@ -87,10 +101,16 @@ export function offerableQuestions(v: Pick<TaskView, 'status' | 'inputRequests'>
  * Records the `inputResponses` of an MRTR retry as the task's answers (each checked as tasks/update checks it).
  * Returns the error text for the model when an answer is refused.
  */
-export async function recordRetryAnswers(runtime: TaskRuntime, taskId: string, principal: string, responses: Record<string, unknown> | undefined): Promise<string | undefined> {
+export async function recordRetryAnswers(runtime: TaskRuntime, taskId: string, principal: string, responses: Record<string, unknown> | undefined, url?: UrlOffer): Promise<string | undefined> {
   if (!responses) return undefined;
   for (const [key, value] of Object.entries(responses)) {
     try {
+      // An accept without content answers a URL elicitation (the page records the answer, maybe already has).
+      const v = value as { action?: unknown; content?: unknown } | null;
+      if (url && v && typeof v === 'object' && v.action === 'accept' && v.content === undefined) {
+        url.accepted.add(key);
+        continue;
+      }
       await runtime.answerFromClient(taskId, principal, key, { result: value });
     } catch (e) {
       if (e instanceof TaskProtocolError) return `The answer to "${key}" was refused: ${e.message}`;
