@@ -138,6 +138,32 @@ describe('URL-mode elicitation on the demo server (SDK v1, stateless HTTP, SQLit
     }
   });
 
+  it('a response to a URL elicitation that is not accept, decline or cancel is refused with the reason; the task still waits', async () => {
+    const { client } = await connect(inline.url, { url: {} });
+    const refusals: Array<{ status: number; message: string }> = [];
+    client.setRequestHandler(ElicitRequestSchema, async () => {
+      const waiting = await parkedApproval(inlineStore, '0065_url');
+      const id = `outlast-input-url/${waiting.taskId}/approval`;
+      for (const body of [{ jsonrpc: '2.0', id, result: { action: 'maybe' } }, { jsonrpc: '2.0', id, error: { message: 'no code' } }]) {
+        const r = await fetch(inline.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(body) });
+        refusals.push({ status: r.status, message: ((await r.json()) as { error: { message: string } }).error.message });
+      }
+      const after = await row(inlineStore, waiting.taskId);
+      assert.equal(after.status, 'input_required');
+      assert.ok(after.inputRequests.approval, 'nothing was recorded');
+      return { action: 'cancel' };
+    });
+    try {
+      const r = await client.callTool({ name: 'migrate', arguments: { database: 'shop', migration: '0065_url' } }, undefined, { timeout: 60_000 });
+      assert.deepEqual(refusals.map((x) => x.status), [400, 400]);
+      assert.match(refusals[0]!.message, /action "accept", "decline" or "cancel"/);
+      assert.match(refusals[1]!.message, /numeric code/);
+      assert.equal(textOf(r as never), 'Migration 0065_url was not approved (cancel); nothing was changed.');
+    } finally {
+      await client.close();
+    }
+  });
+
   it('a client that declared form mode only still gets the form question, answered in the client', async () => {
     const { client } = await connect(inline.url, { form: {} });
     const asked: ElicitParams[] = [];

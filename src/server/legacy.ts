@@ -222,7 +222,12 @@ export class LegacyTasks {
     const runtime = this.host.runtime;
     const record = (given: { result: unknown } | { error: JsonRpcErrorObject }) => {
       // A URL elicitation's accept only means the person went to the page, which records the answer itself.
-      const answer = url ? recordableUrlAnswer(given) : given;
+      let answer: typeof given | undefined = given;
+      try {
+        if (url) answer = recordableUrlAnswer(given);
+      } catch (e) {
+        return void runtime.log.warn('a URL elicitation answer was refused; the question stays open', { taskId, key, error: String(e) });
+      }
       if (!answer) return;
       void runtime.answerFromClient(taskId, principal, key, answer).catch((e) => runtime.log.warn('could not record an input answer', { taskId, key, error: String(e) }));
     };

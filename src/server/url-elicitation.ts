@@ -53,13 +53,14 @@ export function asUrlElicitation(request: InputRequest, url: string, taskId: str
   return { ...request, params: { ...rest, mode: 'url', message: String(rest.message ?? 'Please answer on this page'), url, elicitationId: elicitationIdOf(taskId, key) } };
 }
 
-/** The answer to record for a client's response to a URL elicitation: none for `accept` (the page records it). */
+/** The answer to record for a client's response to a URL elicitation: none for `accept` (the page records it); an
+ *  action that is none of the three is refused (TaskProtocolError) and nothing is recorded. */
 export function recordableUrlAnswer(answer: { result: unknown } | { error: JsonRpcErrorObject }): { result: unknown } | { error: JsonRpcErrorObject } | undefined {
   if ('error' in answer) return answer;
   const action = (answer.result as { action?: unknown } | null)?.action;
   if (action === 'accept') return undefined;
   if (action === 'decline' || action === 'cancel') return { result: { action } };
-  return { error: { code: ErrorCode.InvalidParams, message: 'A URL elicitation is answered with action "accept", "decline" or "cancel"' } };
+  throw new TaskProtocolError(ErrorCode.InvalidParams, 'A URL elicitation is answered with action "accept", "decline" or "cancel"');
 }
 
 /** Whether a posted JSON-RPC response answers one of our URL elicitations; its task and key if so. */
