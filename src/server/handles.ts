@@ -8,7 +8,7 @@ import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprot
 import { CLIENT_CAPABILITIES_META, answeredByOf, declaresTasks } from '../protocol/index.js';
 import { checkContent } from '../ops/answer-form.js';
 import type { LegacyTasks } from './legacy.js';
-import { declaredInputKinds, offerableQuestions, recordRetryAnswers, relayQuestionsOnStream, untilEndOrQuestion } from './questions.js';
+import { type UrlOffer, declaredInputKinds, offerableQuestions, recordRetryAnswers, relayQuestionsOnStream, untilEndOrQuestion } from './questions.js';
 import * as z from 'zod';
 import { TaskProtocolError, isTerminal, type JsonObject } from '../protocol/index.js';
 import type { TaskRuntime } from '../runtime/runtime.js';
@@ -60,6 +60,10 @@ export interface HandleHost {
   principal(ctx: ServerContext): string;
   /** Answer-page links of the task's open form questions (none when answer pages are off). */
   answerLinks(record: TaskRecord): Array<{ key: string; message: string; url: string }>;
+  /** For a 2025-11-25 caller that declared URL-mode elicitation: the link each question is sent as instead of the form. */
+  /** For a 2026-07-28 caller that declared URL-mode elicitation: its MRTR URL offer. */
+  mrtrUrlOffer(caps: unknown): UrlOffer | undefined;
+  urlQuestionLinks(mcp: McpServer, ctx: ServerContext): ((v: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>, key: string) => string | undefined) | undefined;
 }
 
 // Built once: schemas are compiled when first used, and a fresh schema per request would be compiled again.
@@ -266,23 +270,25 @@ export class HandleTools {
     const caps = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META] as JsonObject | undefined;
     // 2026-07-28 without Tasks: questions go out as MRTR input_required, and a retry carries their answers.
     const kinds = era === 'modern' && !declaresTasks(caps ?? {}) ? declaredInputKinds(caps) : new Set<string>();
+    const url = kinds.size > 0 ? this.host.mrtrUrlOffer(caps) : undefined;
     const lookedUp = await this.read(taskId, principal);
     if ('record' in lookedUp && kinds.size > 0) {
-      const refused = await recordRetryAnswers(this.host.runtime, lookedUp.record.taskId, principal, ctx.mcpReq.inputResponses as Record<string, unknown> | undefined);
+      const refused = await recordRetryAnswers(this.host.runtime, lookedUp.record.taskId, principal, ctx.mcpReq.inputResponses as Record<string, unknown> | undefined, url);
       if (refused) return text(`${refused}. Call ${this.options.statusTool} with {"taskId": "${lookedUp.record.taskId}"} to be asked again.`, true);
     }
     const first = await this.current(taskId, principal);
     if ('answer' in first) return first.answer;
     const waitMs = Math.min(waitSeconds ?? this.options.maxWaitSeconds, this.options.maxWaitSeconds) * 1000;
     const stopProgress = this.progress(taskId, principal, ctx);
-    const stopRelay = era === 'legacy' ? relayQuestionsOnStream(this.host.runtime, this.host.legacy, mcp, ctx, first.record.taskId, principal) : () => {};
+    const stopRelay = era === 'legacy' ? relayQuestionsOnStream(this.host.runtime, this.host.legacy, mcp, ctx, first.record.taskId, principal, this.host.urlQuestionLinks(mcp, ctx)) : () => {};
+    let ended = false;
     try {
       if (kinds.size > 0) {
-        const seen = await untilEndOrQuestion(this.host.runtime, first.record.taskId, principal, waitMs, ctx.mcpReq.signal, (v) => offerableQuestions(v, kinds));
+        const seen = await untilEndOrQuestion(this.host.runtime, first.record.taskId, principal, waitMs, ctx.mcpReq.signal, (v) => offerableQuestions(v, kinds, url));
         if (seen && 'questions' in seen) return { resultType: 'input_required', inputRequests: seen.questions } as JsonObject;
-      } else await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal);
+      } else ended = (await this.host.runtime.untilTerminal(first.record.taskId, principal, waitMs, ctx.mcpReq.signal)) !== undefined;
     } finally {
-      stopRelay();
+      stopRelay(ended);
       stopProgress();
     }
     const later = await this.current(taskId, principal);

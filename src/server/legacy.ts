@@ -22,6 +22,7 @@ import type { TaskRuntime } from '../runtime/runtime.js';
 import { isoOf } from '../runtime/wire.js';
 import type { TaskRecord, TaskSummary, TaskView } from '../store/types.js';
 import type { TaskMethod } from './task-methods.js';
+import { asUrlElicitation, recordableUrlAnswer, urlRequestId } from './url-elicitation.js';
 
 export interface LegacyOptions {
   /** tasks/cancel must answer with the task already cancelled: how long to wait for the handler to stop before
@@ -199,19 +200,41 @@ export class LegacyTasks {
   }
 
   /**
+   * A notification on this request's stream. Over stateless HTTP past the SDK's capability check, which cannot see
+   * what the client declared at initialize (as for the input requests themselves).
+   */
+  notifyOnStream(mcp: McpServer, ctx: ServerContext, method: string, params: JsonObject): void {
+    const failed = (e: unknown) => this.host.runtime.log.debug('could not send a notification on a stream', { method, error: String(e) });
+    if (!ctx.http) return void ctx.mcpReq.notify({ method, params } as never).catch(failed);
+    const transport = (mcp.server as unknown as { transport?: { send(m: JsonObject, o?: { relatedRequestId?: unknown }): Promise<void> } }).transport;
+    void transport?.send({ jsonrpc: '2.0', method, params }, { relatedRequestId: ctx.mcpReq.id }).catch(failed);
+  }
+
+  /**
    * Sends one input request to the client. Over HTTP each request is its own stateless instance: the request goes
    * on this tasks/result stream with an id that names the task and key, and the answer comes back as a POST that
    * any replica takes (answerPostedResponse). On a session (stdio) the SDK carries the request and its answer.
+   * With `url` (a client that declared URL mode), a form question goes out as a URL elicitation of its answer link.
    */
-  ask(mcp: McpServer, ctx: ServerContext, taskId: string, principal: string, key: string, request: InputRequest, deadline: number): void {
+  ask(mcp: McpServer, ctx: ServerContext, taskId: string, principal: string, key: string, asked: InputRequest, deadline: number, url?: string): void {
+    const request = url ? asUrlElicitation(asked, url, taskId, key) : asked;
     const params = { ...(request.params ?? {}), _meta: { ...((request.params?._meta as JsonObject | undefined) ?? {}), [RELATED_TASK_META]: { taskId } } };
     const runtime = this.host.runtime;
-    const record = (answer: { result: unknown } | { error: JsonRpcErrorObject }) =>
-      runtime.answerFromClient(taskId, principal, key, answer).catch((e) => runtime.log.warn('could not record an input answer', { taskId, key, error: String(e) }));
+    const record = (given: { result: unknown } | { error: JsonRpcErrorObject }) => {
+      // A URL elicitation's accept only means the person went to the page, which records the answer itself.
+      let answer: typeof given | undefined = given;
+      try {
+        if (url) answer = recordableUrlAnswer(given);
+      } catch (e) {
+        return void runtime.log.warn('a URL elicitation answer was refused; the question stays open', { taskId, key, error: String(e) });
+      }
+      if (!answer) return;
+      void runtime.answerFromClient(taskId, principal, key, answer).catch((e) => runtime.log.warn('could not record an input answer', { taskId, key, error: String(e) }));
+    };
     if (ctx.http) {
       const transport = (mcp.server as unknown as { transport?: { send(m: JsonObject, o?: { relatedRequestId?: unknown }): Promise<void> } }).transport;
       void transport
-        ?.send({ jsonrpc: '2.0', id: inputRequestId(taskId, key), method: request.method, params }, { relatedRequestId: ctx.mcpReq.id })
+        ?.send({ jsonrpc: '2.0', id: url ? urlRequestId(taskId, key) : inputRequestId(taskId, key), method: request.method, params }, { relatedRequestId: ctx.mcpReq.id })
         .catch((e) => runtime.log.debug('could not send an input request on a tasks/result stream', { taskId, key, error: String(e) }));
       return;
     }

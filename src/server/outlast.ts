@@ -22,7 +22,8 @@ import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, t
 import { TASK_METHODS } from './task-methods.js';
 import { AnswerLinks, type AnswerLink } from './answers/index.js';
 import type { TaskRecord } from '../store/types.js';
-import { declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
+import { declaresUrlMode, legacyClientTakesUrl } from './url-elicitation.js';
+import { type UrlOffer, declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
 import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
@@ -161,6 +162,19 @@ export class Outlast {
   /** The links of a task's open form questions (answer pages on), for handle and status texts. */
   answerLinks(record: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>): AnswerLink[] {
     return this.answers?.linksOf(record) ?? [];
+  }
+
+  /** For a 2025-11-25 handle caller that declared URL-mode elicitation (answer pages on): each question's link, which
+   *  it is sent as a URL elicitation instead of the form. Undefined for every other caller. */
+  urlQuestionLinks(mcp: McpServer, ctx: ServerContext): ((v: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>, key: string) => string | undefined) | undefined {
+    if (!this.answers || !legacyClientTakesUrl(mcp, ctx)) return undefined;
+    return (v, key) => this.answerLinks(v).find((l) => l.key === key)?.url;
+  }
+
+  /** For a 2026-07-28 caller without Tasks that declared URL-mode elicitation (answer pages on): the MRTR URL offer. */
+  mrtrUrlOffer(caps: unknown): UrlOffer | undefined {
+    if (!this.answers || !declaresUrlMode(caps)) return undefined;
+    return { linkOf: (v, key) => this.answerLinks(v).find((l) => l.key === key)?.url, accepted: new Set() };
   }
 
   /** Defines a tool that may outlast its request. Register it once; `attach` adds it to every McpServer. */
@@ -319,12 +333,12 @@ export class Outlast {
 
   /** An MRTR retry of an inline call that became a task: its answers are recorded, then the call follows the task
    *  for the handle budget (its result, its next question, or a handle). */
-  private async followInline(taskId: string, mrtr: { kinds: Set<string>; secret: string; principal: string }, ctx: ServerContext): Promise<unknown> {
+  private async followInline(taskId: string, mrtr: { kinds: Set<string>; secret: string; principal: string; url?: UrlOffer | undefined }, ctx: ServerContext): Promise<unknown> {
     const handles = this.handles!;
     try {
-      const refused = await recordRetryAnswers(this.runtime, taskId, mrtr.principal, ctx.mcpReq.inputResponses as Record<string, unknown> | undefined);
+      const refused = await recordRetryAnswers(this.runtime, taskId, mrtr.principal, ctx.mcpReq.inputResponses as Record<string, unknown> | undefined, mrtr.url);
       if (refused) return { content: [{ type: 'text', text: `${refused}. Call ${handles.options.statusTool} with {"taskId": "${taskId}"} to be asked again.` }], isError: true };
-      const seen = await untilEndOrQuestion(this.runtime, taskId, mrtr.principal, handles.options.afterMs, ctx.mcpReq.signal, (v) => offerableQuestions(v, mrtr.kinds));
+      const seen = await untilEndOrQuestion(this.runtime, taskId, mrtr.principal, handles.options.afterMs, ctx.mcpReq.signal, (v) => offerableQuestions(v, mrtr.kinds, mrtr.url));
       if (seen && 'questions' in seen) return { resultType: 'input_required', inputRequests: seen.questions, requestState: sealTaskState(mrtr.secret, taskId, mrtr.principal) };
       const record = await this.runtime.lookup(taskId, mrtr.principal);
       if (isTerminal(record.status)) this.runtime.noteRetrieved(record);
@@ -382,11 +396,11 @@ export class Outlast {
     }
 
     // 2026-07-28 without Tasks, elicitation declared: a question asked while inline goes out as MRTR input_required.
-    let mrtr: { kinds: Set<string>; secret: string; principal: string } | undefined;
+    let mrtr: { kinds: Set<string>; secret: string; principal: string; url?: UrlOffer | undefined } | undefined;
     if (era === 'modern' && !wire.tasksDeclared && this.handles && !def.preflight && policy !== 'never') {
       const kinds = declaredInputKinds(clientCapabilities);
       if (kinds.size > 0) {
-        mrtr = { kinds, secret: await this.runtime.sharedSecret('outlast-handle-state'), principal: this.principal(ctx) };
+        mrtr = { kinds, secret: await this.runtime.sharedSecret('outlast-handle-state'), principal: this.principal(ctx), url: this.mrtrUrlOffer(clientCapabilities) };
         const resumed = openTaskState(mrtr.secret, ctx.mcpReq.requestState(), mrtr.principal);
         if (resumed) return this.followInline(resumed, mrtr, ctx);
       }
@@ -419,15 +433,16 @@ export class Outlast {
     let outcome: CallOutcome;
     const started = performance.now();
     // A handle caller on 2025-11-25 hears the task's questions on this call's own stream while it waits inline.
-    let stopRelay = () => {};
+    let stopRelay: (ended?: boolean) => void = () => {};
+    let endedWithResult = false;
     const asked = new AbortController();
     let resolveAsked!: (q: { taskId: string; questions: InputRequests }) => void;
     const question = new Promise<{ taskId: string; questions: InputRequests }>((r) => (resolveAsked = r));
     const relay = era === 'legacy' && !wire.tasksDeclared && this.handles
-      ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal))
+      ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal, this.urlQuestionLinks(mcp, ctx)))
       : mrtr
         ? (record: { taskId: string; principal: string }) =>
-            void untilEndOrQuestion(this.runtime, record.taskId, record.principal, 86_400_000, asked.signal, (v) => offerableQuestions(v, mrtr!.kinds)).then((seen) =>
+            void untilEndOrQuestion(this.runtime, record.taskId, record.principal, 86_400_000, asked.signal, (v) => offerableQuestions(v, mrtr!.kinds, mrtr!.url)).then((seen) =>
               seen && 'questions' in seen ? resolveAsked({ taskId: record.taskId, questions: seen.questions as InputRequests }) : undefined)
         : undefined;
     try {
@@ -450,10 +465,11 @@ export class Outlast {
         return { resultType: 'input_required', inputRequests: first.q.questions, requestState: sealTaskState(mrtr!.secret, first.q.taskId, mrtr!.principal) };
       }
       outcome = first.o;
+      endedWithResult = outcome.kind === 'result';
     } catch (e) {
       throw toProtocolError(e);
     } finally {
-      stopRelay();
+      stopRelay(endedWithResult);
       asked.abort();
     }
     // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).

@@ -10,23 +10,47 @@ import { TaskProtocolError, isTerminal, type InputRequest, type JsonObject } fro
 import type { TaskRuntime } from '../runtime/runtime.js';
 import type { TaskView } from '../store/types.js';
 import type { LegacyTasks } from './legacy.js';
+import { declaresUrlMode, elicitationIdOf } from './url-elicitation.js';
 
-/** Puts each new question of `taskId` on this request's stream while it waits (2025-11-25); returns the stop. */
-export function relayQuestionsOnStream(runtime: TaskRuntime, legacy: LegacyTasks, mcp: McpServer, ctx: ServerContext, taskId: string, principal: string): () => void {
+/**
+ * Puts each new question of `taskId` on this request's stream while it waits (2025-11-25); returns the stop. With
+ * `linkOf` (the client declared URL mode, answer pages on), a question with an answer link goes out as a URL
+ * elicitation, and `notifications/elicitation/complete` follows on this stream once it is no longer open.
+ */
+export function relayQuestionsOnStream(
+  runtime: TaskRuntime,
+  legacy: LegacyTasks,
+  mcp: McpServer,
+  ctx: ServerContext,
+  taskId: string,
+  principal: string,
+  linkOf?: (v: TaskView, key: string) => string | undefined,
+): (ended?: boolean) => void {
   const asked = new Set<string>();
+  const askedByUrl = new Set<string>();
   let stopped = false;
   let unwatch = () => {};
+  const complete = (key: string) => {
+    askedByUrl.delete(key);
+    legacy.notifyOnStream(mcp, ctx, 'notifications/elicitation/complete', { elicitationId: elicitationIdOf(taskId, key) });
+  };
   void runtime
     .watchViews(taskId, principal, (v) => {
-      if (stopped || v.status !== 'input_required') return;
+      if (stopped) return;
+      for (const key of askedByUrl) if (v.status !== 'input_required' || !v.inputRequests[key]) complete(key);
+      if (v.status !== 'input_required') return;
       for (const [key, pending] of Object.entries(v.inputRequests)) {
         if (asked.has(key) || !askableOnStream(pending.request)) continue;
         asked.add(key);
-        legacy.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline);
+        const url = linkOf?.(v, key);
+        if (url) askedByUrl.add(key);
+        legacy.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline, url);
       }
     })
     .then((u) => (stopped ? u() : (unwatch = u)), (e) => runtime.log.debug('could not watch a task for its questions', { taskId, error: String(e) }));
-  return () => {
+  // ended: the call answers with the task's outcome, so its URL questions are complete (said before the answer leaves).
+  return (ended = false) => {
+    if (ended && !stopped) for (const key of askedByUrl) complete(key);
     stopped = true;
     unwatch();
   };
@@ -42,19 +66,33 @@ export function declaredInputKinds(caps: JsonObject | undefined): Set<string> {
   const out = new Set<string>();
   if (!caps) return out;
   if (caps.elicitation) out.add('elicitation/create');
+  if (declaresUrlMode(caps)) out.add('elicitation/url');
   if (caps.sampling) out.add('sampling/createMessage');
   if (caps.roots) out.add('roots/list');
   return out;
 }
 
+/**
+ * URL mode for a 2026-07-28 caller that declared `elicitation.url` (answer pages on): each question with an answer
+ * link is offered as a URL elicitation of it; `accepted` holds the keys this request's retry accepted (the person is
+ * on the page), which it does not offer again while it waits.
+ */
+export interface UrlOffer {
+  linkOf(v: Pick<TaskView, 'taskId' | 'principal' | 'inputRequests'>, key: string): string | undefined;
+  accepted: Set<string>;
+}
+
 /** The outstanding questions of a task this client can answer through MRTR, as `inputRequests`. */
-export function offerableQuestions(v: Pick<TaskView, 'status' | 'inputRequests'>, kinds: Set<string>): Record<string, InputRequest> | undefined {
+export function offerableQuestions(v: Pick<TaskView, 'taskId' | 'principal' | 'status' | 'inputRequests'>, kinds: Set<string>, url?: UrlOffer): Record<string, InputRequest> | undefined {
   if (v.status !== 'input_required') return undefined;
   const out: Record<string, InputRequest> = {};
   for (const [key, pending] of Object.entries(v.inputRequests)) {
     if (!kinds.has(pending.request.method) || !askableOnStream(pending.request)) continue;
     if (pending.request.method === 'elicitation/create' && (pending.request.params as { mode?: string } | undefined)?.mode === 'url' && !(kinds.has('elicitation/url'))) continue;
-    out[key] = pending.request;
+    if (url?.accepted.has(key)) continue;
+    const link = url?.linkOf(v, key);
+    // 2026-07-28 URL elicitations have no elicitationId: the retry names the question by its key.
+    out[key] = link ? { method: 'elicitation/create', params: { mode: 'url', message: String(pending.request.params?.message ?? 'Please answer on this page'), url: link } } : pending.request;
   }
   return Object.keys(out).length ? out : undefined;
 }
@@ -63,10 +101,16 @@ export function offerableQuestions(v: Pick<TaskView, 'status' | 'inputRequests'>
  * Records the `inputResponses` of an MRTR retry as the task's answers (each checked as tasks/update checks it).
  * Returns the error text for the model when an answer is refused.
  */
-export async function recordRetryAnswers(runtime: TaskRuntime, taskId: string, principal: string, responses: Record<string, unknown> | undefined): Promise<string | undefined> {
+export async function recordRetryAnswers(runtime: TaskRuntime, taskId: string, principal: string, responses: Record<string, unknown> | undefined, url?: UrlOffer): Promise<string | undefined> {
   if (!responses) return undefined;
   for (const [key, value] of Object.entries(responses)) {
     try {
+      // An accept without content answers a URL elicitation (the page records the answer, maybe already has).
+      const v = value as { action?: unknown; content?: unknown } | null;
+      if (url && v && typeof v === 'object' && v.action === 'accept' && v.content === undefined) {
+        url.accepted.add(key);
+        continue;
+      }
       await runtime.answerFromClient(taskId, principal, key, { result: value });
     } catch (e) {
       if (e instanceof TaskProtocolError) return `The answer to "${key}" was refused: ${e.message}`;

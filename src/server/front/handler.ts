@@ -20,6 +20,7 @@ import {
 import { CLIENT_CAPABILITIES_META, ErrorCode, RATE_LIMITED_CODE, declaresTasks } from '../../protocol/index.js';
 import type { Outlast } from '../outlast.js';
 import { answerPostedResponse, isInputResponse } from '../legacy.js';
+import { answerPostedUrlResponse, parseUrlResponse, urlModeSessionId } from '../url-elicitation.js';
 import { createDirectTaskPath } from '../direct.js';
 import { requestMetrics } from '../request-metrics.js';
 import { requestSpans } from '../request-spans.js';
@@ -286,6 +287,15 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     let response = traced
       ? await context.with(traced.context, () => answer(request, msg, body.parsed, who, auth))
       : await answer(request, msg, body.parsed, who, auth);
+    // A client that declared URL-mode elicitation carries that declaration on its later stateless requests.
+    const urlSession = outlast.answers && outlast.handles ? urlModeSessionId(msg) : undefined;
+    if (urlSession && response.ok && !response.headers.has('mcp-session-id')) {
+      const headers = new Headers(response.headers);
+      headers.set('mcp-session-id', urlSession);
+      const tracked = streaming.has(response);
+      response = new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+      if (tracked) streaming.add(response);
+    }
     const streams = streaming.has(response);
     if (traced) response = traced.answered(response);
     return measured ? measured(response, streams) : response;
@@ -306,6 +316,12 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
 
   /** A parsed request, past the front's checks of every request: the front's own refusals, the direct path, or the SDK. */
   async function answer(request: Request, msg: RpcMessage, parsed: unknown, who: string, auth: AuthInfo | undefined): Promise<Response> {
+    const urlTarget = parseUrlResponse(msg);
+    if (urlTarget) {
+      // A 2025-11-25 client answering a URL elicitation (accept: the person went to the answer page).
+      const r = await answerPostedUrlResponse(outlast.runtime, urlTarget, msg as { result?: unknown; error?: unknown }, who);
+      return r.status === 202 ? new Response(null, { status: 202 }) : jsonRpcError(400, null, r.error.code, r.error.message);
+    }
     if (isInputResponse(msg)) {
       // A 2025-11-25 client answering an input request sent on some replica's tasks/result stream.
       const r = await answerPostedResponse(outlast.runtime, msg, who);

@@ -1,0 +1,98 @@
+/**
+ * URL-mode elicitation for handle callers: a 2025-11-25 client that declared `elicitation.url` is sent a person's
+ * question as `elicitation/create {mode: "url", url: <the signed answer link>, elicitationId}` instead of the form.
+ * Its `accept` only means the person went to the page: the answer is recorded when the page is submitted; `decline`
+ * and `cancel` are recorded as the answer, as for a form. When the question is no longer open, the stream that asked
+ * it carries `notifications/elicitation/complete`.
+ *
+ * Over stateless HTTP no replica keeps what a client declared at `initialize`, so the front gives a client that
+ * declared URL mode an `Mcp-Session-Id` that says so (the SDK's stateless transport ignores it; the client sends it
+ * on every later request): a declaration the client makes about itself, like its capabilities, not a session.
+ */
+import { randomUUID } from 'node:crypto';
+import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
+import { ErrorCode, TaskProtocolError, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
+import { inputRequestId } from '../protocol/legacy.js';
+import type { TaskRuntime } from '../runtime/runtime.js';
+
+const SESSION_PREFIX = 'outlast.elicitation-url.';
+const ID_PREFIX = 'outlast-input-url/';
+
+/** Whether declared client capabilities (initialize, or 2026-07-28 per request) include URL-mode elicitation. */
+export function declaresUrlMode(caps: unknown): boolean {
+  const url = ((caps as JsonObject | undefined)?.elicitation as JsonObject | undefined)?.url;
+  return typeof url === 'object' && url !== null && !Array.isArray(url);
+}
+
+/** The Mcp-Session-Id the front gives an `initialize` that declared URL mode (undefined for any other message). */
+export function urlModeSessionId(msg: unknown): string | undefined {
+  const m = msg as { method?: unknown; params?: { capabilities?: unknown } } | null;
+  if (!m || typeof m !== 'object' || m.method !== 'initialize' || !declaresUrlMode(m.params?.capabilities)) return undefined;
+  return `${SESSION_PREFIX}${randomUUID()}`;
+}
+
+/** Whether the client behind this 2025-11-25 request declared URL mode: its session (stdio) or its Mcp-Session-Id. */
+export function legacyClientTakesUrl(mcp: McpServer, ctx: ServerContext): boolean {
+  if (!ctx.http) return declaresUrlMode(mcp.server.getClientCapabilities());
+  return ctx.http.req?.headers.get('mcp-session-id')?.startsWith(SESSION_PREFIX) ?? false;
+}
+
+/** The JSON-RPC id of a URL elicitation over stateless HTTP: names the task and key, like a form's. */
+export function urlRequestId(taskId: string, key: string): string {
+  return ID_PREFIX + inputRequestId(taskId, key).slice('outlast-input/'.length);
+}
+
+/** The elicitationId the client sees (opaque to it; unique per task and key). */
+export function elicitationIdOf(taskId: string, key: string): string {
+  return `${taskId}/${encodeURIComponent(key)}`;
+}
+
+/** A form question as a URL elicitation pointing at its answer link. */
+export function asUrlElicitation(request: InputRequest, url: string, taskId: string, key: string): InputRequest {
+  const { requestedSchema: _schema, mode: _mode, ...rest } = (request.params ?? {}) as JsonObject;
+  return { ...request, params: { ...rest, mode: 'url', message: String(rest.message ?? 'Please answer on this page'), url, elicitationId: elicitationIdOf(taskId, key) } };
+}
+
+/** The answer to record for a client's response to a URL elicitation: none for `accept` (the page records it); an
+ *  action that is none of the three is refused (TaskProtocolError) and nothing is recorded. */
+export function recordableUrlAnswer(answer: { result: unknown } | { error: JsonRpcErrorObject }): { result: unknown } | { error: JsonRpcErrorObject } | undefined {
+  if ('error' in answer) return answer;
+  const action = (answer.result as { action?: unknown } | null)?.action;
+  if (action === 'accept') return undefined;
+  if (action === 'decline' || action === 'cancel') return { result: { action } };
+  throw new TaskProtocolError(ErrorCode.InvalidParams, 'A URL elicitation is answered with action "accept", "decline" or "cancel"');
+}
+
+/** Whether a posted JSON-RPC response answers one of our URL elicitations; its task and key if so. */
+export function parseUrlResponse(msg: unknown): { taskId: string; key: string } | undefined {
+  const m = msg as { id?: unknown; method?: unknown } | null;
+  if (!m || typeof m !== 'object' || m.method !== undefined || typeof m.id !== 'string' || !m.id.startsWith(ID_PREFIX) || m.id.length > 1200) return undefined;
+  const rest = m.id.slice(ID_PREFIX.length);
+  const slash = rest.indexOf('/');
+  if (slash <= 0) return undefined;
+  try {
+    return { taskId: rest.slice(0, slash), key: decodeURIComponent(rest.slice(slash + 1)) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** A client's response to a URL elicitation, posted to any replica: checked against the task's principal. */
+export async function answerPostedUrlResponse(
+  runtime: TaskRuntime,
+  target: { taskId: string; key: string },
+  msg: { result?: unknown; error?: unknown },
+  principal: string,
+): Promise<{ status: 202 } | { status: 400; error: JsonRpcErrorObject }> {
+  try {
+    const e = msg.error as Partial<JsonRpcErrorObject> | null | undefined;
+    if (e !== undefined && (!e || typeof e !== 'object' || typeof e.code !== 'number')) throw new TaskProtocolError(ErrorCode.InvalidRequest, 'A JSON-RPC error response needs an error object with a numeric code');
+    const answer = recordableUrlAnswer(e ? { error: { code: e.code!, message: String(e.message ?? '') } } : { result: msg.result });
+    if (answer) await runtime.answerFromClient(target.taskId, principal, target.key, answer);
+    else await runtime.lookup(target.taskId, principal); // accept: nothing to record, but only the task's principal is heard
+    return { status: 202 };
+  } catch (e) {
+    if (e instanceof TaskProtocolError) return { status: 400, error: { code: e.code, message: `Response to a URL elicitation of ${target.taskId} refused: ${e.message}` } };
+    throw e;
+  }
+}
