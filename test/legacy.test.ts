@@ -56,7 +56,8 @@ describe('2025-11-25 Tasks (SDK v1 client and ext-tasks) on SQLite', () => {
     assert.deepEqual(client.getServerCapabilities()?.tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } });
     const { tools } = await client.listTools();
     const support = Object.fromEntries(tools.map((t) => [t.name, (t as { execution?: { taskSupport?: string } }).execution?.taskSupport]));
-    assert.deepEqual([support.greet, support.slow_compute, support.failing_job, support.sleep], ['forbidden', 'optional', 'optional', 'optional'], 'with handles on, an always tool is listed optional: a client without tasks calls it plainly');
+    assert.deepEqual([support.greet, support.slow_compute, support.protocol_error_job, support.sleep], ['forbidden', 'optional', 'optional', 'optional'], 'with handles on, an always tool is listed optional: a client without tasks calls it plainly');
+    assert.equal(support.failing_job, 'required', 'an always tool that opts out of handles (handles: false) is listed required');
     assert.equal(support.test_simple_text, undefined, 'a plain SDK tool declares nothing');
     await close();
     await wire.assertClean();
@@ -217,10 +218,10 @@ describe('2025-11-25 Tasks (SDK v1 client and ext-tasks) on SQLite', () => {
     assert.equal(forbidden[0]!.error!.code, -32601);
     assert.match(forbidden[0]!.error!.message, /taskSupport is "forbidden"/);
     await close();
-    // A plain call to a policy-always tool runs as a task followed through a handle (handles are on): its result.
+    // A plain call to a policy-always tool that opts out of handles is refused as required (the handle path of an
+    // always tool is driven by questions.test.ts: SDK v1's plain callTool completes the demo's migrate).
     const fresh = await connectV1(server.url, { token: ALICE, noToolList: true });
-    const plain = (await fresh.client.callTool({ name: 'failing_job', arguments: {} })) as { isError?: boolean; content: Array<{ text?: string }> };
-    assert.equal(plain.isError, true, 'the tool\'s own error result, through the handle path');
+    await assert.rejects(fresh.client.callTool({ name: 'failing_job', arguments: {} }), (e: { code?: number; message?: string }) => e.code === -32601 && /taskSupport is "required"/.test(e.message ?? ''));
     await fresh.close();
   });
 

@@ -56,11 +56,10 @@ describe('tools/call: inline or task, decided per request', () => {
     assert.match(textOf(r.result), /Slept 1.5 s/);
   });
 
-  it('policy always: without the extension it runs as a task behind a handle (handles are on); a task with it', async () => {
+  it('policy always: a tool that opts out of handles is -32021 without the extension (as the suite requires of a required tool); a task with it', async () => {
     const r = await callTool(srv.url, 'failing_job', {}, { caps: NO_TASKS });
-    assert.equal(r.status, 200);
-    assert.equal(r.result.resultType, 'complete');
-    assert.equal(r.result.isError, true, 'the tool\'s own error result, reached through the handle path');
+    assert.equal(r.error?.code, -32021, JSON.stringify(r.error));
+    assert.deepEqual(r.error?.data?.requiredCapabilities, { extensions: { 'io.modelcontextprotocol/tasks': {} } });
     const t = await callTool(srv.url, 'failing_job', {});
     assert.equal(t.result.resultType, 'task');
     const done = await waitForTask(srv.url, t.result.taskId);
