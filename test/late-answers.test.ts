@@ -17,6 +17,7 @@ import { postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import type { TaskRecord, TaskStore } from '../src/store/types.js';
 import { startRoundRobin, type RoundRobin } from '../fixtures/round-robin.js';
+import { until } from './questions-helpers.js';
 import { FIXTURES, ROOT, freePort, pgStoreUrl, sleep, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
 import { recordingFetch, type Wire } from './generations.js';
 
@@ -35,15 +36,6 @@ async function row(store: TaskStore, taskId: string): Promise<TaskRecord> {
   return (l as { record: TaskRecord }).record;
 }
 
-async function until<T>(what: string, read: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (v !== undefined) return v;
-    if (Date.now() > end) assert.fail(`${what}: not within ${timeoutMs} ms`);
-    await sleep(25);
-  }
-}
 
 /** Waits until the task waits for `key`, then until that wait is parked; `askedBy`: the pid of the replica that ran the
  *  handler up to the question (its first step, `prepare`, records it). */

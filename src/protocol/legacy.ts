@@ -36,8 +36,13 @@ export function inputRequestId(taskId: string, key: string): string {
 
 /** The task and key an input request id names, or undefined if it is not one. */
 export function parseInputRequestId(id: unknown): { taskId: string; key: string } | undefined {
-  if (typeof id !== 'string' || !id.startsWith('outlast-input/') || id.length > 1200) return undefined;
-  const rest = id.slice('outlast-input/'.length);
+  return parseTaskKeyId(id, 'outlast-input/');
+}
+
+/** The task and key of an id made as `PREFIX<taskId>/<encoded key>` (input requests, URL elicitations). */
+export function parseTaskKeyId(id: unknown, prefix: string): { taskId: string; key: string } | undefined {
+  if (typeof id !== 'string' || !id.startsWith(prefix) || id.length > 1200) return undefined;
+  const rest = id.slice(prefix.length);
   const slash = rest.indexOf('/');
   if (slash <= 0) return undefined;
   try {

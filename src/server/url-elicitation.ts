@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
 import { ErrorCode, TaskProtocolError, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
-import { inputRequestId } from '../protocol/legacy.js';
+import { inputRequestId, parseTaskKeyId } from '../protocol/legacy.js';
 import type { TaskRuntime } from '../runtime/runtime.js';
 
 const SESSION_PREFIX = 'outlast.elicitation-url.';
@@ -66,15 +66,8 @@ export function recordableUrlAnswer(answer: { result: unknown } | { error: JsonR
 /** Whether a posted JSON-RPC response answers one of our URL elicitations; its task and key if so. */
 export function parseUrlResponse(msg: unknown): { taskId: string; key: string } | undefined {
   const m = msg as { id?: unknown; method?: unknown } | null;
-  if (!m || typeof m !== 'object' || m.method !== undefined || typeof m.id !== 'string' || !m.id.startsWith(ID_PREFIX) || m.id.length > 1200) return undefined;
-  const rest = m.id.slice(ID_PREFIX.length);
-  const slash = rest.indexOf('/');
-  if (slash <= 0) return undefined;
-  try {
-    return { taskId: rest.slice(0, slash), key: decodeURIComponent(rest.slice(slash + 1)) };
-  } catch {
-    return undefined;
-  }
+  if (!m || typeof m !== 'object' || m.method !== undefined) return undefined;
+  return parseTaskKeyId(m.id, ID_PREFIX);
 }
 
 /** A client's response to a URL elicitation, posted to any replica: checked against the task's principal. */
