@@ -25,7 +25,7 @@ export interface AuthServer {
   jwksHits(): Promise<number>;
 }
 
-export async function startAuthServer(opts: { jwtResources?: string[]; opaqueResources?: string[]; accessTtlS?: number } = {}): Promise<AuthServer> {
+export async function startAuthServer(opts: { jwtResources?: string[]; opaqueResources?: string[]; accessTtlS?: number; registration?: boolean } = {}): Promise<AuthServer> {
   const proc = spawn(process.execPath, [AS], {
     cwd: ROOT,
     env: {
@@ -34,6 +34,7 @@ export async function startAuthServer(opts: { jwtResources?: string[]; opaqueRes
       OIDC_AS_JWT_RESOURCES: (opts.jwtResources ?? []).join(','),
       OIDC_AS_OPAQUE_RESOURCES: (opts.opaqueResources ?? []).join(','),
       ...(opts.accessTtlS ? { OIDC_AS_ACCESS_TTL_S: String(opts.accessTtlS) } : {}),
+      ...(opts.registration === false ? { OIDC_AS_NO_REGISTRATION: '1' } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

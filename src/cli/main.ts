@@ -40,6 +40,9 @@ Options for serve:
   --oauth-allow-http       accept an http:// issuer on a loopback address (tests only)
   --oauth-introspection-client-id ID  introspect opaque tokens (RFC 7662) as this client; its secret in
                            $OUTLAST_OAUTH_INTROSPECTION_SECRET
+  --oauth-sign-in-client-id ID  the answer page signs people in as this client (redirect URI
+                           <public URL>/answer/signed-in; a secret, if any, in $OUTLAST_OAUTH_SIGN_IN_CLIENT_SECRET);
+                           without it the page registers itself where the issuer allows (RFC 7591)
   --oauth-jwks-cooldown-ms N  least time between two JWKS fetches of an issuer (default 30000)
   --oauth-token-cache-ms N    a verified JWT is remembered this long, capped by its exp (default 60000;
                            0 checks the signature on every request)
@@ -140,6 +143,7 @@ const SERVE_OPTIONS = {
   'oauth-principal-claim': { type: 'string' },
   'oauth-allow-http': { type: 'boolean' },
   'oauth-introspection-client-id': { type: 'string' },
+  'oauth-sign-in-client-id': { type: 'string' },
   'oauth-jwks-cooldown-ms': { type: 'string' },
   'oauth-token-cache-ms': { type: 'string' },
   'inline-budget-ms': { type: 'string' },
@@ -325,7 +329,7 @@ async function serve(argv: string[]): Promise<void> {
 function oauthFlags(values: Record<string, unknown>): OAuthFrontOptions | undefined {
   const issuers = (values['oauth-issuer'] as string[] | undefined) ?? [];
   const resource = values['oauth-resource'] as string | undefined;
-  const others = ['oauth-resource', 'oauth-scopes', 'oauth-principal-claim', 'oauth-allow-http', 'oauth-introspection-client-id', 'oauth-jwks-cooldown-ms', 'oauth-token-cache-ms'];
+  const others = ['oauth-resource', 'oauth-scopes', 'oauth-principal-claim', 'oauth-allow-http', 'oauth-introspection-client-id', 'oauth-sign-in-client-id', 'oauth-jwks-cooldown-ms', 'oauth-token-cache-ms'];
   if (issuers.length === 0) {
     const stray = others.find((o) => values[o] !== undefined);
     if (stray) fail(`--${stray} needs --oauth-issuer URL`);
@@ -336,6 +340,8 @@ function oauthFlags(values: Record<string, unknown>): OAuthFrontOptions | undefi
   const introspectionId = values['oauth-introspection-client-id'] as string | undefined;
   const secret = process.env.OUTLAST_OAUTH_INTROSPECTION_SECRET;
   if (introspectionId && !secret) fail('--oauth-introspection-client-id needs the secret in $OUTLAST_OAUTH_INTROSPECTION_SECRET');
+  const signInId = values['oauth-sign-in-client-id'] as string | undefined;
+  const signInSecret = process.env.OUTLAST_OAUTH_SIGN_IN_CLIENT_SECRET;
   const cooldown = intFlag(values, 'oauth-jwks-cooldown-ms', 0);
   const options: OAuthFrontOptions = {
     issuers,
@@ -344,6 +350,7 @@ function oauthFlags(values: Record<string, unknown>): OAuthFrontOptions | undefi
     ...opt('principalClaim', values['oauth-principal-claim'] as string | undefined),
     ...(values['oauth-allow-http'] ? { allowHttp: true } : {}),
     ...(introspectionId ? { introspection: { clientId: introspectionId, clientSecret: secret! } } : {}),
+    ...(signInId ? { signInClient: { clientId: signInId, ...(signInSecret ? { clientSecret: signInSecret } : {}) } } : {}),
     ...opt('jwksCooldownMs', cooldown),
     ...opt('tokenCacheMs', intFlag(values, 'oauth-token-cache-ms', 0)),
   };

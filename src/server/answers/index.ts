@@ -7,6 +7,7 @@ import type { TaskRecord } from '../../store/types.js';
 import { ANSWER_PATH, signAnswerToken } from './links.js';
 
 export { createAnswerPage, type AnswerPageOptions } from './page.js';
+export { createAnswerSignIn, SIGNED_IN_PATH, type AnswerSignIn, type AnswerSignInOptions, type SignInClient } from './sign-in.js';
 export { ANSWER_PATH, openAnswerToken, signAnswerToken, type AnswerLinkClaims } from './links.js';
 
 export interface AnswerLink {

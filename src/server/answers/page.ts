@@ -3,55 +3,31 @@
  * an outstanding elicitation as a form and records the answer as the task's, with the checks tasks/update makes.
  * Strict CSP (no script at all), CSRF (a cookie bound to an HMAC field), escaping; readable on a phone.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { TaskProtocolError, answeredByOf, type JsonObject } from '../../protocol/index.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { ANSWER_PATH, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
 import { escapeHtml, readForm, renderFields } from '../../ops/answer-form.js';
+import { notice, page } from './html.js';
+import { SIGNED_IN_PATH, type AnswerSignIn } from './sign-in.js';
+
+const COOKIE = 'outlast_answer_csrf';
 
 export interface AnswerPageOptions {
   runtime: TaskRuntime;
   /** The shared link key (see AnswerLinks). */
   secret: () => string | undefined;
-  /** Who this request is signed in as (bearer, OAuth): a signed-in person must be the task's principal. undefined:
-   *  not signed in, and the link alone answers, unless `requireSignIn`. */
+  /** Who this request is signed in as by its own credentials (a bearer header): a signed-in person must be the
+   *  task's principal. undefined: not signed in. */
   principalOf?: (request: Request) => Promise<string | undefined> | string | undefined;
-  /** Refuse requests that are not signed in (a front with OAuth sign-in). */
-  requireSignIn?: boolean;
+  /** The page's own sign-in (a front with OAuth): every answer comes from a signed-in person, the task's principal.
+   *  Without it the link alone answers a browser that carries no credentials. */
+  signIn?: AnswerSignIn;
   /** Mark the CSRF cookie Secure (the public URL is https). */
   secureCookie?: boolean;
   /** Largest form body accepted, bytes. Default 64 KiB. */
   maxBodyBytes?: number;
 }
-
-const STYLE =
-  'body{font:16px/1.5 system-ui,sans-serif;margin:0;padding:1rem;max-width:36rem;margin-inline:auto;color:#111;background:#fff}' +
-  'h1{font-size:1.25rem}.field{margin:1rem 0}.field label{display:block;font-weight:600}.check label{display:inline;margin-left:.5rem}' +
-  'input[type=text],input[type=email],input[type=url],input[type=number],input[type=date],input[type=datetime-local],select{width:100%;box-sizing:border-box;font-size:1rem;padding:.5rem}' +
-  '.help{margin:.25rem 0;color:#444;font-size:.9rem}.error{color:#a00;margin:.25rem 0}.meta{color:#555;font-size:.9rem}' +
-  'button{font-size:1rem;padding:.6rem 1.2rem;margin:.5rem .5rem 0 0}';
-const STYLE_HASH = createHash('sha256').update(STYLE).digest('base64');
-const CSP = `default-src 'none'; style-src 'sha256-${STYLE_HASH}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
-const COOKIE = 'outlast_answer_csrf';
-
-function page(status: number, title: string, body: string, headers: Record<string, string> = {}): Response {
-  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
-  return new Response(html, {
-    status,
-    headers: {
-      'content-type': 'text/html; charset=utf-8',
-      'content-security-policy': CSP,
-      'x-content-type-options': 'nosniff',
-      // same-origin, not no-referrer: with no-referrer Chromium posts the form with "Origin: null" (refused by the front).
-      'referrer-policy': 'same-origin',
-      'cache-control': 'no-store',
-      'x-frame-options': 'DENY',
-      ...headers,
-    },
-  });
-}
-
-const notice = (status: number, title: string, text: string) => page(status, title, `<p>${escapeHtml(text)}</p>`);
 
 function cookieOf(request: Request): string | undefined {
   const header = request.headers.get('cookie') ?? '';
@@ -72,10 +48,15 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
     const claims = secret ? openAnswerToken(secret, token) : undefined;
     if (!claims) return { refusal: notice(404, 'Link not valid', 'This answer link is not valid. Ask for a new one.') };
     if (Date.now() > claims.deadline) return { refusal: notice(410, 'Too late', 'The deadline for this question has passed; the answer can no longer be recorded.') };
-    const who = await o.principalOf?.(request);
-    if (who === undefined && o.requireSignIn) return { refusal: notice(401, 'Sign in first', 'Sign in as the person who started the task, then open this link again.') };
-    {
-      if (who !== undefined && who !== claims.principal) return { refusal: notice(403, 'Not yours to answer', 'This question was asked of someone else. Sign in as the person who started the task.') };
+    const who = (await o.signIn?.principalOf(request)) ?? (await o.principalOf?.(request));
+    const again = { href: `${ANSWER_PATH}${token}?sign-in=again`, text: 'Sign in as someone else' };
+    if (who === undefined && o.signIn) {
+      // A GET goes to sign in and comes back here; a POST without a session is refused (its form came from nowhere we know).
+      if (request.method === 'GET') return { refusal: await o.signIn.start(token) };
+      return { refusal: notice(401, 'Sign in first', 'Sign in as the person who started the task, then answer.', { link: { href: `${ANSWER_PATH}${token}`, text: 'Sign in' } }) };
+    }
+    if (who !== undefined && who !== claims.principal) {
+      return { refusal: notice(403, 'Not yours to answer', 'This question was asked of someone else. Sign in as the person who started the task.', o.signIn ? { link: again } : {}) };
     }
     const l = await o.runtime.store.get(claims.taskId);
     const pending = l.state === 'found' && l.record.principal === claims.principal ? l.record.inputRequests[claims.key] : undefined;
@@ -104,8 +85,17 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
   return async (request, given) => {
     const url = new URL(request.url);
     if (!url.pathname.startsWith(ANSWER_PATH)) return undefined;
+    if (o.signIn && url.pathname === SIGNED_IN_PATH) {
+      if (request.method !== 'GET') return new Response('Method not allowed', { status: 405, headers: { allow: 'GET' } });
+      return o.signIn.callback(request);
+    }
     const token = decodeURIComponent(url.pathname.slice(ANSWER_PATH.length));
     if (request.method !== 'GET' && request.method !== 'POST') return new Response('Method not allowed', { status: 405, headers: { allow: 'GET, POST' } });
+    if (o.signIn && request.method === 'GET' && url.searchParams.get('sign-in') === 'again') {
+      // Only for a link this server signed: an unknown token never starts a sign-in.
+      const secret = o.secret();
+      if (secret && openAnswerToken(secret, token)) return o.signIn.start(token, true);
+    }
     const q = await question(request, token);
     if ('refusal' in q) return q.refusal;
     if (request.method === 'GET') return form(token, q, cookieOf(request) ?? randomBytes(18).toString('base64url'));

@@ -31,7 +31,7 @@ import { createOAuthResourceServer, type OAuthFrontOptions } from '../oauth/inde
 import { jsonRpcError, retryAfter } from './answers.js';
 import { serveTaskListen, type ListenRequest, type ListenStream } from './listen.js';
 import { EVENT_METHODS, createEventsWire, type EventsWireOptions } from '../events/index.js';
-import { ANSWER_PATH, createAnswerPage } from '../answers/index.js';
+import { ANSWER_PATH, createAnswerPage, createAnswerSignIn } from '../answers/index.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -212,12 +212,35 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     return { token: m![1]!.trim(), clientId: principal, scopes: [], extra: { principal } };
   }
 
-  // Answer pages: a request that carries credentials must be the task's principal; one without is answered on the link.
+  // Answer pages: a request that carries credentials must be the task's principal. Behind OAuth the page signs the
+  // person in itself; otherwise a browser without credentials is answered on the link.
+  const signIn =
+    outlast.answers && oauth && options.oauth
+      ? createAnswerSignIn({
+          issuer: options.oauth.issuers[0]!,
+          resource: options.oauth.resource,
+          scopes: options.oauth.scopes ?? [],
+          ...(options.oauth.signInClient ? { client: options.oauth.signInClient } : {}),
+          base: outlast.answers.base,
+          secret: () => outlast.answers!.key(),
+          secureCookie: outlast.answers.base.startsWith('https:'),
+          log: outlast.runtime.log,
+          verify: async (accessToken) => {
+            await oauthReady;
+            const verdict = await oauth.authenticateHeader(`Bearer ${accessToken}`);
+            if ('response' in verdict) return { reason: /error_description="([^"]*)"/.exec(verdict.response.headers.get('www-authenticate') ?? '')?.[1] ?? `HTTP ${verdict.response.status}` };
+            return { principal: outlast.principalOfAuth(verdict.authInfo), ...(verdict.authInfo.expiresAt ? { expiresAt: verdict.authInfo.expiresAt } : {}) };
+          },
+        })
+      : undefined;
+  const signInReady = signIn?.ready();
+  signInReady?.catch(() => undefined);
   const answerPage = outlast.answers
     ? createAnswerPage({
         runtime: outlast.runtime,
         secret: () => outlast.answers!.key(),
         secureCookie: outlast.answers.base.startsWith('https:'),
+        ...(signIn ? { signIn } : {}),
         principalOf: async (request) => {
           if (!request.headers.get('authorization')) return undefined;
           const auth = await authenticate(request, undefined);
@@ -364,7 +387,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   return {
     bodyCap: maxBody + 1,
     sdk,
-    ready: async () => void (await oauthReady),
+    ready: async () => void (await Promise.all([oauthReady, signInReady])),
     mount: (request) => mountOf(request, pathnameOf(request.url)),
     async fetch(request, extra) {
       try {

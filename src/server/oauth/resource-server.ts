@@ -38,6 +38,10 @@ export interface OAuthFrontOptions {
   clockToleranceSec?: number;
   /** Advertised as resource_name. */
   resourceName?: string;
+  /** The answer page's client at the first issuer, for signing people in (redirect URI `<public URL>/answer/signed-in`).
+   *  Without it the page registers itself (RFC 7591) if the issuer offers registration. `--oauth-sign-in-client-id`,
+   *  its secret (none for a public client) in $OUTLAST_OAUTH_SIGN_IN_CLIENT_SECRET. */
+  signInClient?: { clientId: string; clientSecret?: string };
   /** Another verifier (e.g. an in-house one); replaces the JWT / introspection verifier. */
   verifier?: OAuthTokenVerifier;
 }
