@@ -25,6 +25,7 @@ describe('sqlite store specifics', () => {
     db.close();
     const s = (full as unknown as { db: Database.Database }).db;
     assert.equal(s.pragma('synchronous', { simple: true }), 2);
+    assert.equal(s.pragma('temp_store', { simple: true }), 2, 'statement journals in memory, not spilled to temporary files');
     await full.close();
     const normal = new SqliteTaskStore(join(dir, 'b.db'), { durability: 'process' });
     await normal.init();

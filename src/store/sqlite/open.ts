@@ -1,7 +1,7 @@
 /**
  * Opens a SQLite file the way every Outlast database is opened (the task store and the client's journal): WAL,
- * synchronous FULL (or NORMAL for durability "process"), a busy timeout, foreign keys, then the numbered
- * migrations not yet applied, each in its own IMMEDIATE transaction.
+ * synchronous FULL (or NORMAL for durability "process"), a busy timeout, temporary files in memory, foreign keys,
+ * then the numbered migrations not yet applied, each in its own IMMEDIATE transaction.
  */
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
@@ -35,6 +35,10 @@ export function openSqlite(path: string, o: OpenSqliteOptions): Database.Databas
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${o.durability === 'process' ? 'NORMAL' : 'FULL'}`);
   db.pragma(`busy_timeout = ${o.busyTimeoutMs ?? 5000}`);
+  // Statement journals and savepoint journals in memory: a group commit's savepoints and every statement whose
+  // triggers write keep the pages they change until they end, and past 64 KiB SQLite spilled them to a temporary
+  // file, two pwrite() per page, more than the WAL itself. Recovery never reads them (the WAL is what it replays).
+  db.pragma('temp_store = MEMORY');
   db.pragma('foreign_keys = ON');
   db.exec(`CREATE TABLE IF NOT EXISTS ${o.migrationsTable} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
   const applied = db.prepare(`SELECT 1 FROM ${o.migrationsTable} WHERE version = ?`);
