@@ -57,8 +57,9 @@ export async function frontRows(env: FrontEnv): Promise<BenchRow[]> {
 
   if (env.only.has('w')) {
     const [node, inExpress, callExpress, bareExpress] = await Promise.all([
-      outlast({ db: join(env.dir, 'w.db'), tools: ['park'] }),
-      outlast({ db: join(env.dir, 'w-express.db'), tools: ['park'], front: 'express' }),
+      // 1,000 running tasks (past the default per-principal share, 256 of one principal, which would queue the rest).
+      outlast({ db: join(env.dir, 'w.db'), tools: ['park'], maxRunningPerPrincipal: TASKS }),
+      outlast({ db: join(env.dir, 'w-express.db'), tools: ['park'], front: 'express', maxRunningPerPrincipal: TASKS }),
       outlast({ db: join(env.dir, 'w-inline.db'), tools: ['noop:never'], front: 'express' }),
       env.startServer('server-bare.js', ['express']),
     ]);

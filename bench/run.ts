@@ -228,7 +228,9 @@ async function alternate(gen: Child, sides: Side[], seconds = SECONDS): Promise<
   // One more pass per side under the profiler, not counted (profiling slows the server).
   for (const s of sides) {
     if (!s.child) continue;
-    await s.child.request({ type: 'profile-start' }, 'profile-started');
+    // Baseline servers (server-read, server-bare) take no profile: their side is skipped.
+    const started = await s.child.request({ type: 'profile-start' }, 'profile-started', 5000).then(() => true, () => false);
+    if (!started) continue;
     const res = await load(gen, s, SECONDS);
     await s.child.request({ type: 'profile-stop', file: profileFile(s.name) }, 'profile-stopped');
     profiled[s.name] = { requests: res.ok, rps: round(res.rps), file: profileFile(s.name) };

@@ -16,6 +16,29 @@ runStoreTestKit('sqlite', {
 });
 
 describe('sqlite store specifics', () => {
+  it('a queued task\'s position follows every write, by this process or another on the file', async () => {
+    const path = join(tempDir(), 'positions.db');
+    const mine = new SqliteTaskStore(path);
+    const other = new SqliteTaskStore(path);
+    await mine.init();
+    await other.init();
+    const t0 = Date.now();
+    const a = await mine.create(newTask({ queued: true, owner: null, createdAt: t0 }));
+    const b = await mine.create(newTask({ queued: true, owner: null, createdAt: t0 + 1 }));
+    const c = await mine.create(newTask({ queued: true, owner: null, createdAt: t0 + 2 }));
+    assert.equal(await mine.queuePosition(c.record.taskId), 3);
+    assert.equal(await mine.queuePosition(c.record.taskId), 3, 'asked again, nothing changed');
+    // Another process on the file cancels the head: the next read here sees it.
+    assert.ok(await other.cancelQueued(a.record.taskId, Date.now(), 'Cancelled before it started'));
+    assert.equal(await mine.queuePosition(c.record.taskId), 2);
+    // This process cancels the next one.
+    assert.ok(await mine.cancelQueued(b.record.taskId, Date.now(), 'Cancelled before it started'));
+    assert.equal(await mine.queuePosition(c.record.taskId), 1);
+    assert.equal(await mine.queuePosition(b.record.taskId), undefined, 'no longer queued');
+    await other.close();
+    await mine.close();
+  });
+
   it('uses WAL with synchronous=FULL by default, and NORMAL for durability "process"', async () => {
     const dir = tempDir();
     const full = new SqliteTaskStore(join(dir, 'a.db'));

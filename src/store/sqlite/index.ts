@@ -29,7 +29,7 @@ import {
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
 import { openSqlite } from './open.js';
-import { claimRows, prepareQueue } from './queue.js';
+import { QueuePositions, claimRows, prepareQueue } from './queue.js';
 import { prepareSettings } from './settings.js';
 import { prepareListing, type Listing } from './listing.js';
 import { prepareParking, type SqliteParking } from './parking.js';
@@ -168,6 +168,7 @@ export class SqliteTaskStore implements TaskStore {
   private flushScheduled = false;
   private s!: ReturnType<SqliteTaskStore['prepare']>;
   private queueQ!: ReturnType<typeof prepareQueue>;
+  private positions!: QueuePositions;
   private secret!: ReturnType<typeof prepareSettings>;
   private listing!: Listing;
   private steps!: SqliteSteps;
@@ -193,6 +194,7 @@ export class SqliteTaskStore implements TaskStore {
     this.db = db;
     this.s = this.prepare(db);
     this.queueQ = prepareQueue(db);
+    this.positions = new QueuePositions(db, this.queueQ.position);
     this.secret = prepareSettings(db);
     this.listing = prepareListing(db);
     this.steps = prepareSteps(db);
@@ -560,7 +562,7 @@ export class SqliteTaskStore implements TaskStore {
 
   async queuePosition(taskId: string): Promise<number | undefined> {
     this.ensureOpen();
-    return (this.queueQ.position.get(taskId) as { n: number } | undefined)?.n;
+    return this.positions.get(taskId);
   }
 
   claimQueued(claim: QueueClaim): Promise<TaskRecord[]> {

@@ -63,8 +63,10 @@ export function prepareQueue(db: Database.Database): QueueStatements {
     // One principal's share: waiting for capacity, stored, and the next expiry.
     principalLoad: db.prepare(`SELECT count(CASE WHEN queued_at IS NOT NULL AND parked_at IS NULL THEN 1 END) AS queued, count(*) AS stored,
         min(expires_at) AS next_expiry FROM tasks WHERE principal = ?`),
+    // A row-value comparison: one range of the queue's covering index (an OR of two ranges made SQLite collect and
+    // de-duplicate the rowids of every task ahead).
     position: db.prepare(`SELECT (SELECT count(*) FROM tasks q WHERE q.queued_at IS NOT NULL AND q.parked_at IS NULL
-        AND (q.queued_at < me.queued_at OR (q.queued_at = me.queued_at AND q.task_id < me.task_id))) + 1 AS n
+        AND (q.queued_at, q.task_id) < (me.queued_at, me.task_id)) + 1 AS n
       FROM tasks me WHERE me.task_id = ? AND me.queued_at IS NOT NULL AND me.parked_at IS NULL`),
   };
 }
@@ -87,4 +89,32 @@ export function claimRows<R extends { tool: string; principal: string }>(claim: 
     if (c.principalCap) running[row.principal] = (running[row.principal] ?? 0) + 1;
   }
   return rows;
+}
+
+/**
+ * Queued tasks' positions, remembered until the file changes: a position is a count over the tasks ahead (one index
+ * range, longer as the queue grows), and a client polling a queue that does not move asks it again each second.
+ * Any commit, by this connection (`total_changes()`) or by another process on the file (`data_version`), forgets
+ * them all, so a poll never reads a position older than the last write.
+ */
+export class QueuePositions {
+  private readonly generation: Database.Statement;
+  private seen = '';
+  private readonly known = new Map<string, number | undefined>();
+  constructor(db: Database.Database, private readonly position: Database.Statement, private readonly max = 10_000) {
+    this.generation = db.prepare('SELECT total_changes() AS c, data_version AS v FROM pragma_data_version').raw();
+  }
+
+  get(taskId: string): number | undefined {
+    const [changes, version] = this.generation.get() as [number, number];
+    const now = `${changes}:${version}`;
+    if (now !== this.seen || this.known.size >= this.max) {
+      this.known.clear();
+      this.seen = now;
+    }
+    if (this.known.has(taskId)) return this.known.get(taskId);
+    const n = (this.position.get(taskId) as { n: number } | undefined)?.n;
+    this.known.set(taskId, n);
+    return n;
+  }
 }
