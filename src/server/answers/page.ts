@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { TaskProtocolError, answeredByOf, type JsonObject } from '../../protocol/index.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
-import { ANSWER_PATH, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
+import { ANSWER_PATH, cookieValue, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
 import { escapeHtml, readForm, renderFields } from '../../ops/answer-form.js';
 import { notice, page } from './html.js';
 import { SIGNED_IN_PATH, type AnswerSignIn } from './sign-in.js';
@@ -29,14 +29,6 @@ export interface AnswerPageOptions {
   maxBodyBytes?: number;
 }
 
-function cookieOf(request: Request): string | undefined {
-  const header = request.headers.get('cookie') ?? '';
-  for (const part of header.split(';')) {
-    const [k, ...v] = part.trim().split('=');
-    if (k === COOKIE) return v.join('=');
-  }
-  return undefined;
-}
 
 /** The page's handler; `body`: the request body when the front already read it (its Node adapter does). */
 export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?: Uint8Array | string) => Promise<Response | undefined> {
@@ -98,7 +90,7 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
     }
     const q = await question(request, token);
     if ('refusal' in q) return q.refusal;
-    if (request.method === 'GET') return form(token, q, cookieOf(request) ?? randomBytes(18).toString('base64url'));
+    if (request.method === 'GET') return form(token, q, cookieValue(request, COOKIE) ?? randomBytes(18).toString('base64url'));
 
     const length = Number(request.headers.get('content-length') ?? '0');
     if (length > maxBody) return notice(413, 'Too long', 'The answer is too long.');
@@ -106,7 +98,7 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
     const text = given === undefined ? await request.text() : typeof given === 'string' ? given : new TextDecoder().decode(given);
     if (text.length > maxBody) return notice(413, 'Too long', 'The answer is too long.');
     const posted = new URLSearchParams(text);
-    const cookie = cookieOf(request);
+    const cookie = cookieValue(request, COOKIE);
     const csrf = posted.get('csrf');
     if (!cookie || !csrf || !sameString(csrf, csrfFor(o.secret()!, cookie, token))) {
       return notice(403, 'Form expired', 'This form could not be checked (it was not sent from this page, or cookies are off). Open the link again and resubmit.');

@@ -9,7 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { discoverAuthorizationServerMetadata, exchangeAuthorization, registerClient, startAuthorization } from '@modelcontextprotocol/client';
 import { EncryptJWT, jwtDecrypt } from 'jose';
 import { notice } from './html.js';
-import { ANSWER_PATH } from './links.js';
+import { ANSWER_PATH, cookieValue } from './links.js';
 
 /** Where the authorization server sends the browser back (no '.' in it, so never an answer-link token). */
 export const SIGNED_IN_PATH = `${ANSWER_PATH}signed-in`;
@@ -60,13 +60,6 @@ export interface AnswerSignIn {
 type Metadata = NonNullable<Awaited<ReturnType<typeof discoverAuthorizationServerMetadata>>>;
 type ClientInformation = Parameters<typeof startAuthorization>[1]['clientInformation'];
 
-function cookieValue(request: Request, name: string): string | undefined {
-  for (const part of (request.headers.get('cookie') ?? '').split(';')) {
-    const i = part.indexOf('=');
-    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
-  }
-  return undefined;
-}
 
 export function createAnswerSignIn(o: AnswerSignInOptions): AnswerSignIn {
   const redirectUri = `${o.base}${SIGNED_IN_PATH}`;
