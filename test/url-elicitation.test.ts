@@ -183,17 +183,19 @@ describe('URL-mode elicitation on the demo server (SDK v1, stateless HTTP, SQLit
     }
   });
 
-  it('on the status tool\'s stream: after the handle, outlast_task_status carries the URL elicitation; the page answer completes migrate', async () => {
+  it('after the handle: the URL elicitation asked on the call is not put again on outlast_task_status; the page answer completes migrate', async () => {
     const { client, posted } = await connect(handles.url, { url: {} });
     const asked: Array<{ params: ElicitParams; onStatus: boolean }> = [];
     let following = false;
+    let statusCalls = 0;
     let pageAnswered: Promise<number> | undefined;
     client.setRequestHandler(ElicitRequestSchema, async (req) => {
       const p = req.params as ElicitParams;
       asked.push({ params: p, onStatus: following });
-      // The host shows the question on the status call only (the one on the inline call goes unanswered).
-      if (!following) return new Promise(() => undefined);
+      // The host shows the question once; the person opens the link later, once the wait is parked and the model
+      // has followed the handle twice.
       await parkedApproval(handleStore, '0063_url');
+      await until('two status calls while the question is open', async () => (statusCalls >= 2 ? true : undefined));
       pageAnswered = acceptRecordedNothing(handleStore, posted, '0063_url').then(() => answerOnPage(p.url!, { action: 'accept', approve: 'true', reason: 'status ok' }));
       return { action: 'accept' };
     });
@@ -204,15 +206,17 @@ describe('URL-mode elicitation on the demo server (SDK v1, stateless HTTP, SQLit
       following = true;
       let r: ToolResult | undefined;
       for (let i = 0; i < 10 && !r; i++) {
-        const s = (await client.callTool({ name: 'outlast_task_status', arguments: { taskId } }, undefined, { timeout: 60_000 })) as ToolResult;
+        const s = (await client.callTool({ name: 'outlast_task_status', arguments: { taskId, waitSeconds: 2 } }, undefined, { timeout: 60_000 })) as ToolResult;
+        statusCalls++;
         if (!s.structuredContent?.taskId) r = s;
       }
       assert.equal(await pageAnswered, 200);
       assert.equal(textOf(r as never), 'Applied 0063_url to shop (approved: status ok).');
-      const onStatus = asked.filter((a) => a.onStatus);
-      assert.ok(onStatus.length >= 1);
-      assert.equal(onStatus[0]!.params.mode, 'url');
-      assert.match(onStatus[0]!.params.url!, LINK);
+      assert.ok(statusCalls >= 2, 'the status tool was called while the question was open');
+      assert.equal(asked.length, 1, `one URL elicitation for one question across the call and ${statusCalls} status calls`);
+      assert.equal(asked[0]!.onStatus, false, 'asked on the call that became the handle');
+      assert.equal(asked[0]!.params.mode, 'url');
+      assert.match(asked[0]!.params.url!, LINK);
     } finally {
       await client.close();
     }

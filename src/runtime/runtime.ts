@@ -44,6 +44,14 @@ export { toolErrorResult } from './outcome.js';
 const DAY = 86_400_000;
 
 /** A late answer to an input whose deadline passed (the store recorded the timeout): refused, saying so. */
+/** A second answer to a question: refused, so the person (or client) that sent it knows it was not taken. */
+function alreadyAnswered(key: string, at: number): TaskProtocolError {
+  return new TaskProtocolError(ErrorCode.InvalidParams, `Question "${key}" was already answered at ${new Date(at).toISOString()}; this answer was not recorded`, {
+    reason: 'already_answered',
+    key,
+  });
+}
+
 function inputTimedOut(key: string, at: number): TaskProtocolError {
   return new TaskProtocolError(ErrorCode.InvalidParams, `Input "${key}" timed out at ${new Date(at).toISOString()}; the answer came too late and was not taken`, {
     reason: 'input_timeout',
@@ -618,14 +626,16 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /**
    * An answer to one input request, posted by the client (2025-11-25: the client's response to a request the
    * server sent on its tasks/result stream). `error` set: the client could not answer, and the wait fails.
-   * Returns whether the key was outstanding (an answer to a key already answered is ignored).
+   * Returns whether the key was outstanding; an answer to a key already answered (or timed out) is refused with a
+   * TaskProtocolError that says so, and records nothing.
    */
   async answerFromClient(taskId: unknown, principal: string, key: string, answer: { result: unknown } | { error: JsonRpcErrorObject }): Promise<boolean> {
     const rec = await this.lookup(taskId, principal);
     // A handle caller's client that cannot take this kind of request says so: the question stays open for the page.
     if ('error' in answer && rec.origin === 'handle') return false;
     if (!rec.inputRequests[key]) {
-      if (rec.inputResponses[key]?.timedOut) throw inputTimedOut(key, rec.inputResponses[key]!.answeredAt);
+      const earlier = rec.inputResponses[key];
+      if (earlier) throw earlier.timedOut ? inputTimedOut(key, earlier.answeredAt) : alreadyAnswered(key, earlier.answeredAt);
       return false;
     }
     const responses = 'error' in answer
@@ -633,8 +643,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       : validateInputResponses({ [key]: answer.result }, rec.inputRequests);
     const { accepted, record } = await this.store.answerInput(rec.taskId, responses, this.store.now());
     this.answered(record, accepted);
-    // Past its deadline: the store recorded the timeout instead, and the answer is refused.
-    if (accepted.length === 0 && record.inputResponses[key]?.timedOut) throw inputTimedOut(key, record.inputResponses[key]!.answeredAt);
+    // Past its deadline: the store recorded the timeout instead; or another answer was recorded first (a race).
+    const earlier = accepted.length === 0 ? record.inputResponses[key] : undefined;
+    if (earlier) throw earlier.timedOut ? inputTimedOut(key, earlier.answeredAt) : alreadyAnswered(key, earlier.answeredAt);
     return accepted.length > 0;
   }
 

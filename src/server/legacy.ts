@@ -22,6 +22,7 @@ import type { TaskRuntime } from '../runtime/runtime.js';
 import { isoOf } from '../runtime/wire.js';
 import type { TaskRecord, TaskSummary, TaskView } from '../store/types.js';
 import type { TaskMethod } from './task-methods.js';
+import { QuestionAsks } from './question-asks.js';
 import { asUrlElicitation, recordableUrlAnswer, urlRequestId } from './url-elicitation.js';
 
 export interface LegacyOptions {
@@ -107,6 +108,12 @@ export class LegacyTasks {
     };
   }
 
+  private asksOf: QuestionAsks | undefined;
+  /** Which stream of a caller puts each question to it (one per question, across replicas). */
+  get asks(): QuestionAsks {
+    return (this.asksOf ??= new QuestionAsks(this.host.runtime));
+  }
+
   private get policy(): PollPolicy {
     return this.host.runtime.pollPolicy;
   }
@@ -158,7 +165,7 @@ export class LegacyTasks {
       if (token === undefined) return;
       notify('notifications/progress', { progressToken: token, progress: ++progress, ...(last?.statusMessage ? { message: last.statusMessage } : {}), _meta: related });
     };
-    const asked = new Set<string>();
+    const asking = this.asks.open(mcp, ctx, taskId);
     let resolveEnd!: (v: TaskView | undefined) => void;
     const ended = new Promise<TaskView | undefined>((r) => (resolveEnd = r));
     const unwatch = await runtime.watchViews(taskId, principal, (v) => {
@@ -167,9 +174,7 @@ export class LegacyTasks {
       sendProgress();
       if (v.status === 'input_required') {
         for (const [key, pending] of Object.entries(v.inputRequests)) {
-          if (asked.has(key)) continue;
-          asked.add(key);
-          this.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline);
+          asking.offer(key, () => this.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline, undefined, () => asking.failed(key)));
         }
       }
       if (isTerminal(v.status)) resolveEnd(v);
@@ -185,6 +190,7 @@ export class LegacyTasks {
       clearInterval(keepAlive);
       ctx.mcpReq.signal.removeEventListener('abort', onAbort);
       unwatch();
+      asking.end();
     }
     if (!end) throw new ProtocolError(ErrorCode.InternalError, 'The request was cancelled before the task finished');
     runtime.noteRetrieved(end);
@@ -215,8 +221,9 @@ export class LegacyTasks {
    * on this tasks/result stream with an id that names the task and key, and the answer comes back as a POST that
    * any replica takes (answerPostedResponse). On a session (stdio) the SDK carries the request and its answer.
    * With `url` (a client that declared URL mode), a form question goes out as a URL elicitation of its answer link.
+   * `unsent`: called when the request could not reach the client (its stream or session is gone).
    */
-  ask(mcp: McpServer, ctx: ServerContext, taskId: string, principal: string, key: string, asked: InputRequest, deadline: number, url?: string): void {
+  ask(mcp: McpServer, ctx: ServerContext, taskId: string, principal: string, key: string, asked: InputRequest, deadline: number, url?: string, unsent?: () => void): void {
     const request = url ? asUrlElicitation(asked, url, taskId, key) : asked;
     const params = { ...(request.params ?? {}), _meta: { ...((request.params?._meta as JsonObject | undefined) ?? {}), [RELATED_TASK_META]: { taskId } } };
     const runtime = this.host.runtime;
@@ -235,7 +242,10 @@ export class LegacyTasks {
       const transport = (mcp.server as unknown as { transport?: { send(m: JsonObject, o?: { relatedRequestId?: unknown }): Promise<void> } }).transport;
       void transport
         ?.send({ jsonrpc: '2.0', id: url ? urlRequestId(taskId, key) : inputRequestId(taskId, key), method: request.method, params }, { relatedRequestId: ctx.mcpReq.id })
-        .catch((e) => runtime.log.debug('could not send an input request on a tasks/result stream', { taskId, key, error: String(e) }));
+        .catch((e) => {
+          runtime.log.debug('could not send an input request on a stream', { taskId, key, error: String(e) });
+          unsent?.();
+        });
       return;
     }
     void ctx.mcpReq
@@ -245,7 +255,7 @@ export class LegacyTasks {
         (e: { code?: unknown; message?: unknown }) =>
           // A client that lacks the capability, or answers with an error, cannot give this input; one that went away
           // leaves the request outstanding for the next tasks/result.
-          typeof e?.code === 'number' && e.code !== ErrorCode.InternalError ? record({ error: { code: e.code, message: String(e.message ?? '') } }) : undefined,
+          typeof e?.code === 'number' && e.code !== ErrorCode.InternalError ? record({ error: { code: e.code, message: String(e.message ?? '') } }) : unsent?.(),
       );
   }
 }

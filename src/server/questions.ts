@@ -13,7 +13,8 @@ import type { LegacyTasks } from './legacy.js';
 import { declaresUrlMode, elicitationIdOf } from './url-elicitation.js';
 
 /**
- * Puts each new question of `taskId` on this request's stream while it waits (2025-11-25); returns the stop. With
+ * Puts each new question of `taskId` on this request's stream while it waits (2025-11-25), unless another stream of
+ * the caller already put it (QuestionAsks: one question, asked once per person); returns the stop. With
  * `linkOf` (the client declared URL mode, answer pages on), a question with an answer link goes out as a URL
  * elicitation, and `notifications/elicitation/complete` follows on this stream once it is no longer open.
  */
@@ -26,7 +27,7 @@ export function relayQuestionsOnStream(
   principal: string,
   linkOf?: (v: TaskView, key: string) => string | undefined,
 ): (ended?: boolean) => void {
-  const asked = new Set<string>();
+  const asking = legacy.asks.open(mcp, ctx, taskId);
   const askedByUrl = new Set<string>();
   let stopped = false;
   let unwatch = () => {};
@@ -40,11 +41,12 @@ export function relayQuestionsOnStream(
       for (const key of askedByUrl) if (v.status !== 'input_required' || !v.inputRequests[key]) complete(key);
       if (v.status !== 'input_required') return;
       for (const [key, pending] of Object.entries(v.inputRequests)) {
-        if (asked.has(key) || !askableOnStream(pending.request)) continue;
-        asked.add(key);
-        const url = linkOf?.(v, key);
-        if (url) askedByUrl.add(key);
-        legacy.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline, url);
+        if (!askableOnStream(pending.request)) continue;
+        asking.offer(key, () => {
+          const url = linkOf?.(v, key);
+          if (url) askedByUrl.add(key);
+          legacy.ask(mcp, ctx, taskId, principal, key, pending.request, pending.deadline, url, () => asking.failed(key));
+        });
       }
     })
     .then((u) => (stopped ? u() : (unwatch = u)), (e) => runtime.log.debug('could not watch a task for its questions', { taskId, error: String(e) }));
@@ -53,6 +55,7 @@ export function relayQuestionsOnStream(
     if (ended && !stopped) for (const key of askedByUrl) complete(key);
     stopped = true;
     unwatch();
+    asking.end();
   };
 }
 

@@ -360,6 +360,11 @@ export interface TaskStore {
   /** A secret shared by every process on this store (e.g. the key that seals MRTR requestState): the stored value of
    *  `name`, or `generate()` stored first by whichever process asked first. */
   sharedSecret(name: string, generate: () => string): Promise<string>;
+  /** Marks question `key` of a task as put to its caller by `asker` (one stream, see ./asks.ts); false when another
+   *  stream already holds it, or the task is gone. The mark goes with its task. */
+  markAsked(taskId: string, key: string, asker: string, now: number): Promise<boolean>;
+  /** Gives back the mark `asker` holds (its stream ended without an answer); false when it held none. */
+  unmarkAsked(taskId: string, key: string, asker: string): Promise<boolean>;
 
   /** Turns tasks whose TTL passed (not while waiting for input) into tombstones; purges old tombstones. */
   sweep(now: number, tombstoneRetentionMs: number, limit: number): Promise<SweepResult>;

@@ -115,7 +115,7 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
       const accepted = await o.runtime.answerFromClient(q.claims.taskId, q.claims.principal, q.claims.key, { result: answer });
       if (!accepted) return notice(410, 'Nothing to answer', 'This question has already been answered, or the task no longer waits for it.');
     } catch (e) {
-      if (e instanceof TaskProtocolError) return notice(/timed out|deadline/i.test(e.message) ? 410 : 400, 'Not recorded', e.message);
+      if (e instanceof TaskProtocolError) return notice(/timed out|deadline|already answered/i.test(e.message) ? 410 : 400, 'Not recorded', e.message);
       throw e;
     }
     o.runtime.log.info('answer recorded from the answer page', { taskId: q.claims.taskId, key: q.claims.key, action: answer.action as string });

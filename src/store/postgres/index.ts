@@ -38,6 +38,7 @@ import { StoreClock } from './clock.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
 import { SETTINGS_QUERIES } from './settings.js';
+import { ASK_QUERIES } from './asks.js';
 import { PARKING_QUERIES } from './parking.js';
 import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
@@ -272,6 +273,7 @@ const Q = {
   ...LISTING_QUERIES,
   ...QUEUE_QUERIES,
   ...SETTINGS_QUERIES,
+  ...ASK_QUERIES,
   ...PARKING_QUERIES,
   ...STEPS_QUERIES,
 };
@@ -686,6 +688,14 @@ export class PostgresTaskStore implements TaskStore {
   async writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
     const r = await this.q('writeStep', [taskId, fence.owner, fence.epoch, ...stepValues(step)]);
     if ((r.rowCount ?? 0) === 0) throw await this.refusal(taskId, fence.owner, fence.epoch);
+  }
+
+  async markAsked(taskId: string, key: string, asker: string, now: number): Promise<boolean> {
+    return ((await this.q('askMark', [taskId, key, asker, now])).rowCount ?? 0) > 0;
+  }
+
+  async unmarkAsked(taskId: string, key: string, asker: string): Promise<boolean> {
+    return ((await this.q('askUnmark', [taskId, key, asker])).rowCount ?? 0) > 0;
   }
 
   async sharedSecret(name: string, generate: () => string): Promise<string> {

@@ -66,6 +66,7 @@ CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
 `;
 
 import { POSTGRES_EVENTS_MIGRATION } from './events.js';
+import { POSTGRES_ASKS_MIGRATION } from './asks.js';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
@@ -312,6 +313,7 @@ DROP FUNCTION IF EXISTS outlast_claim(text, bigint, text[], integer[], text[], i
 ${CLAIM_FUNCTION}`,
   },
   POSTGRES_EVENTS_MIGRATION,
+  POSTGRES_ASKS_MIGRATION,
 ];
 
 /** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */

@@ -31,6 +31,7 @@ import { MIGRATIONS } from './schema.js';
 import { openSqlite } from './open.js';
 import { QueuePositions, claimRows, prepareQueue } from './queue.js';
 import { prepareSettings } from './settings.js';
+import { prepareAsks, type SqliteAsks } from './asks.js';
 import { prepareListing, type Listing } from './listing.js';
 import { prepareParking, type SqliteParking } from './parking.js';
 import { prepareSteps, type SqliteSteps } from './steps.js';
@@ -173,6 +174,7 @@ export class SqliteTaskStore implements TaskStore {
   private listing!: Listing;
   private steps!: SqliteSteps;
   private parking!: SqliteParking;
+  private asks!: SqliteAsks;
   /** The write transactions, made once (better-sqlite3 prepares a transaction's statements when it is made). */
   private runOne!: Database.Transaction<(op: () => unknown) => unknown>;
   private runBatch!: Database.Transaction<(batch: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>) => void>;
@@ -199,6 +201,7 @@ export class SqliteTaskStore implements TaskStore {
     this.listing = prepareListing(db);
     this.steps = prepareSteps(db);
     this.parking = prepareParking(db);
+    this.asks = prepareAsks(db);
     this.runOne = db.transaction((op: () => unknown) => op());
     this.runBatch = db.transaction((batch: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>) => {
       batch.forEach((p, i) => {
@@ -600,6 +603,14 @@ export class SqliteTaskStore implements TaskStore {
 
   writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
     return this.write(() => this.steps.write(taskId, fence, step));
+  }
+
+  markAsked(taskId: string, key: string, asker: string, now: number): Promise<boolean> {
+    return this.write(() => this.asks.mark.run({ taskId, key, asker, now }).changes > 0);
+  }
+
+  unmarkAsked(taskId: string, key: string, asker: string): Promise<boolean> {
+    return this.write(() => this.asks.unmark.run(taskId, key, asker).changes > 0);
   }
 
   async sharedSecret(name: string, generate: () => string): Promise<string> {

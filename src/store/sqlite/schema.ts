@@ -1,4 +1,5 @@
 import { SQLITE_EVENTS_MIGRATION } from './events.js';
+import { SQLITE_ASKS_MIGRATION } from './asks.js';
 
 /** Numbered migrations for the SQLite store. Applied in order at start-up, each once, in a transaction. */
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
@@ -237,6 +238,7 @@ DROP INDEX tasks_queue_age;
 CREATE INDEX tasks_queue_age ON tasks (queued_at, task_id, parked_at) WHERE queued_at IS NOT NULL;
 `,
   },
+  SQLITE_ASKS_MIGRATION,
 ];
 
 /**

@@ -647,6 +647,29 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.equal(await other.sharedSecret('request-state', () => 'late'), values[0]);
       assert.equal(await store.sharedSecret('another', () => 'b'), 'b');
     });
+    it('markAsked: one stream of a caller holds a question, on any connection, until it gives it back; the mark goes with its task', async () => {
+      const { store, location } = await open();
+      const { store: other } = await open(location);
+      const t = newTask();
+      await store.create(t);
+      // Two streams (on two replicas) race for the same question: exactly one puts it to the caller.
+      const raced = await Promise.all([store.markAsked(t.taskId, 'ok', 'stream-a', Date.now()), other.markAsked(t.taskId, 'ok', 'stream-b', Date.now())]);
+      assert.equal(raced.filter(Boolean).length, 1);
+      const [holder, waiter] = raced[0] ? ['stream-a', 'stream-b'] : ['stream-b', 'stream-a'];
+      assert.equal(await other.markAsked(t.taskId, 'ok', waiter, Date.now()), false, 'held: not asked again');
+      assert.equal(await store.markAsked(t.taskId, 'other-key', waiter, Date.now()), true, 'another question is its own');
+      assert.equal(await store.unmarkAsked(t.taskId, 'ok', waiter), false, 'only the holder gives it back');
+      assert.equal(await other.unmarkAsked(t.taskId, 'ok', holder), true);
+      assert.equal(await store.markAsked(t.taskId, 'ok', waiter, Date.now()), true, 'given back: the next stream asks');
+      assert.equal(await store.markAsked('t-no-such-task', 'ok', 'stream-a', Date.now()), false, 'a task that is gone is asked by nobody');
+      // Retention: the sweep that removes the task removes its marks (a new task with the same id starts unmarked).
+      const gone = newTask({ ttlMs: 1, createdAt: Date.now() - 60_000 });
+      await store.create(gone);
+      assert.equal(await store.markAsked(gone.taskId, 'ok', 'stream-a', Date.now()), true);
+      await store.sweep(Date.now(), 60_000, 100);
+      assert.equal((await store.view(gone.taskId)).state, 'expired');
+      assert.equal(await store.markAsked(gone.taskId, 'ok', 'stream-b', Date.now()), false);
+    });
     opsKit(() => open(), (location) => open(location));
     eventsKit(() => open(), (location) => open(location));
   });
