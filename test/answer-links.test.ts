@@ -1,7 +1,8 @@
 /**
  * Every text that carries an answer link gives it so that the usual way of taking a URL out of text takes exactly the
  * link: the handle and status texts, every string of their structuredContent, the answer tool's refusal, the alert
- * webhook, the server's log line of that alert, the dashboard's alerts page and the input_required event. Each link
+ * webhook, the server's log line of that alert, the dashboard's alerts page and the input_required event, each also
+ * JSON-encoded (as a host like LangChain hands a tool's text to the model, a line break then reads `\n`). Each link
  * taken out with an ordinary URL regular expression is the link itself (no punctuation after it) and opens the form.
  * A real server (the demo's migrate, answer pages, alerts, events and the dashboard on), a client without elicitation.
  */
@@ -69,19 +70,25 @@ describe('answer links in every text a person or a model reads', () => {
       const dashboard = await (await fetch(server.url.replace(/\/mcp$/, '/dashboard/alerts'))).text();
       const logged = await until('the alert is logged', async () => server.stderr().split('\n').find((l) => l.includes('alert: ') && l.includes(taskId)), 10_000);
 
+      // Prose, read as it is and JSON-encoded (a host hands a tool's text to the model that way).
       const texts: Record<string, string[]> = {
         'the handle text': [textOf(handle as never)],
         "the handle's structuredContent": stringsOf(handle.structuredContent),
         'the status text': [textOf(status as never)],
         "the status's structuredContent": stringsOf(status.structuredContent),
         "the answer tool's refusal": [textOf(refused as never)],
-        'the alert webhook': [alert],
+        "the alert's message": [(JSON.parse(alert) as { data: { message: string } }).data.message],
         "the alert's log line": [logged],
-        "the dashboard's alerts page": [dashboard],
-        'the input_required event': [JSON.stringify(polled.message.result)],
+      };
+      // Documents read as they are.
+      const documents: Record<string, string> = {
+        'the alert webhook': alert,
+        "the dashboard's alerts page": dashboard,
+        'the input_required event': JSON.stringify(polled.message.result),
       };
       const opened = new Map<string, number>();
-      for (const [where, strings] of Object.entries(texts)) {
+      const all: Array<[string, string[]]> = [...Object.entries(texts).map(([w, plain]): [string, string[]] => [w, [...plain, ...plain.map((t) => JSON.stringify(t))]]), ...Object.entries(documents).map(([w, d]): [string, string[]] => [w, [d]])];
+      for (const [where, strings] of all) {
         const found = strings.flatMap((s) => s.match(URLS) ?? []).filter((u) => u.includes('/answer/'));
         assert.ok(found.length > 0, `${where} carries the link: ${strings.join('\n')}`);
         for (const u of found) {
@@ -90,8 +97,8 @@ describe('answer links in every text a person or a model reads', () => {
           assert.equal(opened.get(u), 200, `${where}: the link opens the form`);
         }
       }
-      // The model reads the link on a line of its own end (the text goes on after it on the next line, if at all).
-      assert.match(textOf(handle as never), new RegExp(`show this link to the user, who answers there: ${link.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`, 'm'));
+      // The model reads the link in <…> at the end of its line (the text goes on after it on the next line, if at all).
+      assert.ok(textOf(handle as never).split('\n').includes(`- "Apply migration \"0080_links\" to shop? It locks the orders table for about a minute." (key "approval"): show this link to the user, who answers there: <${link}>`), textOf(handle as never));
     } finally {
       await close();
     }

@@ -89,10 +89,17 @@ function duration(ms: number): string {
   return m < 90 ? `${m} min` : `${(m / 60).toFixed(1)} h`;
 }
 
-/** The words for the host that shows the model only structuredContent: each link ends its line. */
+/** A link inside prose: in <…> (RFC 3986, appendix C) and at the end of its line, so that whatever takes it out of
+ *  the text (a person, a model, a linkifier, a URL pattern, also on the text JSON-encoded, where a line break reads
+ *  `\n`) takes the link alone; Markdown shows it as a link. */
+function inText(url: string): string {
+  return `<${url}>`;
+}
+
+/** The words for the host that shows the model only structuredContent: one link a line. */
 function showToUser(links: Array<{ url: string }>): string {
-  if (links.length === 1) return `Show this link to the user so they can answer: ${links[0]!.url}`;
-  return `Show these links to the user so they can answer (one per question):${links.map((l) => `\n${l.url}`).join('')}`;
+  if (links.length === 1) return `Show this link to the user so they can answer: ${inText(links[0]!.url)}`;
+  return `Show these links to the user so they can answer (one per question):${links.map((l) => `\n${inText(l.url)}`).join('')}`;
 }
 
 export class HandleTools {
@@ -161,7 +168,7 @@ export class HandleTools {
     const by = answeredByOf(pending.request);
     if (by === 'person') {
       const link = this.host.answerLinks(r).find((l) => l.key === key);
-      return text(`This question must be answered by the user themself, not passed on by you${link ? `. Show this link to the user, who answers there: ${link.url}` : `; their client asks them on the next ${this.options.statusTool} call.`}`, true);
+      return text(`This question must be answered by the user themself, not passed on by you${link ? `. Show this link to the user, who answers there: ${inText(link.url)}` : `; their client asks them on the next ${this.options.statusTool} call.`}`, true);
     }
     if (by === 'operator') return text(`This question is answered by an operator on the server's dashboard; call ${this.options.statusTool} to wait for it.`, true);
     const schema = ((pending.request.params as JsonObject | undefined)?.requestedSchema ?? {}) as JsonObject;
@@ -199,7 +206,7 @@ export class HandleTools {
   }
 
   /** What a waiting task asks, and how its person can answer (the link to show them, or why there is none): one line
-   *  per question, after the rest of the text, each link ending its line (nothing a copy could take for part of it). */
+   *  per question, after the rest of the text, each link in <…> ending its line (nothing a copy could take along). */
   private waitingText(r: TaskRecord): string {
     if (r.status !== 'input_required') return '';
     const links = this.host.answerLinks(r);
@@ -209,7 +216,7 @@ export class HandleTools {
       const by = answeredByOf(p.request);
       if (by === 'operator') return `"${what}": an operator answers it on the server's dashboard; keep following the task.`;
       const passOn = by === 'any' ? `if the user already gave the answer in the chat, pass it on with ${this.options.answerTool} {"taskId": "${r.taskId}", "key": "${key}", "content": {…}}` : '';
-      if (link) return `"${what}" (key "${key}"): ${passOn ? `${passOn}; otherwise ` : ''}show this link to the user, who answers there: ${link.url}`;
+      if (link) return `"${what}" (key "${key}"): ${passOn ? `${passOn}; otherwise ` : ''}show this link to the user, who answers there: ${inText(link.url)}`;
       if (passOn) return `"${what}" (key "${key}"): ask the user; ${passOn}`;
       if (p.request.method !== 'elicitation/create') return `"${what}" (${p.request.method}): this kind of request has no answer page; only a client that declared ${p.request.method === 'roots/list' ? 'roots' : 'sampling'} can answer it.`;
       return `"${what}": the user's client is asked on the next ${this.options.statusTool} call, if it can show questions.`;
