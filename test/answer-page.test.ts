@@ -8,14 +8,12 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser } from 'playwright-core';
-import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import type { TaskRecord, TaskStore } from '../src/store/types.js';
 import { artifact, launchBrowser } from './browser.js';
 import { connectV1 } from './generations.js';
 import { ROOT, freePort, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
-import { parkedApproval, until } from './questions-helpers.js';
+import { parkedApproval, startDemoWithPages, until } from './questions-helpers.js';
 
-const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 const ALICE = 'alice-token-answer-page';
 const BOB = 'bob-token-answer-page';
 const LINK = /https?:\/\/[^\s/]+\/answer\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/;
@@ -45,15 +43,7 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
   let store: TaskStore;
   let browser: Browser;
   before(async () => {
-    const path = join(tempDir(), 'demo.db');
-    const port = await freePort();
-    server = await startServer(
-      ['--store', `sqlite:${path}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--bearer', `${ALICE}=alice`, '--bearer', `${BOB}=bob`,
-        '--park-after-ms', '300', '--handle-after-ms', '1500', '--queue-poll-ms', '200'],
-      { module: DEMO },
-    );
-    store = new SqliteTaskStore(path);
-    await store.init();
+    ({ server, store } = await startDemoWithPages(['--bearer', `${ALICE}=alice`, '--bearer', `${BOB}=bob`, '--park-after-ms', '300', '--handle-after-ms', '1500', '--queue-poll-ms', '200']));
     browser = await launchBrowser();
   });
   after(async () => {
@@ -74,9 +64,18 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
     return { client, close, taskId: handle.structuredContent!.taskId as string, link };
   }
 
-  it('a person approves in chromium after the wait is parked; the status tool returns the applied migration', async () => {
-    const m = await startMigration('0060_page');
+  /** Runs `body` with a migration started as above, and closes its client whatever happens. */
+  async function withMigration(migration: string, extra: Record<string, unknown>, body: (m: Awaited<ReturnType<typeof startMigration>>) => Promise<void>) {
+    const m = await startMigration(migration, extra);
     try {
+      await body(m);
+    } finally {
+      await m.close();
+    }
+  }
+
+  it('a person approves in chromium after the wait is parked; the status tool returns the applied migration', async () => {
+    await withMigration('0060_page', {}, async (m) => {
       await parkedApproval(store, '0060_page', 'alice');
       const page = await browser.newPage({ viewport: { width: 390, height: 844 } });
       const response = await page.goto(m.link);
@@ -93,14 +92,11 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
         return last.structuredContent?.taskId ? undefined : last;
       }, 60_000);
       assert.equal(textOf(last as never), 'Applied 0060_page to shop (approved: looked at it <b>carefully</b>).');
-    } finally {
-      await m.close();
-    }
+    });
   });
 
   it('refused, task untouched: without CSRF, with a forged CSRF, from another principal, not fitting the schema; then replayed', async () => {
-    const m = await startMigration('0061_refusals');
-    try {
+    await withMigration('0061_refusals', {}, async (m) => {
       await parkedApproval(store, '0061_refusals', 'alice');
       const f = await openForm(m.link);
       assert.equal(f.status, 200);
@@ -134,14 +130,11 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
       const at = m.link.length - 5;
       const tampered = m.link.slice(0, at) + (m.link[at] === 'A' ? 'B' : 'A') + m.link.slice(at + 1);
       assert.equal((await fetch(tampered)).status, 404, 'a tampered link');
-    } finally {
-      await m.close();
-    }
+    });
   });
 
   it('the link copied with the punctuation a sentence puts after it opens the form for the token alone; a token changed inside gets 404', async () => {
-    const m = await startMigration('0063_copied');
-    try {
+    await withMigration('0063_copied', {}, async (m) => {
       await parkedApproval(store, '0063_copied', 'alice');
       const path = new URL(m.link).pathname;
       // What a sentence, a quote or a bracket leaves after a link; fetch sends quotes, `>`, braces and curly quotes
@@ -163,14 +156,11 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
       const ok = await post(new URL(path, m.link).href, { csrf: f.csrf, action: 'decline' }, { cookie: f.cookie });
       assert.equal(ok.status, 200);
       assert.deepEqual((await row(store, m.taskId)).inputResponses.approval?.response, { action: 'decline' });
-    } finally {
-      await m.close();
-    }
+    });
   });
 
   it('on a phone (chromium, 390 px) the page says which server and tool ask, when, and the deadline relative and in UTC', async () => {
-    const m = await startMigration('0064_phone', { approvalTimeoutSeconds: 540 });
-    try {
+    await withMigration('0064_phone', { approvalTimeoutSeconds: 540 }, async (m) => {
       const parked = await parkedApproval(store, '0064_phone', 'alice');
       const askedAt = parked.inputRequests.approval!.askedAt!;
       assert.ok(askedAt > 0 && askedAt <= Date.now(), 'the store kept when the question was asked');
@@ -190,14 +180,11 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
       assert.ok(smallest >= 14, `smallest text ${smallest} px`);
       await page.screenshot({ path: artifact('answer-page-390.png'), fullPage: true });
       await page.close();
-    } finally {
-      await m.close();
-    }
+    });
   });
 
   it('after the deadline the page refuses, and the task ends with its timeout (no answer recorded)', async () => {
-    const m = await startMigration('0062_late', { approvalTimeoutSeconds: 5 });
-    try {
+    await withMigration('0062_late', { approvalTimeoutSeconds: 5 }, async (m) => {
       const parked = await parkedApproval(store, '0062_late', 'alice');
       const f = await openForm(m.link);
       assert.equal(f.status, 200);
@@ -210,9 +197,7 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
         return r.status === 'failed' || r.status === 'completed' ? r : undefined;
       });
       assert.equal(ended.inputResponses.approval?.timedOut, true, 'the timeout is what was recorded');
-    } finally {
-      await m.close();
-    }
+    });
   });
 });
 

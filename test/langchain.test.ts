@@ -6,7 +6,6 @@
  * completes and the status tool returns its result.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ToolMessage } from '@langchain/core/messages';
 import type { StructuredToolInterface } from '@langchain/core/tools';
@@ -14,10 +13,9 @@ import { MultiServerMCPClient } from '@langchain/mcp-adapters';
 import type { Browser } from 'playwright-core';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { launchBrowser } from './browser.js';
-import { ROOT, freePort, startServer, tempDir, type ServerProcess } from './helpers.js';
-import { parkedApproval, until } from './questions-helpers.js';
+import type { ServerProcess } from './helpers.js';
+import { parkedApproval, startDemoWithPages, until } from './questions-helpers.js';
 
-const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 /** The pattern a chat client, a linkifier or a script uses to find a URL in text. */
 const URL_IN_TEXT = /https?:\/\/[^\s<>"']+/;
 const PARK_AFTER_MS = 300;
@@ -34,14 +32,7 @@ describe("LangChain's MultiServerMCPClient follows a handle; a person answers on
   let browser: Browser;
   let client: MultiServerMCPClient;
   before(async () => {
-    const db = join(tempDir(), 'langchain.db');
-    const port = await freePort();
-    server = await startServer(
-      ['--store', `sqlite:${db}`, '--port', String(port), '--handles', '--public-url', `http://127.0.0.1:${port}`, '--park-after-ms', String(PARK_AFTER_MS), '--handle-after-ms', '1000'],
-      { module: DEMO },
-    );
-    store = new SqliteTaskStore(db);
-    await store.init();
+    ({ server, store } = await startDemoWithPages(['--handles', '--park-after-ms', String(PARK_AFTER_MS), '--handle-after-ms', '1000']));
     browser = await launchBrowser();
     client = new MultiServerMCPClient({ mcpServers: { demo: { transport: 'http', url: server.url } } });
   });
