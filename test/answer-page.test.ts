@@ -8,14 +8,12 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser } from 'playwright-core';
-import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import type { TaskRecord, TaskStore } from '../src/store/types.js';
-import { launchBrowser } from './browser.js';
+import { artifact, launchBrowser } from './browser.js';
 import { connectV1 } from './generations.js';
 import { ROOT, freePort, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
-import { parkedApproval, until } from './questions-helpers.js';
+import { parkedApproval, startDemoWithPages, until } from './questions-helpers.js';
 
-const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 const ALICE = 'alice-token-answer-page';
 const BOB = 'bob-token-answer-page';
 const LINK = /https?:\/\/[^\s/]+\/answer\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/;
@@ -45,15 +43,7 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
   let store: TaskStore;
   let browser: Browser;
   before(async () => {
-    const path = join(tempDir(), 'demo.db');
-    const port = await freePort();
-    server = await startServer(
-      ['--store', `sqlite:${path}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--bearer', `${ALICE}=alice`, '--bearer', `${BOB}=bob`,
-        '--park-after-ms', '300', '--handle-after-ms', '1500', '--queue-poll-ms', '200'],
-      { module: DEMO },
-    );
-    store = new SqliteTaskStore(path);
-    await store.init();
+    ({ server, store } = await startDemoWithPages(['--bearer', `${ALICE}=alice`, '--bearer', `${BOB}=bob`, '--park-after-ms', '300', '--handle-after-ms', '1500', '--queue-poll-ms', '200']));
     browser = await launchBrowser();
   });
   after(async () => {
@@ -74,9 +64,18 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
     return { client, close, taskId: handle.structuredContent!.taskId as string, link };
   }
 
-  it('a person approves in chromium after the wait is parked; the status tool returns the applied migration', async () => {
-    const m = await startMigration('0060_page');
+  /** Runs `body` with a migration started as above, and closes its client whatever happens. */
+  async function withMigration(migration: string, extra: Record<string, unknown>, body: (m: Awaited<ReturnType<typeof startMigration>>) => Promise<void>) {
+    const m = await startMigration(migration, extra);
     try {
+      await body(m);
+    } finally {
+      await m.close();
+    }
+  }
+
+  it('a person approves in chromium after the wait is parked; the status tool returns the applied migration', async () => {
+    await withMigration('0060_page', {}, async (m) => {
       await parkedApproval(store, '0060_page', 'alice');
       const page = await browser.newPage({ viewport: { width: 390, height: 844 } });
       const response = await page.goto(m.link);
@@ -93,14 +92,11 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
         return last.structuredContent?.taskId ? undefined : last;
       }, 60_000);
       assert.equal(textOf(last as never), 'Applied 0060_page to shop (approved: looked at it <b>carefully</b>).');
-    } finally {
-      await m.close();
-    }
+    });
   });
 
   it('refused, task untouched: without CSRF, with a forged CSRF, from another principal, not fitting the schema; then replayed', async () => {
-    const m = await startMigration('0061_refusals');
-    try {
+    await withMigration('0061_refusals', {}, async (m) => {
       await parkedApproval(store, '0061_refusals', 'alice');
       const f = await openForm(m.link);
       assert.equal(f.status, 200);
@@ -134,14 +130,61 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
       const at = m.link.length - 5;
       const tampered = m.link.slice(0, at) + (m.link[at] === 'A' ? 'B' : 'A') + m.link.slice(at + 1);
       assert.equal((await fetch(tampered)).status, 404, 'a tampered link');
-    } finally {
-      await m.close();
-    }
+    });
+  });
+
+  it('the link copied with the punctuation a sentence puts after it opens the form for the token alone; a token changed inside gets 404', async () => {
+    await withMigration('0063_copied', {}, async (m) => {
+      await parkedApproval(store, '0063_copied', 'alice');
+      const path = new URL(m.link).pathname;
+      // What a sentence, a quote or a bracket leaves after a link; fetch sends quotes, `>`, braces and curly quotes
+      // percent-encoded, as a browser does.
+      const tails = ['.', ',', ';', ':', '!', '?', ')', ']', '}', '>', '"', "'", '\u2019', '\u201D', '").', '%22', '%E2%80%9D', '%3E'];
+      for (const tail of tails) {
+        const f = await openForm(m.link + tail);
+        assert.equal(f.status, 200, `the link followed by ${JSON.stringify(tail)} opens the form`);
+        assert.ok(f.html.includes(`action="${path}"`), `the form posts to the link without ${JSON.stringify(tail)}`);
+        assert.match(f.html, /Apply migration &quot;0063_copied&quot; to shop\?/);
+      }
+      // Not the last character (see above): a character changed inside the token, with or without the full stop.
+      const at = m.link.length - 5;
+      const tampered = m.link.slice(0, at) + (m.link[at] === 'A' ? 'B' : 'A') + m.link.slice(at + 1);
+      for (const tail of ['', '.', ')']) assert.equal((await fetch(tampered + tail)).status, 404, `a tampered token${tail ? ` followed by ${tail}` : ''}`);
+      for (const tail of ['x', '.x', '/', '%E2%80']) assert.equal((await fetch(m.link + tail)).status, 404, `the token followed by ${JSON.stringify(tail)}, which no sentence adds`);
+      // The form opened through a link with a full stop records the answer.
+      const f = await openForm(`${m.link}.`);
+      const ok = await post(new URL(path, m.link).href, { csrf: f.csrf, action: 'decline' }, { cookie: f.cookie });
+      assert.equal(ok.status, 200);
+      assert.deepEqual((await row(store, m.taskId)).inputResponses.approval?.response, { action: 'decline' });
+    });
+  });
+
+  it('on a phone (chromium, 390 px) the page says which server and tool ask, when, and the deadline relative and in UTC', async () => {
+    await withMigration('0064_phone', { approvalTimeoutSeconds: 540 }, async (m) => {
+      const parked = await parkedApproval(store, '0064_phone', 'alice');
+      const askedAt = parked.inputRequests.approval!.askedAt!;
+      assert.ok(askedAt > 0 && askedAt <= Date.now(), 'the store kept when the question was asked');
+      const page = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true, locale: 'de-DE', timezoneId: 'Europe/Berlin' });
+      await page.goto(m.link);
+      const asker = await page.locator('dl.asker').innerText();
+      assert.match(asker, /Server\s+outlast-demo/);
+      assert.match(asker, /Tool\s+migrate/);
+      assert.match(asker, /Asked\s+(now|\d+ seconds? ago) \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)/);
+      assert.match(asker, /Deadline\s+in (9|8) minutes \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)/);
+      const deadline = new Date(parked.inputRequests.approval!.deadline).toISOString();
+      assert.ok(asker.includes(`${deadline.slice(0, 10)} ${deadline.slice(11, 16)} UTC`), `the UTC deadline ${deadline} is shown: ${asker}`);
+      assert.equal(await page.locator('time').first().getAttribute('datetime'), new Date(askedAt).toISOString());
+      // Readable at 390 px: nothing wider than the screen, text at least 15 px.
+      assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'no sideways scrolling');
+      const smallest = await page.evaluate(() => Math.min(...Array.from(document.querySelectorAll('dt, dd, p, label, button')).map((e) => parseFloat(getComputedStyle(e).fontSize))));
+      assert.ok(smallest >= 14, `smallest text ${smallest} px`);
+      await page.screenshot({ path: artifact('answer-page-390.png'), fullPage: true });
+      await page.close();
+    });
   });
 
   it('after the deadline the page refuses, and the task ends with its timeout (no answer recorded)', async () => {
-    const m = await startMigration('0062_late', { approvalTimeoutSeconds: 5 });
-    try {
+    await withMigration('0062_late', { approvalTimeoutSeconds: 5 }, async (m) => {
       const parked = await parkedApproval(store, '0062_late', 'alice');
       const f = await openForm(m.link);
       assert.equal(f.status, 200);
@@ -154,8 +197,35 @@ describe('answer pages on the demo server (a client without elicitation, SQLite)
         return r.status === 'failed' || r.status === 'completed' ? r : undefined;
       });
       assert.equal(ended.inputResponses.approval?.timedOut, true, 'the timeout is what was recorded');
+    });
+  });
+});
+
+describe('the answer page shows who asks, escaped (a server whose name and question carry markup)', () => {
+  let server: ServerProcess;
+  before(async () => {
+    const port = await freePort();
+    server = await startServer(['--store', `sqlite:${join(tempDir(), 'asker.db')}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--handle-after-ms', '300'], {
+      module: join(ROOT, 'dist', 'test', 'asker-module.js'),
+    });
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('the server name, the tool and the question read as text, never as markup', async () => {
+    const { client, close } = await connectV1(server.url);
+    try {
+      const handle = (await client.callTool({ name: 'approve_deploy', arguments: {} })) as ToolResult;
+      const link = handle.structuredContent?.answerLinks?.[0]?.url as string;
+      assert.ok(link, textOf(handle as never));
+      const html = await (await fetch(link)).text();
+      assert.ok(html.includes('<dt>Server</dt><dd><b>Deploys &lt;b&gt;&amp;&lt;/b&gt; &quot;Co&quot;</b></dd>'), html);
+      assert.ok(html.includes('<dt>Tool</dt><dd><code>approve_deploy</code></dd>'));
+      assert.ok(html.includes('Deploy &lt;img src=x&gt; to production?'));
+      assert.doesNotMatch(html, /<img|<b>&/);
     } finally {
-      await m.close();
+      await close();
     }
   });
 });

@@ -1,7 +1,20 @@
 /** Waiting for the demo's migrate questions as a person would see them: asked, then parked. */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import type { TaskRecord, TaskStore } from '../src/store/types.js';
-import { sleep } from './helpers.js';
+import { ROOT, freePort, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+
+/** The demo server with answer pages on its own address (`--public-url`) and a SQLite file, that file's store open
+ *  beside it (to see a question asked and its wait parked, as a person's delay); `args`: more flags. */
+export async function startDemoWithPages(args: string[]): Promise<{ server: ServerProcess; store: SqliteTaskStore }> {
+  const db = join(tempDir(), 'demo.db');
+  const port = await freePort();
+  const server = await startServer(['--store', `sqlite:${db}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, ...args], { module: join(ROOT, 'dist', 'demo', 'server.js') });
+  const store = new SqliteTaskStore(db);
+  await store.init();
+  return { server, store };
+}
 
 export async function until<T>(what: string, read: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
   const end = Date.now() + timeoutMs;

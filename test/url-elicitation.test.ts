@@ -6,18 +6,15 @@
  * recorded as the answer; a client that declared form mode only still gets the form.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, ElicitationCompleteNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
-import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import type { TaskRecord, TaskStore } from '../src/store/types.js';
-import { ROOT, freePort, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
-import { parkedApproval, until } from './questions-helpers.js';
+import { textOf, type ServerProcess } from './helpers.js';
+import { parkedApproval, startDemoWithPages, until } from './questions-helpers.js';
 
-const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 const LINK = /^https?:\/\/127\.0\.0\.1:\d+\/answer\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 type ElicitParams = { mode?: string; url?: string; elicitationId?: string; message: string; requestedSchema?: unknown };
 type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
@@ -77,14 +74,7 @@ describe('URL-mode elicitation on the demo server (SDK v1, stateless HTTP, SQLit
   let inlineStore: TaskStore;
   let handleStore: TaskStore;
   before(async () => {
-    const start = async (extra: string[]) => {
-      const path = join(tempDir(), 'demo.db');
-      const port = await freePort();
-      const server = await startServer(['--store', `sqlite:${path}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--park-after-ms', '300', '--queue-poll-ms', '200', ...extra], { module: DEMO });
-      const store = new SqliteTaskStore(path);
-      await store.init();
-      return { server, store };
-    };
+    const start = (extra: string[]) => startDemoWithPages(['--park-after-ms', '300', '--queue-poll-ms', '200', ...extra]);
     ({ server: inline, store: inlineStore } = await start([]));
     ({ server: handles, store: handleStore } = await start(['--handle-after-ms', '1000']));
   });

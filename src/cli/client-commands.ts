@@ -167,7 +167,7 @@ interface Ui {
   interactive: boolean;
   answers: Answers | undefined;
   /** Set when a question could not be answered in this run (non-interactive). */
-  needsInput?: { taskId: string | undefined; key: string; message: string; fields: string[] };
+  needsInput?: { taskId: string | undefined; key: string; message: string; fields: string[]; url?: string };
   /** Set when --answers is malformed for a question. */
   badAnswers?: string;
   onBlocked(): void;
@@ -246,7 +246,7 @@ function elicitationFor(ui: Ui): ElicitationHandler {
       return p;
     }
     const url = (params as { url?: string }).url;
-    ui.needsInput = { taskId: ctx.taskId, key: ctx.key, message: `${String(params.message ?? '')}${url ? ` (${url})` : ''}`, fields };
+    ui.needsInput = { taskId: ctx.taskId, key: ctx.key, message: String(params.message ?? ''), fields, ...(url ? { url } : {}) };
     ui.onBlocked();
     throw new Error('no answer available here');
   };
@@ -393,6 +393,8 @@ function blockedExit(ui: Ui): Exit {
   return new Exit(
     EXIT_INPUT,
     `task ${n.taskId ?? '?'} needs input "${n.key}": ${n.message}${n.fields.length ? ` (fields: ${n.fields.join(', ')})` : ''}\n` +
+      // The link ends its line: nothing a copy of it could take along.
+      (n.url ? `Answer on this page: ${n.url}\n` : '') +
       `It keeps waiting on the server. Answer with: outlast resume ${n.taskId ?? ''} --answers ${example}   (or run it on a terminal)`,
   );
 }

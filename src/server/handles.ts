@@ -89,6 +89,19 @@ function duration(ms: number): string {
   return m < 90 ? `${m} min` : `${(m / 60).toFixed(1)} h`;
 }
 
+/** A link inside prose: in <…> (RFC 3986, appendix C) and at the end of its line, so that whatever takes it out of
+ *  the text (a person, a model, a linkifier, a URL pattern, also on the text JSON-encoded, where a line break reads
+ *  `\n`) takes the link alone; Markdown shows it as a link. */
+function inText(url: string): string {
+  return `<${url}>`;
+}
+
+/** The words for the host that shows the model only structuredContent: one link a line. */
+function showToUser(links: Array<{ url: string }>): string {
+  if (links.length === 1) return `Show this link to the user so they can answer: ${inText(links[0]!.url)}`;
+  return `Show these links to the user so they can answer (one per question):${links.map((l) => `\n${inText(l.url)}`).join('')}`;
+}
+
 export class HandleTools {
   constructor(private readonly host: HandleHost, readonly options: ResolvedHandleOptions) {}
 
@@ -155,7 +168,7 @@ export class HandleTools {
     const by = answeredByOf(pending.request);
     if (by === 'person') {
       const link = this.host.answerLinks(r).find((l) => l.key === key);
-      return text(`This question must be answered by the user themself, not passed on by you${link ? `: show this link to the user, who answers there: ${link.url}` : `; their client asks them on the next ${this.options.statusTool} call`}.`, true);
+      return text(`This question must be answered by the user themself, not passed on by you${link ? `. Show this link to the user, who answers there: ${inText(link.url)}` : `; their client asks them on the next ${this.options.statusTool} call.`}`, true);
     }
     if (by === 'operator') return text(`This question is answered by an operator on the server's dashboard; call ${this.options.statusTool} to wait for it.`, true);
     const schema = ((pending.request.params as JsonObject | undefined)?.requestedSchema ?? {}) as JsonObject;
@@ -178,7 +191,7 @@ export class HandleTools {
     const state = queued ? 'is waiting for a free slot on the server' : 'is still running';
     const summary = this.summary(record);
     return {
-      content: [{ type: 'text', text: `"${record.tool}" ${state}; it continues in the background as task ${record.taskId}. It has run for ${duration(summary.runningForSeconds * 1000)} since the call started.${this.waitingText(record)} ${summary.instructions}` }],
+      content: [{ type: 'text', text: `"${record.tool}" ${state}; it continues in the background as task ${record.taskId}. It has run for ${duration(summary.runningForSeconds * 1000)} since the call started. ${summary.instructions}${this.waitingText(record)}` }],
       structuredContent: summary,
     };
   }
@@ -192,7 +205,8 @@ export class HandleTools {
     );
   }
 
-  /** What a waiting task asks, and how its person can answer (the link to show them, or why there is none). */
+  /** What a waiting task asks, and how its person can answer (the link to show them, or why there is none): one line
+   *  per question, after the rest of the text, each link in <…> ending its line (nothing a copy could take along). */
   private waitingText(r: TaskRecord): string {
     if (r.status !== 'input_required') return '';
     const links = this.host.answerLinks(r);
@@ -200,14 +214,14 @@ export class HandleTools {
       const link = links.find((l) => l.key === key);
       const what = String(p.request.params?.message ?? p.request.method);
       const by = answeredByOf(p.request);
-      if (by === 'operator') return `"${what}": an operator answers it on the server's dashboard; keep following the task`;
-      const passOn = by === 'any' ? `; if the user already gave the answer in the chat, pass it on with ${this.options.answerTool} {"taskId": "${r.taskId}", "key": "${key}", "content": {…}}` : '';
-      if (link) return `"${what}" (key "${key}"): show this link to the user, who answers there: ${link.url}${passOn}`;
-      if (passOn) return `"${what}" (key "${key}"): ask the user${passOn}`;
-      if (p.request.method !== 'elicitation/create') return `"${what}" (${p.request.method}): this kind of request has no answer page; only a client that declared ${p.request.method === 'roots/list' ? 'roots' : 'sampling'} can answer it`;
-      return `"${what}": the user's client is asked on the next ${this.options.statusTool} call, if it can show questions`;
+      if (by === 'operator') return `"${what}": an operator answers it on the server's dashboard; keep following the task.`;
+      const passOn = by === 'any' ? `if the user already gave the answer in the chat, pass it on with ${this.options.answerTool} {"taskId": "${r.taskId}", "key": "${key}", "content": {…}}` : '';
+      if (link) return `"${what}" (key "${key}"): ${passOn ? `${passOn}; otherwise ` : ''}show this link to the user, who answers there: ${inText(link.url)}`;
+      if (passOn) return `"${what}" (key "${key}"): ask the user; ${passOn}`;
+      if (p.request.method !== 'elicitation/create') return `"${what}" (${p.request.method}): this kind of request has no answer page; only a client that declared ${p.request.method === 'roots/list' ? 'roots' : 'sampling'} can answer it.`;
+      return `"${what}": the user's client is asked on the next ${this.options.statusTool} call, if it can show questions.`;
     });
-    return ` It is waiting for the user to answer: ${parts.join('; ')}.`;
+    return `\nIt is waiting for the user to answer:${parts.map((p) => `\n- ${p}`).join('')}`;
   }
 
   private summary(r: TaskRecord): JsonObject & { runningForSeconds: number; instructions: string } {
@@ -216,7 +230,7 @@ export class HandleTools {
       ...(r.status === 'input_required'
         ? { questions: Object.entries(r.inputRequests).map(([key, p]) => ({ key, method: p.request.method, message: String(p.request.params?.message ?? ''), answeredBy: answeredByOf(p.request), deadline: isoOf(p.deadline) })) }
         : {}),
-      ...(links.length ? { answerLinks: links, showToUser: `Show this link to the user so they can answer: ${links.map((l) => l.url).join(' ')}` } : {}),
+      ...(links.length ? { answerLinks: links, showToUser: showToUser(links) } : {}),
       taskId: r.taskId,
       tool: r.tool,
       status: r.status,
@@ -302,7 +316,7 @@ export class HandleTools {
           type: 'text',
           text:
             `Task ${now.taskId} (${now.tool}) is still ${now.status === 'working' ? 'working' : 'waiting'}${now.statusMessage ? `: ${now.statusMessage}` : ''}. ` +
-            `It has run for ${duration(summary.runningForSeconds * 1000)}.${waiting} ${summary.instructions}`,
+            `It has run for ${duration(summary.runningForSeconds * 1000)}. ${summary.instructions}${waiting}`,
         },
       ],
       structuredContent: summary,

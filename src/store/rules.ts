@@ -84,7 +84,7 @@ export function expireInputs(rec: InputFields, now: number): { timedOut: string[
 }
 
 /**
- * Adds outstanding requests (a key already outstanding keeps its first deadline; a key already answered, or timed out,
+ * Adds outstanding requests, each with when it was asked (a key already outstanding keeps its first deadline and askedAt; a key already answered, or timed out,
  * with the same request is a replay and is not asked again), after recording the deadlines that passed. Throws if an
  * answered key is re-asked with another request.
  */
@@ -99,7 +99,10 @@ export function askInput(rec: InputFields, requests: Record<string, PendingInput
       continue;
     }
     const current = outstanding[key];
-    outstanding[key] = current ? { request: pending.request, deadline: current.deadline } : pending;
+    // A key asked again keeps its first deadline and its first askedAt: the person has been asked since then.
+    outstanding[key] = current
+      ? { request: pending.request, deadline: current.deadline, ...(current.askedAt !== undefined ? { askedAt: current.askedAt } : {}) }
+      : { request: pending.request, deadline: pending.deadline, askedAt: now };
   }
   return inputChange(rec, outstanding, answered, now);
 }

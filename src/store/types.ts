@@ -10,6 +10,9 @@ import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskOrigin, TaskStat
 export interface PendingInput {
   request: InputRequest;
   deadline: number;
+  /** When the store first recorded the question (its clock; ms since the epoch), so the page that answers it can
+   *  say when it was asked. Set by the store; absent on questions recorded before it was kept. */
+  askedAt?: number;
 }
 /** An answered input: the request as asked and the answer, kept so a re-run gets it without asking. A request whose
  *  deadline passed unanswered is recorded here too (`timedOut`, empty response): the store decided it, so a late answer

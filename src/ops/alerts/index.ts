@@ -136,6 +136,7 @@ export class AlertService {
             taskId: w.taskId,
             tool: w.tool,
             principal: w.principal,
+            // The link ends the message: a pager or chat that auto-links it takes nothing after it.
             message: `task ${w.taskId} (${w.tool}) asks "${question.slice(0, 200)}"${answerUrl ? `; answer at ${answerUrl}` : ''}`,
             destination: 'alerts',
             data: { taskId: w.taskId, tool: w.tool, key, question: question.slice(0, 500), deadline: new Date(p.deadline).toISOString(), ...(answerUrl ? { answerUrl } : {}) },

@@ -22,6 +22,19 @@ export function signAnswerToken(secret: string, c: AnswerLinkClaims): string {
   return `${body}.${mac(secret, body).toString('base64url')}`;
 }
 
+/** A token as signed: the base64url body, a dot, the 43-character base64url HMAC-SHA256. */
+const TOKEN_SHAPE = /^([A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43})(.*)$/su;
+/** What a sentence puts straight after a link, and a copy keeps (a person's double-click, a model quoting it, an
+ *  auto-linker, a URL regular expression): closing punctuation, brackets and quotes, straight and curly. */
+const SENTENCE_TAIL = /^[.,;:!?)\]}>'"`*\u2018\u2019\u201C\u201D\u00BB\u203A]*$/u;
+
+/** The token a link's last path segment (percent-decoded) carries, without the punctuation a sentence added after
+ *  it; undefined when the segment is not a token followed only by such punctuation. */
+export function answerTokenIn(segment: string): string | undefined {
+  const m = TOKEN_SHAPE.exec(segment);
+  return m && SENTENCE_TAIL.test(m[2]!) ? m[1] : undefined;
+}
+
 /** The claims of a token this server signed; undefined for anything else (tampered, truncated, foreign). */
 export function openAnswerToken(secret: string, token: string): AnswerLinkClaims | undefined {
   if (token.length > 4000) return undefined;

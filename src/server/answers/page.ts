@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { TaskProtocolError, answeredByOf, type JsonObject } from '../../protocol/index.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
-import { ANSWER_PATH, cookieValue, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
+import { ANSWER_PATH, answerTokenIn, cookieValue, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
 import { escapeHtml, readForm, renderFields } from '../../ops/answer-form.js';
 import { notice, page } from './html.js';
 import { SIGNED_IN_PATH, type AnswerSignIn } from './sign-in.js';
@@ -27,15 +27,53 @@ export interface AnswerPageOptions {
   secureCookie?: boolean;
   /** Largest form body accepted, bytes. Default 64 KiB. */
   maxBodyBytes?: number;
+  /** The server's name as its MCP clients see it (serverInfo.name): the page says who is asking. */
+  serverName?: string;
 }
 
+/** An open question as the page shows it. */
+interface Question {
+  claims: AnswerLinkClaims;
+  message: string;
+  schema: JsonObject;
+  tool: string;
+  /** When the store recorded the question; undefined for a question recorded before that was kept. */
+  askedAt: number | undefined;
+}
+
+const RELATIVE = new Intl.RelativeTimeFormat('en', { numeric: 'auto' });
+
+/** "in 9 minutes", "3 minutes ago": right in every time zone (the page has no script to learn the reader's). */
+function relativeTime(ms: number): string {
+  const s = ms / 1000;
+  const a = Math.abs(s);
+  if (a < 60) return RELATIVE.format(Math.round(s), 'second');
+  if (a < 5400) return RELATIVE.format(Math.round(s / 60), 'minute');
+  if (a < 172_800) return RELATIVE.format(Math.round(s / 3600), 'hour');
+  return RELATIVE.format(Math.round(s / 86_400), 'day');
+}
+
+/** A moment for a reader anywhere: relative to now, then in UTC (machine-readable in `datetime`). */
+function moment(at: number, now: number): string {
+  const iso = new Date(at).toISOString();
+  return `${escapeHtml(relativeTime(at - now))} <span class="utc">(<time datetime="${escapeHtml(iso)}">${escapeHtml(iso.replace('T', ' ').slice(0, 16))} UTC</time>)</span>`;
+}
+
+/** A path segment percent-decoded; as it came when it is not valid percent-encoding (it then opens no token). */
+function decodedSegment(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
 
 /** The page's handler; `body`: the request body when the front already read it (its Node adapter does). */
 export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?: Uint8Array | string) => Promise<Response | undefined> {
   const maxBody = o.maxBodyBytes ?? 65_536;
 
   /** The question a link names, if it is still open to this request; otherwise the page to answer with. */
-  async function question(request: Request, token: string): Promise<{ claims: AnswerLinkClaims; message: string; schema: JsonObject } | { refusal: Response }> {
+  async function question(request: Request, token: string): Promise<Question | { refusal: Response }> {
     const secret = o.secret();
     const claims = secret ? openAnswerToken(secret, token) : undefined;
     if (!claims) return { refusal: notice(404, 'Link not valid', 'This answer link is not valid. Ask for a new one.') };
@@ -58,14 +96,28 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
       return { refusal: notice(409, 'Not answerable here', `This request (${pending.request.method}) cannot be answered on a page: only form questions can. The client that started the task has to answer it.`) };
     }
     if (answeredByOf(pending.request) === 'operator') return { refusal: notice(409, 'Answered by an operator', 'An operator answers this question on the server\'s dashboard.') };
-    return { claims, message: String(params.message ?? ''), schema: (params.requestedSchema ?? { type: 'object', properties: {} }) as JsonObject };
+    return { claims, message: String(params.message ?? ''), schema: (params.requestedSchema ?? { type: 'object', properties: {} }) as JsonObject, tool: l.state === 'found' ? l.record.tool : '', askedAt: pending.askedAt };
   }
 
-  function form(token: string, q: { claims: AnswerLinkClaims; message: string; schema: JsonObject }, cookie: string, values?: Record<string, string>, errors?: Record<string, string>, status = 200): Response {
+  /** Who is asking, and by when: the server, its tool, when it asked and the deadline. */
+  function asker(q: Question): string {
+    const now = o.runtime.store.now();
+    const row = (label: string, value: string) => `<dt>${label}</dt><dd>${value}</dd>`;
+    return (
+      '<dl class="asker">' +
+      (o.serverName ? row('Server', `<b>${escapeHtml(o.serverName)}</b>`) : '') +
+      row('Tool', `<code>${escapeHtml(q.tool)}</code>`) +
+      (q.askedAt !== undefined ? row('Asked', moment(q.askedAt, now)) : '') +
+      row('Deadline', moment(q.claims.deadline, now)) +
+      '</dl>'
+    );
+  }
+
+  function form(token: string, q: Question, cookie: string, values?: Record<string, string>, errors?: Record<string, string>, status = 200): Response {
     const csrf = csrfFor(o.secret()!, cookie, token);
     const body =
-      `<p>${escapeHtml(q.message)}</p>` +
-      `<p class="meta">Answer by ${escapeHtml(new Date(q.claims.deadline).toISOString().replace('T', ' ').slice(0, 16))} UTC.</p>` +
+      asker(q) +
+      `<p class="question">${escapeHtml(q.message)}</p>` +
       `<form method="post" action="${ANSWER_PATH}${escapeHtml(token)}"><input type="hidden" name="csrf" value="${escapeHtml(csrf)}">` +
       renderFields(q.schema, values, errors) +
       '<button type="submit" name="action" value="accept">Submit</button><button type="submit" name="action" value="decline" formnovalidate>Decline</button></form>';
@@ -81,7 +133,10 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
       if (request.method !== 'GET') return new Response('Method not allowed', { status: 405, headers: { allow: 'GET' } });
       return o.signIn.callback(request);
     }
-    const token = decodeURIComponent(url.pathname.slice(ANSWER_PATH.length));
+    // The link as a person copied it out of a sentence: the token, then maybe the punctuation that followed it
+    // (percent-encoded by the browser when it is a quote or `>`). Everything below uses the token alone.
+    const segment = decodedSegment(url.pathname.slice(ANSWER_PATH.length));
+    const token = answerTokenIn(segment) ?? segment;
     if (request.method !== 'GET' && request.method !== 'POST') return new Response('Method not allowed', { status: 405, headers: { allow: 'GET, POST' } });
     if (o.signIn && request.method === 'GET' && url.searchParams.get('sign-in') === 'again') {
       // Only for a link this server signed: an unknown token never starts a sign-in.

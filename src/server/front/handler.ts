@@ -56,7 +56,8 @@ export interface OutlastHandlerOptions {
   /** Called for errors nobody else reports. */
   onerror?: (e: Error) => void;
   /** The identity your factory's McpServer is built with. Given, task methods take the direct path (`direct.ts`):
-   *  answered from the store with the SDK's checks and answers, no McpServer built. */
+   *  answered from the store with the SDK's checks and answers, no McpServer built. Its name is also what the answer
+   *  page shows as the server that asks. */
   serverInfo?: Implementation;
   /** false: task methods go through the SDK's per-request McpServer even with `serverInfo`. Default true. */
   directTaskMethods?: boolean;
@@ -240,6 +241,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
         runtime: outlast.runtime,
         secret: () => outlast.answers!.key(),
         secureCookie: outlast.answers.base.startsWith('https:'),
+        ...(options.serverInfo ? { serverName: options.serverInfo.name } : {}),
         ...(signIn ? { signIn } : {}),
         principalOf: async (request) => {
           if (!request.headers.get('authorization')) return undefined;

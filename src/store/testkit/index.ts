@@ -167,6 +167,7 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       }, t0 + 100);
       assert.equal(asked.status, 'input_required');
       assert.deepEqual(Object.keys(asked.inputRequests).sort(), ['a', 'b']);
+      assert.equal(asked.inputRequests.a?.askedAt, t0 + 100, 'each question keeps when it was asked (the answer page shows it)');
       const partial = await store.answerInput(record.taskId, { a: { action: 'accept', content: { x: 1 } }, zzz: { action: 'accept' } }, t0 + 200);
       assert.deepEqual(partial.accepted, ['a']);
       assert.equal(partial.record.status, 'input_required');
@@ -190,6 +191,9 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       await store.requestInput(record.taskId, 'replica-a', { c: { request: ELICIT, deadline: t0 + 6000 } }, t0 + 4400);
       const kept = await store.requestInput(record.taskId, 'replica-a', { c: { request: ELICIT, deadline: t0 + 99_000 } }, t0 + 4500);
       assert.equal(kept.inputRequests.c?.deadline, t0 + 6000);
+      assert.equal(kept.inputRequests.c?.askedAt, t0 + 4400, '...and when it was first asked');
+      const read = await store.get(record.taskId);
+      assert.equal(read.state === 'found' ? read.record.inputRequests.c?.askedAt : undefined, t0 + 4400, 'askedAt is stored with the question');
     });
 
     it('cancel is recorded durably and leaves the status to whoever runs the work', async () => {
