@@ -168,7 +168,7 @@ export class HandleTools {
     const by = answeredByOf(pending.request);
     if (by === 'person') {
       const link = this.host.answerLinks(r).find((l) => l.key === key);
-      return text(`This question must be answered by the user themself, not passed on by you${link ? `. Show this link to the user, who answers there: ${inText(link.url)}` : `; their client asks them on the next ${this.options.statusTool} call.`}`, true);
+      return text(`This question must be answered by the user themself, not passed on by you${link ? `. Show this link to the user, who answers there: ${inText(link.url)}` : `; their client asks them while you follow the task with ${this.options.statusTool}.`}`, true);
     }
     if (by === 'operator') return text(`This question is answered by an operator on the server's dashboard; call ${this.options.statusTool} to wait for it.`, true);
     const schema = ((pending.request.params as JsonObject | undefined)?.requestedSchema ?? {}) as JsonObject;
@@ -219,7 +219,7 @@ export class HandleTools {
       if (link) return `"${what}" (key "${key}"): ${passOn ? `${passOn}; otherwise ` : ''}show this link to the user, who answers there: ${inText(link.url)}`;
       if (passOn) return `"${what}" (key "${key}"): ask the user; ${passOn}`;
       if (p.request.method !== 'elicitation/create') return `"${what}" (${p.request.method}): this kind of request has no answer page; only a client that declared ${p.request.method === 'roots/list' ? 'roots' : 'sampling'} can answer it.`;
-      return `"${what}": the user's client is asked on the next ${this.options.statusTool} call, if it can show questions.`;
+      return `"${what}": the user's client asks them while you follow the task with ${this.options.statusTool}, if it can show questions (once: keep following, do not ask again).`;
     });
     return `\nIt is waiting for the user to answer:${parts.map((p) => `\n- ${p}`).join('')}`;
   }
