@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FIXTURES, callTool, getTask, textOf } from './helpers.js';
+import { FIXTURES, callTool, getTask, openListen, textOf } from './helpers.js';
 import { expected, lines, openTaskStream } from './output-helpers.js';
 import { useCluster } from './replicas.js';
 
@@ -20,9 +20,15 @@ describe('task output over two PostgreSQL replicas', () => {
     const call = await callTool(a!.url, 'emit_output', { count: 40, intervalMs: 30 });
     assert.equal(call.result.resultType, 'task');
     const taskId = call.result.taskId as string;
+    const listen = await openListen(b!.url, [taskId]);
     const s = await openTaskStream(b!.url, taskId);
     await s.ended();
     assert.deepEqual(s.events.map((e) => e.seq), seqs(40));
+    // The listen stream's terminal notification says how much output there is, beside its subscription id.
+    await listen.until((m) => m.some((n) => n.params?.status === 'completed'));
+    listen.close();
+    const done = listen.msgs.find((n) => n.params?.status === 'completed')!;
+    assert.deepEqual(done.params._meta, { 'outlast/outputSeq': 40, 'io.modelcontextprotocol/subscriptionId': 'listen-1' });
     assert.deepEqual(lines(s.events), expected(1, 40));
     assert.equal(s.final?.result?.status, 'completed');
     const got = await getTask(b!.url, taskId);

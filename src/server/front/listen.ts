@@ -67,7 +67,8 @@ export async function serveTaskListen(host: TaskListenHost, request: Request, ms
   };
   const send = (m: JsonObject) => write(`event: message\ndata: ${JSON.stringify(m)}\n\n`);
   const onTask = (task: JsonObject) => {
-    const n = { jsonrpc: '2.0', method: 'notifications/tasks', params: { _meta: subMeta, ...task } };
+    // The task's own _meta (its output seq) joins the subscription's.
+    const n = { jsonrpc: '2.0', method: 'notifications/tasks', params: { ...task, _meta: { ...(task._meta as JsonObject | undefined), ...subMeta } } };
     if (acked) send(n);
     else pending.push(n);
   };
