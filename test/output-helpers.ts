@@ -9,6 +9,8 @@ export interface OutputEvent {
 }
 
 export interface TaskStream {
+  /** The request's id (every message of the stream carries it as subscription id). */
+  id: string;
   status: number;
   /** Events in arrival order. */
   events: OutputEvent[];
@@ -86,6 +88,7 @@ export async function openTaskStream(url: string, taskId: string, after: unknown
     }
   };
   return {
+    id,
     status: res.status,
     events,
     get final() {

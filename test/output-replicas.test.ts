@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import { FIXTURES, callTool, getTask, openListen, textOf } from './helpers.js';
 import { expected, lines, openTaskStream } from './output-helpers.js';
 import { useCluster } from './replicas.js';
+import { RawDispatcher } from '../src/client/transport.js';
 
 const seqs = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
@@ -38,6 +39,30 @@ describe('task output over two PostgreSQL replicas', () => {
     const again = await openTaskStream(a!.url, taskId, 25);
     await again.ended();
     assert.deepEqual(lines(again.events), expected(26, 40));
+  });
+
+  it('a client on the SDK v2 transport (TaskClient\'s dispatcher) streams output from B with tasks/stream, resuming after a cut', async () => {
+    const [a, b] = c.cluster.replicas;
+    const call = await callTool(a!.url, 'emit_output', { count: 25, intervalMs: 40 });
+    const taskId = call.result.taskId as string;
+    const client = new RawDispatcher({ url: b!.url, capabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} } } });
+    try {
+      const got: Array<{ seq: number; text: string }> = [];
+      const first = await client.openStream('tasks/stream', { taskId }, {
+        onNotification: (m) => got.push({ seq: m.params!.seq as number, text: (m.params!.data as { text: string }).text }),
+      });
+      while (got.length < 5) await new Promise((r) => setTimeout(r, 20));
+      first.close();
+      const after = got.at(-1)!.seq;
+      const second = await client.openStream('tasks/stream', { taskId, after }, {
+        onNotification: (m) => got.push({ seq: m.params!.seq as number, text: (m.params!.data as { text: string }).text }),
+      });
+      assert.equal(await second.ended, 'result', 'the stream ends with its result once the task is done');
+      assert.deepEqual(got.map((g) => g.seq), seqs(25));
+      assert.deepEqual(got.map((g) => g.text), expected(1, 25));
+    } finally {
+      await client.close();
+    }
   });
 
   it('kill -9 of the replica running a durable tool mid-output: the other resumes it and the sequence goes on, nothing repeated', async () => {

@@ -33,7 +33,10 @@ describe('task output on SQLite', () => {
       assert.equal(e.taskId, taskId);
       assert.equal(e.type, 'text');
     }
-    assert.deepEqual(s.final?.result, { resultType: 'complete', taskId, status: 'completed', latestSeq: 20 });
+    const { _meta, ...end } = s.final?.result ?? {};
+    assert.deepEqual(end, { resultType: 'complete', taskId, status: 'completed', latestSeq: 20 });
+    assert.equal(_meta['io.modelcontextprotocol/subscriptionId'], s.id);
+    for (const e of s.events as Array<{ _meta?: Record<string, unknown> }>) assert.equal(e._meta?.['io.modelcontextprotocol/subscriptionId'], s.id);
     const got = await getTask(server.url, taskId, ALICE);
     assert.equal(got.result._meta['outlast/outputSeq'], 20, 'a poller sees that output exists');
     assert.equal(textOf(got.result.result), 'emitted 20');

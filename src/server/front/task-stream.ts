@@ -1,13 +1,14 @@
 /**
  * `tasks/stream` (SEP-2694, a draft that may change) on the 2026-07-28 wire: `{taskId, after?}` opens an SSE stream
  * that replays the task's retained output after `after` and then follows it live, from the store and the bus (so any
- * replica serves any task), one `notifications/tasks/event` `{taskId, seq, type, data}` per item, and ends with the
+ * replica serves any task), one `notifications/tasks/event` `{taskId, seq, type, data}` per item (with the request id
+ * as `_meta` subscriptionId, as on a listen stream), and ends with the
  * result `{resultType: "complete", taskId, status, latestSeq}` once the task is terminal and every item was sent. A
  * stream cut without that result (the client left, the server stopped) is resumed with `after` = the last seq
  * received. A cursor older than the retained output gets `events_gone` (with the earliest retained seq) before any
  * stream opens; another principal's task reads as unknown. The rules are the runtime's (output-follow.ts).
  */
-import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_META, TASK_EVENT_NOTIFICATION, TaskProtocolError, declaresTasks, missingTasksCapability, type JsonObject } from '../../protocol/index.js';
+import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_META, SUBSCRIPTION_ID_META, TASK_EVENT_NOTIFICATION, TaskProtocolError, declaresTasks, missingTasksCapability, type JsonObject } from '../../protocol/index.js';
 import { checkAfter, followOutput } from '../../runtime/output-follow.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { jsonRpcError } from './answers.js';
@@ -94,10 +95,12 @@ export async function serveTaskStream(host: TaskStreamHost, request: Request, ms
   try {
     const after = checkAfter(msg.params?.after);
     const { runtime } = host;
+    // Like a listen stream's, every message carries the request id as subscription id (a client routes by it).
+    const subMeta = { [SUBSCRIPTION_ID_META]: id };
     unfollow = await followOutput({ store: runtime.store, bus: runtime.bus, recheckMs: runtime.watchRecheckMs }, taskId, principal, after, {
-      item: (i) => send({ jsonrpc: '2.0', method: TASK_EVENT_NOTIFICATION, params: { taskId: taskId as string, seq: i.seq, type: i.type, data: i.data as JsonObject } }),
+      item: (i) => send({ jsonrpc: '2.0', method: TASK_EVENT_NOTIFICATION, params: { _meta: subMeta, taskId: taskId as string, seq: i.seq, type: i.type, data: i.data as JsonObject } }),
       end: (status, last) => {
-        send({ jsonrpc: '2.0', id, result: { resultType: 'complete', taskId: taskId as string, status, latestSeq: last } });
+        send({ jsonrpc: '2.0', id, result: { resultType: 'complete', _meta: subMeta, taskId: taskId as string, status, latestSeq: last } });
         close();
       },
       error: (e) => {
