@@ -8,7 +8,8 @@
  * received. A cursor older than the retained output gets `events_gone` (with the earliest retained seq) before any
  * stream opens; another principal's task reads as unknown. The rules are the runtime's (output-follow.ts).
  */
-import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_META, SUBSCRIPTION_ID_META, TASK_EVENT_NOTIFICATION, TaskProtocolError, declaresTasks, missingTasksCapability, type JsonObject } from '../../protocol/index.js';
+import { ErrorCode, SUBSCRIPTION_ID_META, TASKS_STREAM_METHOD, TASK_EVENT_NOTIFICATION, TaskProtocolError, type JsonObject } from '../../protocol/index.js';
+import { SSE_HEADERS, refuseTaskStream } from './envelope.js';
 import { checkAfter, followOutput } from '../../runtime/output-follow.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { jsonRpcError } from './answers.js';
@@ -32,26 +33,12 @@ export function taskStreamCapability(bounds: { maxItems: number; maxBytes: numbe
   return { draft: 'SEP-2694', retention: { maxEventsPerTask: bounds.maxItems, maxBytesPerTask: bounds.maxBytes } };
 }
 
-const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive' };
 const encoder = new TextEncoder();
 
 export async function serveTaskStream(host: TaskStreamHost, request: Request, msg: TaskStreamRequest, principal: string): Promise<Response> {
   const id = msg.id;
-  if (id === undefined || id === null) return jsonRpcError(400, null, ErrorCode.InvalidRequest, 'tasks/stream must be a request with an id');
-  const meta = msg.params?._meta;
-  const version = meta?.[PROTOCOL_VERSION_META];
-  const caps = meta?.[CLIENT_CAPABILITIES_META];
-  if (typeof version !== 'string' || caps === undefined || typeof caps !== 'object') {
-    return jsonRpcError(400, id, ErrorCode.InvalidParams, `params._meta must carry "${PROTOCOL_VERSION_META}" and "${CLIENT_CAPABILITIES_META}"`);
-  }
-  if (version !== PROTOCOL_VERSION) {
-    return jsonRpcError(400, id, ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version', { supported: [PROTOCOL_VERSION], requested: version });
-  }
-  if (request.headers.get('mcp-protocol-version') !== version) return jsonRpcError(400, id, ErrorCode.HeaderMismatch, 'MCP-Protocol-Version header must match _meta protocolVersion');
-  if (!declaresTasks(caps)) {
-    const e = missingTasksCapability();
-    return jsonRpcError(400, id, e.code, e.message, e.data);
-  }
+  const refused = refuseTaskStream(request, TASKS_STREAM_METHOD, id, msg.params?._meta);
+  if (refused) return refused;
   const taskId = msg.params?.taskId;
   const name = request.headers.get('mcp-name');
   if (name !== null && typeof taskId === 'string' && name !== taskId) {
