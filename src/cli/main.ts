@@ -69,6 +69,10 @@ Options for serve:
   --park-after-ms N        a durable tool's wait (input, sleep) is parked after this long: no process holds it,
                            any replica resumes it when due (default 2000; 0 parks at once)
   --max-result-bytes N     largest task result (JSON bytes); a larger one fails the task (default 1048576)
+  --max-output-per-task N  output items kept per task (ctx.output); past it the oldest are dropped and older
+                           stream cursors get events_gone (default 10000)
+  --max-output-bytes-per-task B
+                           output bytes kept per task, dropping the oldest past it (default 16777216)
   --sweep-interval-ms N    sweeper period (default 30000)
   --heartbeat-ms N         heartbeat / orphan check period (default 5000)
   --lease-ms N             a replica silent this long is dead and its tasks are taken over
@@ -160,6 +164,8 @@ const SERVE_OPTIONS = {
   'input-timeout-ms': { type: 'string' },
   'park-after-ms': { type: 'string' },
   'max-result-bytes': { type: 'string' },
+  'max-output-per-task': { type: 'string' },
+  'max-output-bytes-per-task': { type: 'string' },
   'sweep-interval-ms': { type: 'string' },
   'heartbeat-ms': { type: 'string' },
   'lease-ms': { type: 'string' },
@@ -250,6 +256,8 @@ async function serve(argv: string[]): Promise<void> {
       ...opt('defaultInputTimeoutMs', intFlag(values, 'input-timeout-ms', 1)),
       ...opt('parkAfterMs', intFlag(values, 'park-after-ms', 0)),
       ...opt('maxResultBytes', intFlag(values, 'max-result-bytes', 1)),
+      ...opt('maxOutputPerTask', intFlag(values, 'max-output-per-task', 1)),
+      ...opt('maxOutputBytesPerTask', intFlag(values, 'max-output-bytes-per-task', 1)),
       ...opt('sweepIntervalMs', intFlag(values, 'sweep-interval-ms', 1)),
       ...opt('heartbeatMs', intFlag(values, 'heartbeat-ms', 1)),
       ...opt('leaseMs', leaseMs),

@@ -19,6 +19,12 @@ export const PUSH_META = 'outlast/push';
  *  'operator': an operator on the dashboard). Absent: 'person', the client's user (through the client or the page). */
 export const ANSWERED_BY_META = 'outlast/answeredBy';
 export type AnsweredBy = 'person' | 'any' | 'operator';
+/** In a task's `_meta` (tasks/get on both wires, notifications/tasks): its latest output sequence number, present once
+ *  it has output, so a poller knows there is output to read (tasks/stream, the status tool) without opening a stream. */
+export const OUTPUT_SEQ_META = 'outlast/outputSeq';
+/** SEP-2694 (draft): the request that streams a task's events, and the notification each event travels in. */
+export const TASKS_STREAM_METHOD = 'tasks/stream';
+export const TASK_EVENT_NOTIFICATION = 'notifications/tasks/event';
 
 export function answeredByOf(request: { params?: Record<string, unknown> | undefined }): AnsweredBy {
   const v = (request.params?._meta as Record<string, unknown> | undefined)?.[ANSWERED_BY_META];
@@ -100,6 +106,8 @@ export interface Task {
   lastUpdatedAt: string;
   ttlMs: number | null;
   pollIntervalMs?: number;
+  /** OUTPUT_SEQ_META once the task has output. */
+  _meta?: JsonObject;
 }
 
 export type DetailedTask =

@@ -26,6 +26,8 @@ export interface LegacyTask {
   /** Retention in ms from creation; null = unlimited (the key is required). */
   ttl: number | null;
   pollInterval?: number;
+  /** OUTPUT_SEQ_META once the task has output. */
+  _meta?: { [key: string]: unknown };
 }
 
 /** The id of a server→client input request sent on a tasks/result stream: globally unique, so the client's answer

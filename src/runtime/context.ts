@@ -1,5 +1,6 @@
 /** What a tool handler sees: the TaskContext, and the errors its calls throw. */
 import { ErrorCode, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
+import type { OutputContent } from './output.js';
 
 export interface ElicitResult {
   action: 'accept' | 'decline' | 'cancel';
@@ -35,6 +36,15 @@ export interface TaskContext {
   readonly preflight: JsonObject | undefined;
   /** Sets the task's statusMessage (what pollers and listeners see). */
   status(message: string): Promise<void>;
+  /**
+   * Appends output to the task (what `tasks/stream`, the status tool and `tasks/get`'s output number show while it
+   * runs): a string, an MCP content block (text, image, audio, resource_link, resource), a structured event
+   * `{type: "com.example/progress", data}` (vendor-prefixed type), or an array of them. Resolves once durable (calls
+   * made while one write is in flight share the next). Each item gets the task's next sequence number. Throws
+   * OutputError for a bad item (nothing of the call written) or one over 64 KiB. In a durable tool, output of a step
+   * replayed after a crash is not emitted twice. While the call still runs inline it is kept until it is a task.
+   */
+  output(content: OutputContent | OutputContent[]): Promise<void>;
   /** Asks the client for input (moves the task to input_required) and waits for every key's answer.
    *  Answers are stored, so a re-run after a crash gets them back without asking again. */
   input<K extends string>(requests: Record<K, InputRequest>, options?: InputOptions): Promise<Record<K, JsonObject>>;

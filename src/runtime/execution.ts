@@ -15,6 +15,8 @@ import { answersOf, waitForAnswers } from './input-wait.js';
 import { outcomeMessage, taskOutcome, type HandlerEnd } from './outcome.js';
 import { Waits } from './parking.js';
 import { StepRunner, type StepTarget } from './steps.js';
+import { OutputWriter, type OutputContent } from './output.js';
+import type { OutputBounds } from '../store/output.js';
 import { AttemptSpan, carrierOf, type AttemptOrigin } from './tracing.js';
 import type { CallContext, Logger, RegisteredTool, Slot } from './types.js';
 
@@ -35,6 +37,8 @@ export interface ExecutionHost {
   readonly maxStepResultBytes: number;
   /** Size limit of a task's result (JSON, UTF-8 bytes). */
   readonly maxResultBytes: number;
+  /** Output retained per task (src/store/output.ts). */
+  readonly outputBounds: OutputBounds;
   publish(taskId: string, kind?: SignalKind): void;
   /** A task this replica parked becomes due at `t` (wake for it on time). */
   wakeDueAt(t: number): void;
@@ -171,6 +175,9 @@ export class Execution implements TaskContext {
   /** The store let go of the task while the handler waited: it resumes elsewhere (or here) from its steps. */
   parked = false;
   private readonly steps: StepRunner;
+  private readonly outputs: OutputWriter;
+  /** Items emitted so far per scope (a step's key, or the steps called before): a durable tool's output identity. */
+  private readonly outputCounts = new Map<string, number>();
   private waitsOfRun: Waits | undefined;
   private handlerEndNoted = false;
   /** This attempt's `execute_tool` span (from start) and where it hangs. */
@@ -207,6 +214,22 @@ export class Execution implements TaskContext {
       lostOwnership: () => this.lostOwnership(),
       abortFor: (reason) => this.abort(reason),
       stepsChanged: () => this.waitsOfRun?.schedule(),
+    });
+    this.outputs = new OutputWriter({
+      store: rt.store,
+      bounds: rt.outputBounds,
+      target: () => (this.taskId && !this.abandoned ? { taskId: this.taskId, fence: this.fence } : undefined),
+      keyOf: () => {
+        if (!this.tool.spec.durable) return undefined;
+        const scope = this.steps.current ?? `@${this.steps.calls}`;
+        const n = (this.outputCounts.get(scope) ?? 0) + 1;
+        this.outputCounts.set(scope, n);
+        return `${scope}/${n}`;
+      },
+      written: (taskId) => this.rt.publish(taskId, 'output'),
+      refused: (e) => {
+        if (e.reason === 'fenced') this.lostOwnership();
+      },
     });
   }
 
@@ -330,6 +353,8 @@ export class Execution implements TaskContext {
             this.span?.persisted(r.record.taskId, r.record.status);
             // No change signal: nobody can be watching an id that has not been handed out yet.
             this.rt.track(this);
+            // Output emitted while the call ran inline is written now.
+            this.outputs.flush();
             // A status set while the row was being committed is written now.
             if (this.statusMessage !== null && this.statusMessage !== r.record.statusMessage) void this.status(this.statusMessage).catch(() => undefined);
           }
@@ -383,6 +408,10 @@ export class Execution implements TaskContext {
       }
     });
     return this.statusChain;
+  }
+
+  output(content: OutputContent | OutputContent[]): Promise<void> {
+    return this.outputs.emit(content);
   }
 
   async setRetrySafe(safe = true): Promise<void> {
@@ -502,6 +531,8 @@ export class Execution implements TaskContext {
     if (this.abandoned) return;
     if (result.ok) this.steps.ended();
     await this.statusChain.catch(() => undefined);
+    // Output comes before the end: a stream that sees the terminal status has every item.
+    await this.outputs.drain().catch(() => undefined);
     let outcome = taskOutcome(result, this.cancelReason, this.rt.maxResultBytes);
     let message = outcomeMessage(outcome, this.cancelReason);
     // The outcome must reach the store: a transient failure (database restarting) is retried with backoff for as

@@ -36,6 +36,7 @@ import { silentLogger } from './types.js';
 import { watchView } from './watch.js';
 import { RuntimeTelemetry } from './telemetry.js';
 import { checkTaskId, createResult, decodeCursor, detailedTask, encodeCursor, owned } from './wire.js';
+import { DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_OUTPUT_ITEMS, type OutputBounds } from '../store/output.js';
 
 export * from './types.js';
 export { requestHash } from './ids.js';
@@ -86,6 +87,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   readonly parkAfterMs: number;
   readonly maxStepResultBytes: number;
   readonly maxResultBytes: number;
+  readonly outputBounds: OutputBounds;
   readonly watchRecheckMs: number;
   readonly log: Logger;
   readonly pollPolicy: PollPolicy;
@@ -127,6 +129,10 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     this.parkAfterMs = options.parkAfterMs ?? 2000;
     this.maxStepResultBytes = options.maxStepResultBytes ?? 256 * 1024;
     this.maxResultBytes = options.maxResultBytes ?? 1024 * 1024;
+    this.outputBounds = { maxItems: options.maxOutputPerTask ?? DEFAULT_MAX_OUTPUT_ITEMS, maxBytes: options.maxOutputBytesPerTask ?? DEFAULT_MAX_OUTPUT_BYTES };
+    for (const [name, v] of [['maxOutputPerTask', this.outputBounds.maxItems], ['maxOutputBytesPerTask', this.outputBounds.maxBytes]] as const) {
+      if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`${name} must be an integer >= 1, got ${v}`);
+    }
     if (!Number.isInteger(this.parkAfterMs) || this.parkAfterMs < 0) throw new RangeError(`parkAfterMs must be an integer >= 0, got ${this.parkAfterMs}`);
     if (!Number.isInteger(this.maxStepResultBytes) || this.maxStepResultBytes < 1 || this.maxStepResultBytes > MAX_STEP_BYTES) {
       throw new RangeError(`maxStepResultBytes must be an integer from 1 to ${MAX_STEP_BYTES}, got ${this.maxStepResultBytes}`);

@@ -100,6 +100,17 @@ export class StepRunner {
     return this.inFlight;
   }
 
+  /** The key of the step of this run the calling code runs inside (undefined: between steps). */
+  get current(): string | undefined {
+    const inside = insideStep.getStore();
+    return inside?.runner === this ? inside.key : undefined;
+  }
+
+  /** Steps and sleeps called so far in this run (the position of code between steps). */
+  get calls(): number {
+    return this.seq;
+  }
+
   /** Throws when called from inside one of this run's steps (ctx.step, ctx.input and ctx.sleep do not nest). */
   assertOutside(what: string): void {
     const inside = insideStep.getStore();

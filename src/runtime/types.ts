@@ -150,6 +150,11 @@ export interface RuntimeOptions {
   /** Size limit of a task's result, in UTF-8 bytes of its JSON; a larger result fails the task saying so. Default
    *  1,048,576 (1 MiB). */
   maxResultBytes?: number;
+  /** Output items retained per task: past it the oldest are dropped (older stream cursors get events_gone). Default
+   *  10,000. */
+  maxOutputPerTask?: number;
+  /** Output bytes (items' JSON) retained per task, dropping the oldest past it. Default 16 MiB. */
+  maxOutputBytesPerTask?: number;
   /** Period of the re-read that covers missed input signals. Default 1000 ms. */
   inputRecheckMs?: number;
   /** Period of the re-read behind each watch (listen stream) that covers missed change signals. Default 5000 ms. */

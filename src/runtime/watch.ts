@@ -38,7 +38,8 @@ export function watchView(src: WatchSource, first: TaskView, listener: (view: Ta
       reading = false;
     }
   };
-  const unsubscribe = src.bus.subscribe(taskId, () => void reread().catch(() => undefined));
+  // Output alone changes no state (its number is read with the next change): streams of output follow it instead.
+  const unsubscribe = src.bus.subscribe(taskId, (s) => s.kind !== 'output' && void reread().catch(() => undefined));
   const fallback = setInterval(() => void reread().catch(() => undefined), src.recheckMs);
   fallback.unref?.();
   emit(first);

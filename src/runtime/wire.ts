@@ -1,5 +1,5 @@
 /** The wire view of stored tasks (2026-07-28 shapes) and the principal check every read goes through. */
-import { ErrorCode, TaskProtocolError, taskExpired, taskNotFound, type CreateTaskResult, type DetailedTask, type InputRequest } from '../protocol/index.js';
+import { ErrorCode, OUTPUT_SEQ_META, TaskProtocolError, taskExpired, taskNotFound, type CreateTaskResult, type DetailedTask, type InputRequest } from '../protocol/index.js';
 import type { ListCursor, TaskLookup, TaskRecord, TaskView } from '../store/types.js';
 import { advertisedPollInterval, type PollPolicy } from './poll.js';
 
@@ -32,6 +32,7 @@ export function detailedTask(rec: TaskView, now: number, policy: PollPolicy): De
     ttlMs: rec.ttlMs,
     pollIntervalMs: advertisedPollInterval(rec, now, policy),
     ...(rec.statusMessage !== null ? { statusMessage: rec.statusMessage } : {}),
+    ...(rec.outputSeq ? { _meta: { [OUTPUT_SEQ_META]: rec.outputSeq } } : {}),
   };
   switch (rec.status) {
     case 'input_required': {

@@ -14,6 +14,7 @@ import { TaskProtocolError, isTerminal, type JsonObject } from '../protocol/inde
 import type { TaskRuntime } from '../runtime/runtime.js';
 import { isoOf } from '../runtime/wire.js';
 import type { TaskRecord } from '../store/types.js';
+import { handleOutput, withOutput } from './handle-output.js';
 
 export interface HandleOptions {
   /** Name of the status tool. Default `outlast_task_status` (letters, digits and `_`, so every host accepts it). */
@@ -70,6 +71,7 @@ export interface HandleHost {
 const statusSchema = {
   taskId: z.string().min(1).max(200).describe('The taskId from the handle'),
   waitSeconds: z.number().min(0).max(55).optional().describe('Longest to wait for the task to finish before answering with progress'),
+  outputAfter: z.number().int().min(0).optional().describe('The outputAfter of the previous answer: only output produced after it is returned'),
 };
 const cancelSchema = { taskId: z.string().min(1).max(200).describe('The taskId from the handle') };
 const answerSchema = {
@@ -124,11 +126,19 @@ export class HandleTools {
         description:
           `Reports on a task that a tool started in the background (its result said so and gave a taskId). Waits up to ${maxWaitSeconds} s ` +
           'for it to finish; while it is still working, call this again with the same taskId. Do not call the original tool again: ' +
-          'that would start the work a second time. Once finished, returns the tool\'s own result.',
+          'that would start the work a second time. Once finished, returns the tool\'s own result. Output the task produced since the ' +
+          'previous call is included; pass back the outputAfter of the previous answer to get only what is new.',
         inputSchema: statusSchema,
         annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
       },
-      ((args: { taskId: string; waitSeconds?: number | undefined }, ctx: ServerContext) => this.status(args.taskId, args.waitSeconds, ctx, mcp, era)) as never,
+      (async (args: { taskId: string; waitSeconds?: number | undefined; outputAfter?: number | undefined }, ctx: ServerContext) => {
+        const r = await this.status(args.taskId, args.waitSeconds, ctx, mcp, era);
+        if (r.resultType === 'input_required') return r;
+        return withOutput(r as CallToolResult, await handleOutput(this.host.runtime.store, args.taskId, this.host.principal(ctx), args.outputAfter ?? 0).catch((e) => {
+          if (e instanceof TaskProtocolError) return undefined; // unknown or gone: the status answer already says so
+          throw e;
+        }));
+      }) as never,
     );
     mcp.registerTool(
       cancelTool,

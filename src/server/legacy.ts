@@ -6,7 +6,7 @@
  * replica it reaches (see `answerPostedResponse`), so nothing is tied to one process.
  */
 import { ProtocolError, type McpServer, type ServerContext, type StandardSchemaV1 } from '@modelcontextprotocol/server';
-import { ErrorCode, TaskProtocolError, isTerminal, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
+import { ErrorCode, OUTPUT_SEQ_META, TaskProtocolError, isTerminal, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
 import {
   LEGACY_TASKS_CAPABILITY,
   MODEL_IMMEDIATE_RESPONSE_META,
@@ -65,6 +65,7 @@ export function legacyTask(v: TaskSummary | TaskView, now: number, policy: PollP
     pollInterval: advertisedPollInterval(v, now, policy),
   };
   if (v.statusMessage !== null) t.statusMessage = v.statusMessage;
+  if ('outputSeq' in v && v.outputSeq) t._meta = { [OUTPUT_SEQ_META]: v.outputSeq };
   return t;
 }
 

@@ -11,6 +11,7 @@ import {
   IDEMPOTENCY_KEY_META,
   PUSH_META,
   TASKS_EXTENSION,
+  TASKS_STREAM_METHOD,
   TaskProtocolError,
   declaresTasks,
   isTerminal,
@@ -29,6 +30,7 @@ import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles
 import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
 import { requestTraceContext } from './request-spans.js';
 import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
+import { taskStreamCapability } from './front/task-stream.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -143,6 +145,8 @@ export class Outlast {
   private readonly pushDestinations: Set<string>;
   /** Set by the HTTP front when it serves the Events wire (src/server/events): server/discover advertises it. */
   eventsOn = false;
+  /** Set by the HTTP front, which serves `tasks/stream` (src/server/front/task-stream.ts): server/discover advertises it. */
+  taskStreamOn = false;
   /** The front serving this Outlast (outlastHandler, serveHttp, stdio), once one is made. */
   private front: { notify(): ServerNotifier | undefined } | undefined;
   private warnedNoFront = false;
@@ -312,6 +316,8 @@ export class Outlast {
     mcp.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
     // MCP Events, both shapes: `events` (what ChatGPT reads) and the SEP-3415 extension key.
     if (this.eventsOn) mcp.server.registerCapabilities({ events: { listChanged: false }, extensions: { [TASKS_EXTENSION]: {}, 'io.modelcontextprotocol/events': { listChanged: false } } } as never);
+    // tasks/stream (SEP-2694, a draft): under `experimental` until the draft settles how it is advertised.
+    if (this.taskStreamOn) mcp.server.registerCapabilities({ experimental: { [TASKS_STREAM_METHOD]: taskStreamCapability(this.runtime.outputBounds) } } as never);
     for (const [name, run] of Object.entries(TASK_METHODS.modern)) {
       mcp.server.setRequestHandler(name as 'tasks/get', TASK_PARAMS, async (p: Record<string, unknown>, ctx: ServerContext) => {
         try {

@@ -2,7 +2,7 @@
  * Signals between the parts of one process: "task X changed, re-read it". The row stays the truth; a signal
  * carries no state. A multi-process backend supplies its own SignalBus with the same shape.
  */
-export type SignalKind = 'changed' | 'cancel' | 'input' | 'queue';
+export type SignalKind = 'changed' | 'cancel' | 'input' | 'queue' | 'output';
 /** The task id of a `queue` signal ("queued work or a freed deployment-wide slot: try a claim"); no task has it. */
 export const QUEUE_SIGNAL_ID = '*';
 export interface TaskSignal {

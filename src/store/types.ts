@@ -4,6 +4,7 @@
  */
 import type { SignalBus } from './local-bus.js';
 import type { EventStore } from './events.js';
+import type { OutputStore } from './output.js';
 import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskOrigin, TaskStatus } from '../protocol/index.js';
 
 /** An input request the task is waiting for, with its deadline (epoch ms). */
@@ -120,7 +121,11 @@ export interface ListCursor {
 export type TaskView = Pick<
   TaskRecord,
   'taskId' | 'principal' | 'status' | 'statusMessage' | 'createdAt' | 'updatedAt' | 'ttlMs' | 'pollIntervalMs' | 'result' | 'error' | 'inputRequests' | 'retrievedAt' | 'version' | 'queuedAt' | 'parkedAt'
->;
+> & {
+  /** The task's latest output sequence number (0 or absent: no output; see ./output.ts), so a poller knows output
+   *  exists without opening a stream. */
+  outputSeq?: number;
+};
 
 /** A task in a listing: what a list row shows, without arguments, results or inputs. */
 export type TaskSummary = Pick<
@@ -381,6 +386,9 @@ export interface TaskStore {
   readonly ops: OperatorStore;
   /** MCP Events (subscriptions, the change log, webhook deliveries): a room of its own in each backend (`events.ts`). */
   readonly events: EventStore;
+  /** Task output, one durable log per task (what handlers emit with ctx.output): a room of its own in each backend
+   *  (`output.ts`). */
+  readonly output: OutputStore;
 }
 
 // ---- operators ------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
  * so every runtime serves all of it: the body limit with a JSON-RPC error, static bearer tokens, Host/Origin
  * validation, request metrics and server spans, 2025-11-25 input answers posted to any replica, refusal of
  * over-polling (429 with Retry-After), refusal of calls there is no capacity for (503 with Retry-After), the
- * `tasks/update` shape check, `subscriptions/listen` with `taskIds`, and the direct path for the task methods of both
+ * `tasks/update` shape check, `subscriptions/listen` with `taskIds`, `tasks/stream` (task output), and the direct path for the task methods of both
  * eras. Imports no adapter: node.ts (node:http, Express, Fastify) and any fetch runtime wrap it.
  */
 import { context } from '@opentelemetry/api';
@@ -17,7 +17,7 @@ import {
   type McpRequestContext,
   type McpServer,
 } from '@modelcontextprotocol/server';
-import { CLIENT_CAPABILITIES_META, ErrorCode, RATE_LIMITED_CODE, declaresTasks } from '../../protocol/index.js';
+import { CLIENT_CAPABILITIES_META, ErrorCode, RATE_LIMITED_CODE, TASKS_STREAM_METHOD, declaresTasks } from '../../protocol/index.js';
 import type { Outlast } from '../outlast.js';
 import { answerPostedResponse, isInputResponse } from '../legacy.js';
 import { answerPostedUrlResponse, parseUrlResponse, urlModeSessionId } from '../url-elicitation.js';
@@ -30,6 +30,7 @@ import type { TaskRecord } from '../../store/types.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../oauth/index.js';
 import { jsonRpcError, retryAfter } from './answers.js';
 import { serveTaskListen, type ListenRequest, type ListenStream } from './listen.js';
+import { serveTaskStream, type TaskStreamRequest } from './task-stream.js';
 import { EVENT_METHODS, createEventsWire, type EventsWireOptions } from '../events/index.js';
 import { ANSWER_PATH, createAnswerPage, createAnswerSignIn } from '../answers/index.js';
 
@@ -164,6 +165,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     options.serverInfo && options.directTaskMethods !== false ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods }) : undefined;
   const events = options.events ? createEventsWire({ ...(outlast.answers ? { answerLinkOf: (t: TaskRecord, key: string) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}), ...options.events, store: outlast.runtime.store }) : undefined;
   if (events) outlast.eventsOn = true;
+  outlast.taskStreamOn = true;
   const observe = requestMetrics();
   const traceRequest = requestSpans({ polls: options.tracePolls });
   const listenHost = { runtime: outlast.runtime, bus: sdk.bus, keepAliveMs, streams };
@@ -380,6 +382,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
       if (events && typeof msg.method === 'string' && EVENT_METHODS.has(msg.method)) return mayStream(await events.answer(msg as { method: string }, who, auth !== undefined, request.signal));
       const taskIds = (msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds;
       if (msg.method === 'subscriptions/listen' && taskIds !== undefined) return mayStream(await serveTaskListen(listenHost, request, msg as ListenRequest, who));
+      if (msg.method === TASKS_STREAM_METHOD) return mayStream(await serveTaskStream(listenHost, request, msg as TaskStreamRequest, who));
     }
     const directAnswer = direct && (await direct.serve(request, parsed, who));
     if (directAnswer) return directAnswer;

@@ -4,7 +4,8 @@
  * `notifications/tasks` for each, and the standard list-changed kinds from the SDK's bus on the same stream.
  */
 import type { ServerEventBus } from '@modelcontextprotocol/server';
-import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_META, SUBSCRIPTION_ID_META, TaskProtocolError, declaresTasks, missingTasksCapability, type JsonObject } from '../../protocol/index.js';
+import { ErrorCode, SUBSCRIPTION_ID_META, TaskProtocolError, type JsonObject } from '../../protocol/index.js';
+import { SSE_HEADERS, refuseTaskStream } from './envelope.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { jsonRpcError } from './answers.js';
 
@@ -25,28 +26,13 @@ export interface TaskListenHost {
   streams: Set<ListenStream>;
 }
 
-const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive' };
 const encoder = new TextEncoder();
 
 export async function serveTaskListen(host: TaskListenHost, request: Request, msg: ListenRequest, principal: string): Promise<Response> {
   const { runtime, bus, keepAliveMs, streams } = host;
   const id = msg.id;
-  if (id === undefined || id === null) return jsonRpcError(400, null, ErrorCode.InvalidRequest, 'subscriptions/listen must be a request with an id');
-  const meta = msg.params?._meta;
-  const version = meta?.[PROTOCOL_VERSION_META];
-  const caps = meta?.[CLIENT_CAPABILITIES_META];
-  if (typeof version !== 'string' || caps === undefined || typeof caps !== 'object') {
-    return jsonRpcError(400, id, ErrorCode.InvalidParams, `params._meta must carry "${PROTOCOL_VERSION_META}" and "${CLIENT_CAPABILITIES_META}"`);
-  }
-  if (version !== PROTOCOL_VERSION) {
-    return jsonRpcError(400, id, ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version', { supported: [PROTOCOL_VERSION], requested: version });
-  }
-  const header = request.headers.get('mcp-protocol-version') ?? undefined;
-  if (header !== version) return jsonRpcError(400, id, ErrorCode.HeaderMismatch, 'MCP-Protocol-Version header must match _meta protocolVersion');
-  if (!declaresTasks(caps)) {
-    const e = missingTasksCapability();
-    return jsonRpcError(400, id, e.code, e.message, e.data);
-  }
+  const refused = refuseTaskStream(request, 'subscriptions/listen', id, msg.params?._meta);
+  if (refused) return refused;
   const wanted = msg.params.notifications.taskIds;
   if (!Array.isArray(wanted) || !wanted.every((t) => typeof t === 'string') || wanted.length > 1000) {
     return jsonRpcError(400, id, ErrorCode.InvalidParams, 'notifications.taskIds must be an array of at most 1000 task id strings');
@@ -67,7 +53,8 @@ export async function serveTaskListen(host: TaskListenHost, request: Request, ms
   };
   const send = (m: JsonObject) => write(`event: message\ndata: ${JSON.stringify(m)}\n\n`);
   const onTask = (task: JsonObject) => {
-    const n = { jsonrpc: '2.0', method: 'notifications/tasks', params: { _meta: subMeta, ...task } };
+    // The task's own _meta (its output seq) joins the subscription's.
+    const n = { jsonrpc: '2.0', method: 'notifications/tasks', params: { ...task, _meta: { ...(task._meta as JsonObject | undefined), ...subMeta } } };
     if (acked) send(n);
     else pending.push(n);
   };

@@ -32,8 +32,8 @@ export interface PgSignalBusOptions {
   onError?: (message: string) => void;
 }
 
-const KIND_CODE: Record<SignalKind, string> = { changed: 'c', cancel: 'x', input: 'i', queue: 'q' };
-const CODE_KIND: Record<string, SignalKind> = { c: 'changed', x: 'cancel', i: 'input', q: 'queue' };
+const KIND_CODE: Record<SignalKind, string> = { changed: 'c', cancel: 'x', input: 'i', queue: 'q', output: 'o' };
+const CODE_KIND: Record<string, SignalKind> = { c: 'changed', x: 'cancel', i: 'input', q: 'queue', o: 'output' };
 
 export class PgSignalBus implements SignalBus {
   private readonly local = new LocalSignalBus();
@@ -153,7 +153,7 @@ export class PgSignalBus implements SignalBus {
   /** After a gap in listening: every local subscriber re-reads, whatever it waits for. */
   private resync(): void {
     for (const taskId of this.local.taskIds()) {
-      for (const kind of ['changed', 'cancel', 'input'] as const) this.local.publish({ taskId, kind });
+      for (const kind of ['changed', 'cancel', 'input', 'output'] as const) this.local.publish({ taskId, kind });
     }
     for (const l of [...this.resyncListeners]) l();
   }

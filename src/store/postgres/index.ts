@@ -44,6 +44,8 @@ import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
 import { applyHistorySetting, postgresOps } from './ops.js';
 import { postgresEvents } from './events.js';
+import { postgresOutput } from './output.js';
+import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
 
@@ -104,6 +106,7 @@ interface Row {
   /** The database's clock when the row was read (public reads only): expiry is decided by the store's time. */
   store_now?: number;
   trace_context: TaskRecord['traceContext'];
+  output_seq: number;
 }
 
 interface PendingCreate {
@@ -154,7 +157,7 @@ function newRecord(t: NewTask): TaskRecord {
   };
 }
 
-const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at';
+const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at, output_seq';
 /** The database's clock, epoch ms: every replica reading a task's expiry reads the same time. */
 const STORE_NOW = '(extract(epoch FROM now()) * 1000)::float8 AS store_now';
 const UNFINISHED = `status IN ('working','input_required')`;
@@ -176,6 +179,7 @@ function toView(r: Row): TaskView {
     version: r.version,
     queuedAt: r.queued_at,
     parkedAt: r.parked_at,
+    outputSeq: r.output_seq,
   };
 }
 
@@ -295,6 +299,8 @@ export class PostgresTaskStore implements TaskStore {
   readonly ops: OperatorStore;
   /** MCP Events: subscriptions, the change log, deliveries; see ./events.ts. */
   readonly events: EventStore;
+  /** Task output; see ./output.ts. */
+  readonly output: OutputStore;
   private opening: Promise<void> | undefined;
   /** The database's clock (one clock decides: every time this store is given comes from it). */
   private clock: StoreClock | undefined;
@@ -317,6 +323,7 @@ export class PostgresTaskStore implements TaskStore {
       (taskId) => this.get(taskId),
     );
     const notOpen = () => new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
+    this.output = postgresOutput((name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())));
     this.events = postgresEvents(
       (name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())),
       async (fn) => {

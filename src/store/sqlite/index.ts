@@ -37,6 +37,8 @@ import { prepareParking, type SqliteParking } from './parking.js';
 import { prepareSteps, type SqliteSteps } from './steps.js';
 import { applyHistorySetting, sqliteOps } from './ops.js';
 import { sqliteEvents } from './events.js';
+import { sqliteOutput } from './output.js';
+import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
 
@@ -85,9 +87,10 @@ interface Row {
   version: number;
   retrieved_at: number | null;
   trace_context: string | null;
+  output_seq: number;
 }
 
-const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at';
+const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at, output_seq';
 
 function toView(r: Row): TaskView {
   return {
@@ -106,6 +109,7 @@ function toView(r: Row): TaskView {
     version: r.version,
     queuedAt: r.queued_at,
     parkedAt: r.parked_at,
+    outputSeq: r.output_seq,
   };
 }
 
@@ -219,6 +223,7 @@ export class SqliteTaskStore implements TaskStore {
     applyHistorySetting(db, this.options.history);
     this.ops = sqliteOps(db, (op) => this.write(op), (taskId) => this.get(taskId));
     this.events = sqliteEvents(db, (op) => this.write(op));
+    this.output = sqliteOutput(db, (op) => this.write(op));
   }
 
   /** MCP Events: subscriptions, the change log, deliveries; see ./events.ts. */
@@ -226,6 +231,9 @@ export class SqliteTaskStore implements TaskStore {
 
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   ops!: OperatorStore;
+
+  /** Task output; see ./output.ts. */
+  output!: OutputStore;
 
   private prepare(db: Database.Database) {
     return {

@@ -8,6 +8,7 @@ import { after, describe, it } from 'node:test';
 import { nextClaim, type QueuedTask } from '../rules.js';
 import { opsKit } from './ops.js';
 import { eventsKit } from './events.js';
+import { outputKit } from './output.js';
 import { IdempotencyConflictError, TaskWriteRefused, type StepWrite, type TaskStore } from '../types.js';
 import { newTask } from './tasks.js';
 
@@ -660,5 +661,6 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
     });
     opsKit(() => open(), (location) => open(location));
     eventsKit(() => open(), (location) => open(location));
+    outputKit(() => open(), (location) => open(location));
   });
 }
