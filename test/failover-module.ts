@@ -2,7 +2,8 @@
  * A server module for the database-outage tests (store-failover.test.ts): the mixed load of issue 27.
  * - `long`: waits `ms`, writing its status every `everyMs`; not safe to re-run;
  * - `long_safe`: the same, declared safe to re-run;
- * - `durable`: `steps` steps (not idempotent), `everyMs` apart, with a status write between them;
+ * - `durable`: `steps` steps (not idempotent) of `stepMs` (20 by default), `everyMs` apart, with a status write between
+ *   them;
  * - `durable_idem`: the same with idempotent steps.
  * Every run start, abort and end, and every step start and end, is appended to $OUTLAST_RUN_LOG with the time (one
  * JSON line: tool, key, pid, attempt, event, step?, at), so a test can count runs and steps and tell whether two runs
@@ -22,7 +23,7 @@ function note(tool: string, key: string, ctx: TaskContext, event: Event, step?: 
 }
 
 const longArgs = { key: z.string(), ms: z.number().int().min(0), everyMs: z.number().int().min(10) };
-const stepArgs = { key: z.string(), steps: z.number().int().min(1), everyMs: z.number().int().min(10) };
+const stepArgs = { key: z.string(), steps: z.number().int().min(1), everyMs: z.number().int().min(10), stepMs: z.number().int().min(0).optional() };
 
 async function long(tool: string, { key, ms, everyMs }: { key: string; ms: number; everyMs: number }, ctx: TaskContext) {
   note(tool, key, ctx, 'start');
@@ -36,7 +37,7 @@ async function long(tool: string, { key, ms, everyMs }: { key: string; ms: numbe
   return { content: [{ type: 'text' as const, text: JSON.stringify({ key, pid: process.pid, attempt: ctx.attempt }) }] };
 }
 
-async function stepped(tool: string, { key, steps, everyMs }: { key: string; steps: number; everyMs: number }, ctx: TaskContext, idempotent: boolean) {
+async function stepped(tool: string, { key, steps, everyMs, stepMs = 20 }: { key: string; steps: number; everyMs: number; stepMs?: number | undefined }, ctx: TaskContext, idempotent: boolean) {
   note(tool, key, ctx, 'start');
   ctx.signal.addEventListener('abort', () => note(tool, key, ctx, 'abort'), { once: true });
   let sum = 0;
@@ -44,7 +45,7 @@ async function stepped(tool: string, { key, steps, everyMs }: { key: string; ste
     const name = `s${i}`;
     sum += await ctx.step(name, async () => {
       note(tool, key, ctx, 'step-start', name);
-      await delay(20);
+      await delay(stepMs);
       note(tool, key, ctx, 'step-end', name);
       return i;
     }, { idempotent });

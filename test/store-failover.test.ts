@@ -187,6 +187,23 @@ function mixedLoadUnderOutage(title: string, makeOutage: () => Promise<Outage>, 
       t.diagnostic(`${load.length}/${load.length} completed, each run once`);
     });
 
+    if (brief) it('a step that ended during the outage, before the fence, is neither run again nor found interrupted after the heal', async (t) => {
+      // Not idempotent: had its end been lost, the resumed run would find it `started` and fail step_interrupted.
+      const key = 'ended-in-outage';
+      const res = await callTool(replicas[0]!.url, 'durable', { key, steps: 2, everyMs: 100, stepMs: 1500 }, { meta: { 'outlast/idempotencyKey': key } });
+      assert.equal(res.result?.resultType, 'task', JSON.stringify(res.error ?? res.result));
+      await until('step s1 started', () => of(key, 'step-start').length > 0);
+      await sleep(200);
+      await db.outage(2 * LEASE_MS);
+      const x = await end(res.result.taskId as string);
+      assert.equal(x.status, 'completed', `completed: ${JSON.stringify(x.error ?? x.statusMessage)}`);
+      assert.ok(of(key, 'step-end').find((e) => e.step === 's1'), 's1 ended');
+      assert.deepEqual(of(key, 'step-start').map((e) => e.step), ['s1', 's2'], 'each step ran once');
+      assert.equal(of(key, 'start').length, 2, 'the run was stopped by the fence and resumed once');
+      assert.match(stderrs(), /self-fenced/);
+      t.diagnostic('s1 ended 1.3 s into the outage; resumed past it');
+    });
+
     it('the database gone for twice the lease: retry-safe work re-runs, durable work resumes from its steps, only unsafe runs fail naming the outage, no takeover by a peer', async (t) => {
       const load = await startLoad('long', 3 * LEASE_MS);
       await sleep(1000);
