@@ -7,12 +7,13 @@ import { context } from '@opentelemetry/api';
 import { ANSWERED_BY_META, ErrorCode, TaskProtocolError, answeredByOf, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
 import { sameRequest } from '../store/rules.js';
-import { IdempotencyConflictError, TaskValueRefused, TaskWriteRefused, type NewTask, type TaskRecord, type TaskStore, type WriteFence } from '../store/types.js';
+import { IdempotencyConflictError, TaskValueRefused, TaskWriteRefused, type NewTask, type TaskRecord, type StepWrite, type TaskStore, type WriteFence } from '../store/types.js';
 import { TaskCancelledError, type ElicitOptions, type ElicitResult, type InputOptions, type StepInfo, type StepOptions, type TaskContext } from './context.js';
 import { sleepUntil, sleepWakeAt } from './durable-time.js';
 import { newTaskId, requestHash } from './ids.js';
 import { answersOf, waitForAnswers } from './input-wait.js';
 import { outcomeMessage, taskOutcome, type HandlerEnd } from './outcome.js';
+import { storeDidNotAnswer, throughOutage } from './outage.js';
 import { Waits } from './parking.js';
 import { StepRunner, type StepTarget } from './steps.js';
 import { OutputWriter, type OutputContent } from './output.js';
@@ -39,6 +40,8 @@ export interface ExecutionHost {
   readonly maxResultBytes: number;
   /** Output retained per task (src/store/output.ts). */
   readonly outputBounds: OutputBounds;
+  /** The lease: a run's own store call waits through an outage at most this long (the fence ends it sooner). */
+  readonly leaseMs: number;
   publish(taskId: string, kind?: SignalKind): void;
   /** A task this replica parked becomes due at `t` (wake for it on time). */
   wakeDueAt(t: number): void;
@@ -50,6 +53,8 @@ export interface ExecutionHost {
   untrack(exec: Execution): void;
   /** The task's outcome is committed, or it was parked (a slot of a deployment-wide limit may be free now). */
   taskFinished(exec: Execution): void;
+  /** The run ended because the store did not answer it: the task is re-run, resumed or failed once the store answers. */
+  handBack(exec: Execution): void;
   /** A task of `principal` was stored (its per-principal bound counts it). */
   taskStored(principal: string, expiresAt: number | null): void;
 }
@@ -214,6 +219,7 @@ export class Execution implements TaskContext {
       lostOwnership: () => this.lostOwnership(),
       abortFor: (reason) => this.abort(reason),
       stepsChanged: () => this.waitsOfRun?.schedule(),
+      own: (call) => this.own(call),
     });
     this.outputs = new OutputWriter({
       store: rt.store,
@@ -230,7 +236,18 @@ export class Execution implements TaskContext {
       refused: (e) => {
         if (e.reason === 'fenced') this.lostOwnership();
       },
+      own: (call) => this.own(call),
     });
+  }
+
+  /** A store call of this run: through an outage it waits for the store while the run may hold its task (outage.ts). */
+  private own<T>(call: () => Promise<T>): Promise<T> {
+    return throughOutage(call, this.signal, this.rt.leaseMs);
+  }
+
+  /** Step ends this run could not store before it stopped (written by the replica's own next claim of the task). */
+  carriedSteps(): StepWrite[] {
+    return this.steps.carried;
   }
 
   /** Who may write to the task: this replica, under the claim this run started with. */
@@ -400,7 +417,7 @@ export class Execution implements TaskContext {
       const floor = this.tool.spec.pollIntervalMs ?? this.rt.defaultPollIntervalMs;
       const interval = this.statusEwma ? Math.max(floor, Math.round(this.statusEwma)) : undefined;
       try {
-        await this.rt.store.setProgress(taskId, this.owner, message, interval, this.epoch);
+        await this.own(() => this.rt.store.setProgress(taskId, this.owner, message, interval, this.epoch));
         this.rt.publish(taskId);
       } catch (e) {
         if (!(e instanceof TaskWriteRefused)) throw e;
@@ -420,7 +437,7 @@ export class Execution implements TaskContext {
       this.retrySafeOverride = safe;
       return;
     }
-    await this.rt.store.setRetrySafe(taskId, this.owner, safe, this.epoch);
+    await this.own(() => this.rt.store.setRetrySafe(taskId, this.owner, safe, this.epoch));
   }
 
   private checkCapability(request: InputRequest): void {
@@ -472,7 +489,7 @@ export class Execution implements TaskContext {
     for (const k of keys) pending[k] = { request: requests[k], deadline: now + timeoutMs };
     let rec: TaskRecord;
     try {
-      rec = await this.rt.store.requestInput(taskId, this.owner, pending, now, this.epoch);
+      rec = await this.own(() => this.rt.store.requestInput(taskId, this.owner, pending, now, this.epoch));
     } catch (e) {
       if (e instanceof TaskWriteRefused && e.reason === 'fenced') this.lostOwnership();
       throw e;
@@ -504,7 +521,8 @@ export class Execution implements TaskContext {
     const wakeAt = await this.steps.sleepRecord(name, ms, async (now, recordedExpiry) => {
       let expiresAt = recordedExpiry;
       if (this.taskId) {
-        const l = await this.rt.store.get(this.taskId);
+        const taskId = this.taskId;
+        const l = await this.own(() => this.rt.store.get(taskId));
         if (l.state === 'found') expiresAt = l.record.expiresAt;
       }
       return sleepWakeAt(name, ms, now, expiresAt);
@@ -530,6 +548,14 @@ export class Execution implements TaskContext {
     this.waitsOfRun?.close();
     if (this.abandoned) return;
     if (result.ok) this.steps.ended();
+    if (!result.ok && storeDidNotAnswer(result.error) && !this.cancelReason) {
+      // Not the work's failure but the store's: the task is handed back, to be re-run, resumed or failed naming the
+      // outage once the store answers (recovery.ts), never failed `store_unavailable` as if the tool had failed.
+      this.abandoned = true;
+      this.rt.log.warn('the store did not answer this run; it stops, and the task is re-run, resumed or failed once the store answers', { taskId });
+      this.rt.handBack(this);
+      return;
+    }
     await this.statusChain.catch(() => undefined);
     // Output comes before the end: a stream that sees the terminal status has every item.
     await this.outputs.drain().catch(() => undefined);

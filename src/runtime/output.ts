@@ -110,6 +110,8 @@ export interface OutputHost {
   written(taskId: string): void;
   /** The store refused a write: the run no longer holds the task. */
   refused(e: TaskWriteRefused): void;
+  /** Runs one of the run's own store calls (through an outage it waits while the run may hold its task). */
+  own<T>(call: () => Promise<T>): Promise<T>;
 }
 
 interface Pending {
@@ -149,7 +151,7 @@ export class OutputWriter {
           const batch = this.pending;
           this.pending = [];
           try {
-            await this.host.store.output.append(target.taskId, target.fence, batch.flatMap((p) => p.items), this.host.bounds, this.host.store.now());
+            await this.host.own(() => this.host.store.output.append(target.taskId, target.fence, batch.flatMap((p) => p.items), this.host.bounds, this.host.store.now()));
             this.host.written(target.taskId);
             for (const p of batch) p.done.resolve();
           } catch (e) {

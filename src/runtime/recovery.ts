@@ -21,7 +21,7 @@ import { performance } from 'node:perf_hooks';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { ErrorCode, isTerminal, type JsonRpcErrorObject } from '../protocol/index.js';
-import { TaskWriteRefused, type NewAlert, type Outcome, type ReplicaInfo, type TaskRecord, type TaskStore } from '../store/types.js';
+import { TaskWriteRefused, type NewAlert, type Outcome, type ReplicaInfo, type StepWrite, type TaskRecord, type TaskStore } from '../store/types.js';
 import { newAlertId } from '../store/ops-rows.js';
 import type { Execution } from './execution.js';
 import type { StoreHealth } from './store-health.js';
@@ -79,6 +79,18 @@ export interface LeaseOptions {
   heartbeatDeadlineMs: number;
 }
 
+/** Why a task of this replica has no run here until the store answers: its run was stopped by the self-fence, or
+ *  ended because the store did not answer one of its writes (`outage`), or its creation's answer never came. */
+export type StoppedWhy = 'fenced' | 'outage' | 'doubtful';
+
+interface Stopped {
+  why: StoppedWhy;
+  handlerEnded: () => boolean;
+  since: number;
+  /** Ends of steps the stopped run could not store, written when this replica claims the task again. */
+  carried: () => StepWrite[];
+}
+
 /** A heartbeat still unanswered at its deadline (as opposed to one the store answered with an error). */
 class DeadlineMissed extends Error {}
 
@@ -100,7 +112,7 @@ export class Recovery {
   private probeTimer: NodeJS.Timeout | undefined;
   /** Tasks of this replica with no run here and an open fate, until the store tells who owns them now: runs it
    *  stopped when it fenced itself, and creations whose answer the store did not give in time. */
-  private readonly stopped = new Map<string, { why: 'fenced' | 'doubtful'; handlerEnded: () => boolean; since: number }>();
+  private readonly stopped = new Map<string, Stopped>();
 
   /** As many heartbeats as can hang within a deadline, plus one that may find the store back. */
   private readonly maxInFlight: number;
@@ -208,7 +220,7 @@ export class Recovery {
       ids.push(taskId);
       let ended = false;
       void exec.done?.then(() => (ended = true));
-      this.stopped.set(taskId, { why: 'fenced', handlerEnded: () => ended, since: performance.now() });
+      this.stopped.set(taskId, { why: 'fenced', handlerEnded: () => ended, since: performance.now(), carried: () => exec.carriedSteps() });
       running.delete(taskId);
       exec.lostOwnership('no heartbeat reached the store for a whole lease; stopping this run (a peer may take the task over)');
     }
@@ -219,14 +231,14 @@ export class Recovery {
   }
 
   /** A task of this replica that nothing runs: once the store answers, it is re-run or failed like a stopped run. */
-  settleLater(taskId: string, why: 'fenced' | 'doubtful'): void {
-    if (this.stopped.size < 100_000) this.stopped.set(taskId, { why, handlerEnded: () => true, since: performance.now() });
+  settleLater(taskId: string, why: StoppedWhy, carried: () => StepWrite[] = () => []): void {
+    if (this.stopped.size < 100_000) this.stopped.set(taskId, { why, handlerEnded: () => true, since: performance.now(), carried });
   }
 
   /** After a self-fence (or a creation with no answer): each such task still this replica's is re-run or failed
    *  (never both, never stuck); a task a peer took over meanwhile is the peer's. */
   private async takeBackStopped(): Promise<void> {
-    for (const [taskId, { why, handlerEnded, since }] of [...this.stopped]) {
+    for (const [taskId, { why, handlerEnded, since, carried }] of [...this.stopped]) {
       // Not while the stopped handler still runs (it ignores its signal): a re-run would be a second run at once.
       // One that never ends is given up on after a lease, as a peer would.
       if (!handlerEnded() && performance.now() - since < this.opts.leaseMs * 2) continue;
@@ -237,6 +249,13 @@ export class Recovery {
         if (!(e instanceof TaskWriteRefused)) throw e; // the store failed again: the next heartbeat retries
         this.stopped.delete(taskId);
         continue;
+      }
+      // Still this replica's: nobody ran it meanwhile, so the steps the stopped run ended are stored now, under this
+      // claim, and the next run replays them instead of running them again (or finding them interrupted).
+      for (const w of carried()) {
+        await this.host.store.writeStep(taskId, { owner: this.host.replicaId, epoch: rec.epoch }, w).catch((e: unknown) => {
+          if (!(e instanceof TaskWriteRefused)) throw e; // refused: cancelled or ended meanwhile, which resume() reads
+        });
       }
       this.stopped.delete(taskId);
       await this.resume(rec, why);
@@ -313,7 +332,7 @@ export class Recovery {
 
   /** A task this replica now holds again (a dead peer's, or one of its own stopped runs): cancelled if that was
    *  asked, re-run when declared safe, failed with the reason otherwise. */
-  private async resume(rec: TaskRecord, why: 'lost' | 'fenced' | 'doubtful'): Promise<void> {
+  private async resume(rec: TaskRecord, why: 'lost' | StoppedWhy): Promise<void> {
     const host = this.host;
     const tool = host.tool(rec.tool);
     const maxAttempts = tool?.spec.maxAttempts ?? this.opts.maxAttempts;
@@ -357,13 +376,15 @@ function whyNotRerun(
   rec: TaskRecord,
   tool: RegisteredTool | undefined,
   maxAttempts: number,
-  store?: { why: 'fenced' | 'doubtful'; leaseMs: number },
+  store?: { why: StoppedWhy; leaseMs: number },
 ): JsonRpcErrorObject | undefined {
   if (!tool) return notRegistered(rec);
   if (!rec.retrySafe && store) {
     const what = store.why === 'fenced'
       ? `The server running this task could not reach its task store for longer than its lease (${store.leaseMs} ms), so it stopped the run (another replica could have taken it over)`
-      : 'The task store stored this task but did not answer its creation in time, so the caller was told to retry and nothing ran it';
+      : store.why === 'outage'
+        ? `The server running this task could not reach its task store: a write of the run got no answer for longer than its lease (${store.leaseMs} ms), so the run stopped`
+        : 'The task store stored this task but did not answer its creation in time, so the caller was told to retry and nothing ran it';
     return {
       code: ErrorCode.InternalError,
       message: `${what}; "${rec.tool}" is not declared safe to re-run, so it was not restarted`,

@@ -238,6 +238,12 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   untrack(exec: Execution): void {
     if (exec.taskId !== undefined && this.running.get(exec.taskId) === exec) this.running.delete(exec.taskId);
   }
+  handBack(exec: Execution): void {
+    if (exec.taskId !== undefined) this.recovery.settleLater(exec.taskId, 'outage', () => exec.carriedSteps());
+  }
+  get leaseMs(): number {
+    return this.opts.leaseMs;
+  }
   wakeDueAt(t: number): void {
     this.queue.wakeDueAt(t);
   }

@@ -18,6 +18,7 @@ import { ErrorCode, type JsonRpcErrorObject } from '../protocol/index.js';
 import { TaskWriteRefused, type StepRecord, type StepWrite, type TaskStore, type WriteFence } from '../store/types.js';
 import { StepFailedError, StepInterruptedError, TaskCancelledError, type StepInfo, type StepOptions } from './context.js';
 import { JsonValueError, jsonText, overLimit, utf8Bytes } from './json-value.js';
+import { storeDidNotAnswer } from './outage.js';
 import { errorCodeOf } from './outcome.js';
 import type { Logger } from './types.js';
 
@@ -53,6 +54,8 @@ export interface StepHost {
   abortFor(reason: TaskCancelledError): void;
   /** A step began or ended (a run is parked only between steps). */
   stepsChanged(): void;
+  /** Makes a store call of the run, waiting through an outage while the run may hold its task (outage.ts). */
+  own<T>(call: () => Promise<T>): Promise<T>;
 }
 
 /** A stored step error: a JSON-RPC error, with the thrown error's name, and `coded: false` when it had no code. */
@@ -92,8 +95,16 @@ export class StepRunner {
   private lastReplayedSeq = 0;
   private readonly requested = new Set<string>();
   private storedBytes = 0;
+  /** Ends of steps the store did not take before the run stopped (by key): the replica's own next claim of the task
+   *  writes them (recovery.ts), so a step that ran is not run again, nor found interrupted. */
+  private readonly unwritten = new Map<string, StepWrite>();
 
   constructor(private readonly host: StepHost) {}
+
+  /** Step ends this run could not store before it stopped (for the replica's own next claim of the task). */
+  get carried(): StepWrite[] {
+    return [...this.unwritten.values()];
+  }
 
   /** Steps of this run running now. */
   get running(): number {
@@ -129,7 +140,7 @@ export class StepRunner {
   }
 
   private load(target: StepTarget): Promise<Map<string, StepRecord>> {
-    this.rows ??= this.host.store.listSteps(target.taskId).then((rows) => {
+    this.rows ??= this.host.own(() => this.host.store.listSteps(target.taskId)).then((rows) => {
       for (const r of rows) this.storedBytes += r.bytes;
       return new Map(rows.map((r) => [r.key, r]));
     });
@@ -148,9 +159,12 @@ export class StepRunner {
   /** Writes a step row; a refusal stops the run (and is rethrown as the reason). */
   private async record(target: StepTarget, write: StepWrite): Promise<void> {
     try {
-      await this.host.store.writeStep(target.taskId, target.fence, write);
+      await this.host.own(() => this.host.store.writeStep(target.taskId, target.fence, write));
     } catch (e) {
-      if (!(e instanceof TaskWriteRefused)) throw e;
+      if (!(e instanceof TaskWriteRefused)) {
+        if (write.state !== 'started' && (storeDidNotAnswer(e) || this.host.signal.aborted)) this.unwritten.set(write.key, write);
+        throw e;
+      }
       const reason = e.reason === 'fenced' ? 'taken-over' : e.reason === 'missing' ? 'expired' : 'cancelled';
       if (e.reason === 'fenced') this.host.lostOwnership();
       else this.host.abortFor(new TaskCancelledError(reason));
