@@ -3,8 +3,10 @@
  *   npm ci && npm start        → http://127.0.0.1:3000/mcp, tasks in .outlast/tasks.db (PORT overrides the port)
  *
  * - reindex:   duration grows with the collection; small ones answer inline, large ones become tasks with
- *              progress in statusMessage. Cancel-aware, and safe to re-run after a crash (it rebuilds from scratch).
- * - run_pipeline: a CI run (checkout, install, build, test, package), one statusMessage per stage, each stage a durable
+ *              progress in statusMessage and a partial result every 10,000 documents in the task's output
+ *              (`dev.outlast.demo/indexed`). Cancel-aware, and safe to re-run after a crash (it rebuilds from scratch).
+ * - run_pipeline: a CI run (checkout, install, build, test, package), one statusMessage per stage and each stage's log
+ *              lines in the task's output (ctx.output), each stage a durable
  *              step: a server killed mid-pipeline resumes it at the stage it was in (finished stages are not run again;
  *              `package` publishes an artifact, so it is not re-run blindly: interrupted, the run fails naming it).
  * - migrate:   asks a human to approve a schema migration, with a deadline, before it touches anything; the wait is
@@ -20,11 +22,26 @@ const wait = (ms: number, signal: AbortSignal): Promise<void> => delay(ms, undef
 
 const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 
-/** One pipeline stage as a durable step: runs once (the status says so), and a re-run returns what it recorded. */
+/** What each stage prints while it runs (the task's output, one line at a time). */
+const STAGE_LOG: Record<string, string[]> = {
+  checkout: ['Cloning into workspace…', 'HEAD is now at 3f9c2e1 Merge pull request #212'],
+  install: ['resolving 412 packages', 'added 412 packages in 2.9s'],
+  build: ['tsc -p tsconfig.json', 'compiled 188 files', 'bundle: dist/app.js 1.2 MB'],
+  test: ['running 146 tests', 'suite api: 92 passed', 'suite ui: 54 passed', '146 passed, 0 failed'],
+  package: ['packing acme-shop-1.4.0.tgz', 'published acme-shop-1.4.0.tgz'],
+};
+
+/** One pipeline stage as a durable step: runs once (the status says so), and a re-run returns what it recorded. Its log
+ *  lines go to the task's output as it runs (a stage replayed after a crash does not print them twice). */
 async function stage(ctx: TaskContext, name: string, label: string, ms: number, idempotent = true): Promise<string> {
   const ran = await ctx.step(name, async ({ signal }) => {
     await ctx.status(`${label}…`);
-    await wait(ms, signal);
+    await ctx.output(`[${name}] ${label}`);
+    const lines = STAGE_LOG[name] ?? [];
+    for (const line of lines) {
+      await wait(ms / lines.length, signal);
+      await ctx.output(`[${name}] ${line}`);
+    }
     return { attempt: ctx.attempt };
   }, { idempotent });
   return `✓ ${label} (${(ms / 1000).toFixed(1)} s${ran.attempt > 1 ? ', after a restart' : ''})`;
@@ -53,6 +70,8 @@ export default defineServer({
           await wait(n / 10, ctx.signal); // 0.1 ms per document
           done += n;
           await ctx.status(`${collection}: ${done.toLocaleString('en')} of ${documents.toLocaleString('en')} documents indexed`);
+          // The partial result, as a structured event a client can render (or import) while the rest runs.
+          if (done % 10_000 === 0 || done === documents) await ctx.output({ type: 'dev.outlast.demo/indexed', data: { collection, indexed: done, of: documents } });
         }
         return text(`Reindexed ${documents.toLocaleString('en')} documents in "${collection}" (attempt ${ctx.attempt}).`);
       },

@@ -246,3 +246,65 @@ describe('dashboard across two PostgreSQL replicas', () => {
     }
   });
 });
+
+/** A task whose output carries markup and a structured event, written the way a run writes it (under its fence). */
+async function seedOutput(path: string): Promise<string> {
+  const store = new SqliteTaskStore(path);
+  await store.init();
+  const now = Date.now();
+  await store.registerReplica({ replicaId: 'seeder', host: HOST, pid: process.pid, startedAt: now, heartbeatAt: now });
+  const { record } = await store.create({
+    taskId: `out-${now}`, principal: 'alice', tool: 'seeded', args: {}, createdAt: now, ttlMs: null, pollIntervalMs: 500,
+    owner: 'seeder', retrySafe: false, clientCapabilities: {},
+  });
+  await store.output.append(record.taskId, { owner: 'seeder', epoch: record.epoch }, [
+    { type: 'text', data: JSON.stringify({ type: 'text', text: XSS }), key: null },
+    { type: 'com.example/progress', data: JSON.stringify({ done: 3, of: 10 }), key: null },
+  ], { maxItems: 100, maxBytes: 1_000_000 }, now);
+  await store.close();
+  return record.taskId;
+}
+
+describe("dashboard in a browser: a task's output (payloads on)", () => {
+  let seededTask: string;
+  const suite = useDashboard(async (db) => void (seededTask = await seedOutput(db)), ['--operator', `${ACT}=anna`, '--dashboard-payloads', '--inline-budget-ms', '200']);
+
+  it('output carrying markup renders as text; a structured item as its JSON', async () => {
+    const page = await suite.browser.newPage();
+    const dialogs = countDialogs(page);
+    await signIn(page, suite.base, ACT);
+    await page.goto(`${suite.base}/tasks/${seededTask}`);
+    assert.equal(await page.locator('[data-testid=output] tr[data-seq="1"] td.msg').innerText(), XSS);
+    assert.match(await page.locator('[data-testid=output] tr[data-seq="2"]').innerText(), /com\.example\/progress[\s\S]*"done": 3/);
+    assert.match(await page.locator('[data-testid=output-count]').innerText(), /2 items \(latest seq 2\)/);
+    assert.equal(await page.locator('#live img').count(), 0);
+    assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
+    assert.equal(dialogs(), 0);
+    await page.close();
+  });
+
+  it("the task page shows a running task's output as it is written, without a reload, until it completes", async () => {
+    const page = await suite.browser.newPage();
+    await signIn(page, suite.base, ACT);
+    const client = new TaskClient({ url: suite.server.url });
+    try {
+      const call = await client.start('emit_output', { count: 12, intervalMs: 250 });
+      assert.ok(call.taskId, 'the call became a task');
+      await page.goto(`${suite.base}/tasks/${call.taskId}`);
+      await page.evaluate(() => ((window as unknown as { __noReload: number }).__noReload = 1));
+      await page.waitForFunction(() => document.getElementById('live-state')?.textContent === 'live');
+      const rows = () => page.locator('[data-testid=output] tbody tr').count();
+      const early = await rows();
+      assert.ok(early < 12, `the page opened mid-run (${early} lines)`);
+      await page.waitForFunction(() => document.querySelector('[data-testid=output] tr[data-seq="12"]')?.textContent?.includes('line 12'), undefined, { timeout: 15_000 });
+      await call.result();
+      await page.waitForFunction(() => document.querySelector('h1')?.textContent?.includes('completed'), undefined, { timeout: 10_000 });
+      const texts = await page.locator('[data-testid=output] td.msg').allInnerTexts();
+      assert.deepEqual(texts, Array.from({ length: 12 }, (_, i) => `line ${i + 1}`));
+      assert.equal(await page.evaluate(() => (window as unknown as { __noReload?: number }).__noReload), 1, 'the page was not reloaded');
+    } finally {
+      await client.close();
+      await page.close();
+    }
+  });
+});

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ROOT, callTool, getTask, rpc, startServer, tempDir, textOf, useServer, waitForTask } from './helpers.js';
+import { openTaskStream } from './output-helpers.js';
 
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 
@@ -24,6 +25,10 @@ describe('demo server', () => {
     assert.equal(mid.status, 'working');
     const done = await waitForTask(srv.url, big.result.taskId);
     assert.match(textOf(done.result), /Reindexed 30,000 documents/);
+    const out = await openTaskStream(srv.url, big.result.taskId);
+    await out.ended();
+    assert.deepEqual(out.events.map((e) => e.type), ['dev.outlast.demo/indexed', 'dev.outlast.demo/indexed', 'dev.outlast.demo/indexed']);
+    assert.deepEqual(out.events.map((e) => e.data.indexed), [10_000, 20_000, 30_000], 'its partial results, in order');
   });
 
   it('run_pipeline: stages show in statusMessage, and cancel stops it', async () => {
@@ -85,6 +90,14 @@ describe('demo server: a killed server resumes its work', () => {
           '✓ package (1.5 s, after a restart)',
         ].join('\n'),
       );
+      // Each stage's log lines are in the output once, in order, though three stages ran again after the kill.
+      const out = await openTaskStream(srv.url, pipeline);
+      await out.ended();
+      const printed = out.events.map((e) => e.data.text);
+      assert.deepEqual(printed.filter((l) => l?.startsWith('[test] ')), ['[test] test', '[test] running 146 tests', '[test] suite api: 92 passed', '[test] suite ui: 54 passed', '[test] 146 passed, 0 failed']);
+      assert.deepEqual(printed.filter((l) => l?.startsWith('[checkout] ')), ['[checkout] checkout acme/shop@main', '[checkout] Cloning into workspace…', '[checkout] HEAD is now at 3f9c2e1 Merge pull request #212']);
+      assert.equal(printed.at(-1), '[package] published acme-shop-1.4.0.tgz');
+      assert.deepEqual(out.events.map((e) => e.seq), out.events.map((_, i) => i + 1), 'no gap');
       const applied = await waitForTask(srv.url, migration);
       assert.equal(textOf(applied.result), 'Applied 044_index to orders-db (approved).');
     } finally {

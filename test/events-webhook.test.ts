@@ -105,15 +105,15 @@ describe('MCP Events: webhooks', () => {
     return r.result.taskId as string;
   };
 
-  it('server/discover advertises events; events/list describes the three events', async () => {
+  it('server/discover advertises events; events/list describes the three status events and the output event', async () => {
     const d = await rpc(servers[0]!.url, 'server/discover', {}, alice);
     assert.deepEqual(d.result.capabilities.events, { listChanged: false });
     assert.ok(d.result.capabilities.extensions['io.modelcontextprotocol/events']);
     const l = await rpc(servers[0]!.url, 'events/list', {}, alice);
-    assert.deepEqual(l.result.events.map((e: { name: string }) => e.name), ['outlast.task.finished', 'outlast.task.input_required', 'outlast.task.status']);
+    assert.deepEqual(l.result.events.map((e: { name: string }) => e.name), ['outlast.task.finished', 'outlast.task.input_required', 'outlast.task.status', 'outlast.task.output']);
     const status = l.result.events.find((e: { name: string }) => e.name === 'outlast.task.status');
     assert.deepEqual(status.inputSchema.required, ['taskId']);
-    assert.ok(l.result.events.every((e: { delivery: string[] }) => e.delivery.includes('webhook')));
+    assert.ok(l.result.events.filter((e: { name: string }) => e.name !== 'outlast.task.output').every((e: { delivery: string[] }) => e.delivery.includes('webhook')));
   });
 
   it('subscribe answers the challenge; a task finished on the other replica arrives once, signed; another principal\'s never', async () => {

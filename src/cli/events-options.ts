@@ -21,7 +21,7 @@ export const EVENTS_HELP = `MCP Events (see docs/events.md):
 type Values = { events?: boolean; 'events-allow-host'?: string[]; 'events-retry-ms'?: string; 'events-timeout-ms'?: string; 'events-max-subscriptions'?: string };
 
 export interface EventsConfig {
-  wire: Omit<EventsWireOptions, 'store'>;
+  wire: Omit<EventsWireOptions, 'store' | 'bus' | 'recheckMs'>;
   delivery: Omit<EventDeliveryOptions, 'store' | 'replicaId' | 'log'>;
 }
 

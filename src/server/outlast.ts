@@ -31,6 +31,8 @@ import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type
 import { requestTraceContext } from './request-spans.js';
 import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
 import { taskStreamCapability } from './front/task-stream.js';
+import { EVENTS_EXTENSION } from './events/index.js';
+import { declaresEvents, taskEventSource } from './events/task-output.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -488,7 +490,9 @@ export class Outlast {
       case 'handle':
         return this.handles!.handleResult(outcome.record);
       case 'task':
-        return era === 'legacy' ? this.legacy.createResult(outcome.record) : outcome.task;
+        if (era === 'legacy') return this.legacy.createResult(outcome.record);
+        // Task Event Sources: with Events on both sides, the result names the task's output event.
+        return this.eventsOn && declaresEvents(clientCapabilities, EVENTS_EXTENSION) ? { ...outcome.task, eventSource: taskEventSource(outcome.task.taskId) } : outcome.task;
     }
   }
 }

@@ -13,6 +13,7 @@ import { LIVE_JS, STYLE_CSS } from './assets.js';
 import type { Html } from './html.js';
 import { LiveHub } from './live.js';
 import { subscriptionsPage } from './subscriptions.js';
+import { OUTPUT_SHOWN, outputTail } from './output.js';
 import { STATUSES, TOOL_WINDOWS, alertsPage, errorPage, filterQuery, layout, listPage, loginPage, overviewPage, taskPage, toolsPage, type PageContext } from './pages.js';
 
 export { OperatorAuth, type Operator, type OperatorTokens } from './auth.js';
@@ -179,12 +180,13 @@ export function createDashboard(o: DashboardOptions): Dashboard {
     const t = await o.store.ops.detail(taskId);
     if (!t) return send(res, 404, errorPage(base, ctxOf(op), 'Unknown task', `No stored task has the id ${taskId} (it may have expired).`));
     const queued = t.queuedAt !== null && t.parkedAt === null;
-    const [events, steps, position] = await Promise.all([
+    const [events, steps, position, output] = await Promise.all([
       o.store.ops.history(taskId, 200),
       o.store.listSteps(taskId),
       queued ? o.store.queuePosition(taskId) : Promise.resolve(undefined),
+      outputTail(o.store, taskId, t.principal, OUTPUT_SHOWN),
     ]);
-    send(res, 200, layoutOf(op, `Task ${taskId}`, taskPage(ctxOf(op), t, events, !!o.showPayloads, { steps, position })));
+    send(res, 200, layoutOf(op, `Task ${taskId}`, taskPage(ctxOf(op), t, events, !!o.showPayloads, { steps, position, output })));
   }
 
   async function tools(res: ServerResponse, op: Operator, q: URLSearchParams) {

@@ -4,6 +4,7 @@ import type { AlertRecord, IdleTask, OpsCounts, OpsTaskDetail, OpsTaskFilter, Op
 import { Html, html } from './html.js';
 import { answeredByOf } from '../../protocol/index.js';
 import { renderFields } from '../answer-form.js';
+import { outputSection, type OutputTail } from './output.js';
 
 /** A question asked with answeredBy 'operator': the form an operator who may act answers it with. */
 function operatorAnswerForm(ctx: PageContext, back: string, key: string, request: { method: string; params?: Record<string, unknown> | undefined }): Html | string {
@@ -230,7 +231,7 @@ ${steps.map((st) => html`<tr data-step="${st.key}"><td>${st.key}</td><td>${st.ki
 </tbody></table></section>`;
 }
 
-export function taskPage(ctx: PageContext, t: OpsTaskDetail, events: TaskEvent[], showPayloads: boolean, more: { steps: StepRecord[]; position: number | undefined } = { steps: [], position: undefined }): Html {
+export function taskPage(ctx: PageContext, t: OpsTaskDetail, events: TaskEvent[], showPayloads: boolean, more: { steps: StepRecord[]; position: number | undefined; output?: OutputTail } = { steps: [], position: undefined }): Html {
   const unfinished = t.status === 'working' || t.status === 'input_required';
   const back = `${ctx.base}/tasks/${encodeURIComponent(t.taskId)}`;
   const err = t.error as { code?: number; message?: string; data?: { reason?: string } } | null;
@@ -258,6 +259,7 @@ ${Object.entries(t.inputRequests).map(([k, p]) => html`<tr><td>${k}</td><td>${p.
 </tbody></table></section>` : ''}
 ${Object.keys(t.inputResponses).length ? html`<section><h2>Answered input</h2><p>${Object.entries(t.inputResponses).map(([k, a]) => html`<span class="note">${k} at ${iso(a.answeredAt)}</span> `)}</p></section>` : ''}
 ${stepsSection(more.steps)}
+${more.output ? outputSection(more.output, showPayloads) : ''}
 <section><h2>History</h2>${events.length === 0 ? html`<p class="empty">No history recorded (history is off, or the task predates it).</p>` : html`<table data-testid="history"><thead><tr><th>When</th><th>What</th><th>Who</th><th>Detail</th></tr></thead><tbody>
 ${events.map((e) => html`<tr><td>${iso(e.at)}</td><td>${e.kind.replace('_', ' ')}</td><td>${e.actor ?? ''}</td><td class="msg">${e.detail ?? ''}</td></tr>`)}
 </tbody></table>`}</section>

@@ -8,6 +8,8 @@ import { createHash } from 'node:crypto';
 import { webhookKey } from '../../protocol/webhook.js';
 import { EVENT_NAMES, TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS, type EventFilter, type EventName, type LoggedChange } from '../../store/events.js';
 import type { TaskStore } from '../../store/types.js';
+import type { SignalBus } from '../../store/local-bus.js';
+import { TASK_OUTPUT, TASK_OUTPUT_DESCRIPTOR, pollOutput, streamOutput, type TaskOutputEvents } from './task-output.js';
 import { CallbackError, callbackUrlProblem, occurrenceOf, verifyCallback, type AnswerLinkOf, type CallbackPolicy } from '../../ops/events/index.js';
 
 export const EVENTS_EXTENSION = 'io.modelcontextprotocol/events';
@@ -19,6 +21,10 @@ export const EVENT_METHODS = new Set(['events/list', 'events/subscribe', 'events
 
 export interface EventsWireOptions {
   store: TaskStore;
+  /** The replicas' bus: a task's output event (Task Event Sources) is followed live through it. */
+  bus: SignalBus;
+  /** Period of the re-read that covers a lost bus signal, ms. */
+  recheckMs: number;
   policy: CallbackPolicy;
   /** Links of open questions to the answer page, put in input_required events. */
   answerLinkOf?: AnswerLinkOf;
@@ -77,6 +83,7 @@ export const EVENT_DESCRIPTORS = [
   { name: TASK_FINISHED, description: 'A task of yours finished: completed, failed or cancelled (the tasks/get view).', delivery: ['poll', 'push', 'webhook'], inputSchema: ARGUMENTS_SCHEMA(false), payloadSchema: PAYLOAD_SCHEMA },
   { name: TASK_INPUT_REQUIRED, description: 'A task of yours needs input (the questions; answer with tasks/update).', delivery: ['poll', 'push', 'webhook'], inputSchema: ARGUMENTS_SCHEMA(false), payloadSchema: PAYLOAD_SCHEMA },
   { name: TASK_STATUS, description: "Every status change of one task of yours (needs taskId).", delivery: ['poll', 'push', 'webhook'], inputSchema: ARGUMENTS_SCHEMA(true), payloadSchema: PAYLOAD_SCHEMA },
+  TASK_OUTPUT_DESCRIPTOR,
 ];
 
 /** Canonical JSON (sorted keys), the form arguments are compared in. */
@@ -102,10 +109,12 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
   const { store } = o;
   const limit = o.maxSubscriptionsPerPrincipal ?? 100;
   const readEveryMs = o.readEveryMs ?? 250;
+  const output: TaskOutputEvents = { store, bus: o.bus, recheckMs: o.recheckMs, fail: (code, message, data) => new EventsError(code, message, data) };
+  const isOutput = (p: Params) => p.name === TASK_OUTPUT;
 
   const parseName = (p: Params): EventName => {
     if (typeof p.name !== 'string') throw new EventsError(EventErrorCode.InvalidParams, 'params.name must be an event name (see events/list)');
-    if (!(EVENT_NAMES as readonly string[]).includes(p.name)) throw new EventsError(EventErrorCode.NotFound, `Unknown event ${JSON.stringify(p.name.slice(0, 100))}; this server offers ${EVENT_NAMES.join(', ')}`, { kind: 'event' });
+    if (!(EVENT_NAMES as readonly string[]).includes(p.name)) throw new EventsError(EventErrorCode.NotFound, `Unknown event ${JSON.stringify(p.name.slice(0, 100))}; this server offers ${[...EVENT_NAMES, TASK_OUTPUT].join(', ')}`, { kind: 'event' });
     return p.name as EventName;
   };
 
@@ -151,6 +160,7 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
 
   async function subscribe(p: Params, principal: string, authenticated: boolean) {
     needPrincipal(authenticated, 'events/subscribe');
+    if (isOutput(p)) throw new EventsError(EventErrorCode.Unsupported, `${TASK_OUTPUT} is delivered by events/poll and events/stream (not yet by webhook)`, { feature: 'deliveryMode', value: 'webhook' });
     const name = parseName(p);
     const { canonical, filter } = await parseArgs(name, p, principal);
     const { url, secret } = webhookParams(p);
@@ -297,10 +307,10 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
             result = await unsubscribe(p, principal, authenticated);
             break;
           case 'events/poll':
-            result = await poll(p, principal, signal);
+            result = isOutput(p) ? await pollOutput(output, p, principal, signal, sleep, readEveryMs) : await poll(p, principal, signal);
             break;
           case 'events/stream':
-            return await stream(id, p, principal, signal);
+            return isOutput(p) ? await streamOutput(output, id, p, principal, o.heartbeatMs ?? 15_000, signal) : await stream(id, p, principal, signal);
           default:
             return json(200, { jsonrpc: '2.0', id, error: { code: -32601, message: `Method not found: ${msg.method}` } });
         }

@@ -76,7 +76,7 @@ export interface OutlastHandlerOptions {
   /** Requests with an Origin whose hostname is not listed get 403 (no Origin: allowed). Default: not checked. */
   allowedOrigins?: string[];
   /** The MCP Events wire (events/list, subscribe, unsubscribe, poll, stream; src/server/events). Off by default. */
-  events?: Omit<EventsWireOptions, 'store'>;
+  events?: Omit<EventsWireOptions, 'store' | 'bus' | 'recheckMs'>;
 }
 
 /** What an adapter may hand the front besides the Request. */
@@ -163,7 +163,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   const streams = new Set<ListenStream>();
   const direct =
     options.serverInfo && options.directTaskMethods !== false ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods }) : undefined;
-  const events = options.events ? createEventsWire({ ...(outlast.answers ? { answerLinkOf: (t: TaskRecord, key: string) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}), ...options.events, store: outlast.runtime.store }) : undefined;
+  const events = options.events ? createEventsWire({ ...(outlast.answers ? { answerLinkOf: (t: TaskRecord, key: string) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}), ...options.events, store: outlast.runtime.store, bus: outlast.runtime.bus, recheckMs: outlast.runtime.watchRecheckMs }) : undefined;
   if (events) outlast.eventsOn = true;
   outlast.taskStreamOn = true;
   const observe = requestMetrics();
