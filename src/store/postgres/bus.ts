@@ -200,7 +200,7 @@ export class PgSignalBus implements SignalBus {
     }
     payloads.push(current);
     try {
-      await this.notifier.query({ name: 'outlast_notify', text: 'SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', values: [this.opts.channel, payloads] });
+      await this.notifier.query({ text: 'SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', values: [this.opts.channel, payloads] });
       if (this.sendFailing) {
         this.sendFailing = false;
         this.opts.onError?.('signals are being sent again');

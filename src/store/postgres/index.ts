@@ -45,6 +45,8 @@ import { applyHistorySetting, postgresOps } from './ops.js';
 import { postgresEvents } from './events.js';
 import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
+import { QualifiedStatements, beginInSchema, pinFunctionsSql, qualify } from './schema-names.js';
+import { PREPARED_MODES, poolerRefusal, reachesServerDirectly, runStatement, type PreparedMode } from './statements.js';
 
 export { PgSignalBus } from './bus.js';
 export { DEFAULT_PG_TIMEOUTS, type PgTimeouts } from './timeouts.js';
@@ -61,6 +63,9 @@ export interface PostgresStoreOptions {
   history?: boolean;
   /** Deadlines on every connection (./timeouts.ts; defaults DEFAULT_PG_TIMEOUTS). */
   timeouts?: Partial<PgTimeouts>;
+  /** Named prepared statements: `on`, `off` (through a pooler that does not keep them), or `auto` (default: on only
+   *  when the connection reaches PostgreSQL itself; ./statements.ts). */
+  preparedStatements?: PreparedMode;
 }
 
 /** Node-postgres returns bigint as strings; every bigint here is epoch ms or a duration, well inside 2^53. */
@@ -206,7 +211,7 @@ const NUL_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u0000/;
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
-// Statements (named, so each connection prepares them once).
+// Statements (named where the connection keeps them, so each connection prepares them once; ./statements.ts).
 const Q = {
   // One statement for any number of rows (one array per column), so it is prepared once per connection.
   insertMany: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
@@ -296,6 +301,12 @@ export class PostgresTaskStore implements TaskStore {
   private opening: Promise<void> | undefined;
   /** The database's clock (one clock decides: every time this store is given comes from it). */
   private clock: StoreClock | undefined;
+  /** The statements with their tables named in the schema (no session search_path; ./schema-names.ts). */
+  private readonly sql: Record<QueryName, string>;
+  private readonly qualified: QualifiedStatements;
+  readonly preparedMode: PreparedMode;
+  /** Whether named prepared statements are used (decided at open from preparedMode). */
+  prepared = false;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? 'outlast';
@@ -307,21 +318,25 @@ export class PostgresTaskStore implements TaskStore {
     this.history = options.history ?? true;
     this.timeouts = { ...DEFAULT_PG_TIMEOUTS, ...options.timeouts };
     checkTimeouts(this.timeouts);
-    this.ops = postgresOps(
-      (name, text, values) => {
-        if (!this.pool) return Promise.reject(new Error('PostgresTaskStore is not open: call init() first (or it was closed)'));
-        return this.pool.query({ name, text, values });
-      },
-      (taskId) => this.get(taskId),
-    );
+    this.preparedMode = options.preparedStatements ?? 'auto';
+    if (!PREPARED_MODES.includes(this.preparedMode)) throw new Error(`Invalid prepared_statements "${this.preparedMode}": use on, off or auto`);
+    const schema = this.schema;
+    this.sql = Object.fromEntries(Object.entries(Q).map(([k, v]) => [k, qualify(v, schema)])) as Record<QueryName, string>;
+    this.qualified = new QualifiedStatements(schema);
     const notOpen = () => new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
+    const query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> => {
+      if (!this.pool) return Promise.reject(notOpen());
+      const sql = this.qualified.of(text);
+      return runStatement<R>(this.pool, this.prepared ? { name, text: sql, values } : { text: sql, values }, this.timeouts.statementTimeoutMs);
+    };
+    this.ops = postgresOps(query, (taskId) => this.get(taskId));
     this.events = postgresEvents(
-      (name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())),
+      query,
       async (fn) => {
         if (!this.pool) throw notOpen();
         const c = await this.pool.connect();
         try {
-          await c.query('BEGIN');
+          await c.query(beginInSchema(schema, this.timeouts.statementTimeoutMs));
           const out = await fn(c);
           await c.query('COMMIT');
           return out;
@@ -335,9 +350,10 @@ export class PostgresTaskStore implements TaskStore {
     );
   }
 
-  /** Connection settings with this store's search_path; used by the pool and the signal bus. */
+  /** Connection settings of the pool and the signal bus: nothing set on the session (a pooler would refuse or
+   *  forget it): the schema is named in every statement, the statement deadline is kept by ./statements.ts. */
   clientConfig(): pg.ClientConfig {
-    return withTimeouts({ ...this.connection, options: `-c search_path=${this.schema}`, types: TYPES }, this.timeouts);
+    return withTimeouts({ ...this.connection, types: TYPES }, this.timeouts);
   }
 
   /** The LISTEN/NOTIFY channel of this deployment (one per schema). */
@@ -364,12 +380,13 @@ export class PostgresTaskStore implements TaskStore {
     pool.on('error', () => undefined);
     const client = await pool.connect().catch(async (e: Error) => {
       await pool.end().catch(() => undefined);
-      throw new Error(`Cannot connect to PostgreSQL (${describe(this.connection)}): ${e.message}`);
+      const pooler = poolerRefusal(e.message);
+      throw new Error(`Cannot connect to PostgreSQL (${describe(this.connection)}): ${pooler ?? e.message}`);
     });
     try {
-      await client.query('BEGIN');
-      // A migration may take longer than a task statement may.
-      await client.query('SET LOCAL statement_timeout = 0');
+      this.prepared = this.preparedMode === 'on' || (this.preparedMode === 'auto' && (await reachesServerDirectly(client)));
+      // The schema for the migrations, and no deadline (a migration may take longer than a task statement may).
+      await client.query(beginInSchema(this.schema, 0));
       // One migrator at a time across replicas (the lock key is the schema's name).
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outlast:${this.schema}`]);
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.schema)}`);
@@ -381,6 +398,8 @@ export class PostgresTaskStore implements TaskStore {
         await client.query('INSERT INTO outlast_migrations (version, applied_at) VALUES ($1, $2)', [m.version, Date.now()]);
       }
       await applyHistorySetting(client, this.history);
+      // Trigger and claim functions find their tables whichever session runs them.
+      await client.query(pinFunctionsSql(this.schema));
       await client.query('COMMIT');
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -417,7 +436,8 @@ export class PostgresTaskStore implements TaskStore {
   private async q<R extends pg.QueryResultRow = Row>(name: QueryName, values: unknown[], lane: pg.Pool | undefined = this.pool): Promise<pg.QueryResult<R>> {
     if (!lane) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
     try {
-      return await lane.query<R>({ name: `outlast_${name}`, text: Q[name], values });
+      const text = this.sql[name];
+      return await runStatement<R>(lane, this.prepared ? { name: `outlast_${name}`, text, values } : { text, values }, this.timeouts.statementTimeoutMs);
     } catch (e) {
       throw isUnreachable(e) ? new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describe(this.connection)})`, { cause: e }) : e;
     }
@@ -726,7 +746,7 @@ function describe(c: pg.ClientConfig): string {
 
 /**
  * Parses `postgres://USER@HOST:PORT/DB?schema=NAME&pool=N` (also `postgresql://`). `schema` (default `outlast`),
- * `pool` (default 10) and the deadlines of ./timeouts.ts (`connect_timeout_ms`, `query_timeout_ms`,
+ * `pool` (default 10), `prepared_statements` (`on`, `off`, default `auto`: ./statements.ts) and the deadlines of ./timeouts.ts (`connect_timeout_ms`, `query_timeout_ms`,
  * `statement_timeout_ms`, `keepalive_ms`, `signal_ping_ms`) are Outlast's; other parameters go to node-postgres.
  */
 export function postgresStoreFromUrl(url: string): PostgresTaskStore {
@@ -740,12 +760,20 @@ export function postgresStoreFromUrl(url: string): PostgresTaskStore {
   const timeouts = takeTimeoutParams(u, url);
   const schema = u.searchParams.get('schema') ?? undefined;
   const pool = u.searchParams.get('pool');
+  const prepared = u.searchParams.get('prepared_statements');
   u.searchParams.delete('schema');
   u.searchParams.delete('pool');
+  u.searchParams.delete('prepared_statements');
+  if (prepared !== null && !(PREPARED_MODES as readonly string[]).includes(prepared)) {
+    throw new Error(`Invalid store "${url}": prepared_statements must be on, off or auto (auto: named statements only on a direct connection)`);
+  }
   let poolSize: number | undefined;
   if (pool !== null) {
     poolSize = Number(pool);
     if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new Error(`Invalid store "${url}": pool must be an integer from 1 to 1000`);
   }
-  return new PostgresTaskStore({ connection: { connectionString: u.toString() }, timeouts, ...(schema !== undefined ? { schema } : {}), ...(poolSize ? { poolSize } : {}) });
+  return new PostgresTaskStore({
+    connection: { connectionString: u.toString() }, timeouts, ...(schema !== undefined ? { schema } : {}), ...(poolSize ? { poolSize } : {}),
+    ...(prepared !== null ? { preparedStatements: prepared as PreparedMode } : {}),
+  });
 }
