@@ -33,7 +33,7 @@ import {
 import { DEFAULT_PG_TIMEOUTS, checkTimeouts, isUnreachable, takeTimeoutParams, withTimeouts, type PgTimeouts } from './timeouts.js';
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
-import { PgSignalBus, quoteIdent } from './bus.js';
+import { PgSignalBus, describeConnection, quoteIdent } from './bus.js';
 import { StoreClock } from './clock.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
@@ -45,7 +45,7 @@ import { applyHistorySetting, postgresOps } from './ops.js';
 import { postgresEvents } from './events.js';
 import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
-import { QualifiedStatements, beginInSchema, pinFunctionsSql, qualify } from './schema-names.js';
+import { QualifiedStatements, beginInSchema, pinFunctionsSql, qualify, unpinnedFunctionsSql } from './schema-names.js';
 import { PREPARED_MODES, poolerRefusal, reachesServerDirectly, runStatement, type PreparedMode } from './statements.js';
 
 export { PgSignalBus } from './bus.js';
@@ -381,7 +381,7 @@ export class PostgresTaskStore implements TaskStore {
     const client = await pool.connect().catch(async (e: Error) => {
       await pool.end().catch(() => undefined);
       const pooler = poolerRefusal(e.message);
-      throw new Error(`Cannot connect to PostgreSQL (${describe(this.connection)}): ${pooler ?? e.message}`);
+      throw new Error(`Cannot connect to PostgreSQL (${describeConnection(this.connection)}): ${pooler ?? e.message}`);
     });
     try {
       this.prepared = this.preparedMode === 'on' || (this.preparedMode === 'auto' && (await reachesServerDirectly(client)));
@@ -417,6 +417,34 @@ export class PostgresTaskStore implements TaskStore {
     this.control.on('error', () => undefined);
   }
 
+  /**
+   * What the store relies on, checked through whatever sits between it and PostgreSQL (design 19: never silent): its
+   * tables are in the schema and every function there finds them (a pooler keeps no search_path), and a statement
+   * past the deadline is cancelled (the cancel request reaches the server). Throws saying what to do.
+   */
+  async selfCheck(): Promise<void> {
+    const pool = this.pool;
+    if (!pool) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
+    const r = (await runStatement<{ tasks: boolean; unpinned: number }>(pool, {
+      text: `SELECT to_regclass($2) IS NOT NULL AS tasks, (${unpinnedFunctionsSql()}) AS unpinned`,
+      values: [this.schema, `${quoteIdent(this.schema)}.tasks`],
+    }, 0)).rows[0]!;
+    if (!r.tasks || r.unpinned > 0) {
+      throw new Error(`the store cannot keep its schema "${this.schema}" on ${describeConnection(this.connection)}: ` +
+        `${r.tasks ? `${r.unpinned} of its functions do not name it` : 'its tables are not there'} after the migrations; is another role's migration running? Start again`);
+    }
+    if (this.timeouts.statementTimeoutMs > 0) {
+      const probeMs = 50;
+      const t0 = Date.now();
+      const err = await runStatement(pool, { text: 'SELECT pg_sleep(3)' }, probeMs).then(() => undefined, (e: unknown) => e as Error & { code?: string });
+      if (err?.code !== '57014') {
+        throw new Error(`the store cannot keep its statement deadline (statement_timeout_ms=${this.timeouts.statementTimeoutMs}) on ${describeConnection(this.connection)}: ` +
+          `a cancel request sent after ${probeMs} ms did not stop a statement (${err ? err.message : `it ran for ${Date.now() - t0} ms`}). ` +
+          'A pooler must forward cancel requests (PgBouncer does); or set statement_timeout_ms=0 in the store URL to run without server-side deadlines');
+      }
+    }
+  }
+
   /** Epoch ms on PostgreSQL's clock (an offset measured against clock_timestamp(), kept fresh). */
   now(): number {
     return this.clock ? this.clock.now() : Date.now();
@@ -439,7 +467,7 @@ export class PostgresTaskStore implements TaskStore {
       const text = this.sql[name];
       return await runStatement<R>(lane, this.prepared ? { name: `outlast_${name}`, text, values } : { text, values }, this.timeouts.statementTimeoutMs);
     } catch (e) {
-      throw isUnreachable(e) ? new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describe(this.connection)})`, { cause: e }) : e;
+      throw isUnreachable(e) ? new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describeConnection(this.connection)})`, { cause: e }) : e;
     }
   }
 
@@ -729,19 +757,6 @@ export class PostgresTaskStore implements TaskStore {
 function unlessExpired(row: Row): { state: 'expired'; principal: string; expiredAt: number } | undefined {
   if (!readsExpired({ status: row.status, expiresAt: row.expires_at }, row.store_now ?? Date.now())) return undefined;
   return { state: 'expired', principal: row.principal, expiredAt: row.expires_at! };
-}
-
-/** host:port/database of a connection, without credentials (for error messages). */
-function describe(c: pg.ClientConfig): string {
-  if (c.connectionString) {
-    try {
-      const u = new URL(c.connectionString);
-      return `${u.host}${u.pathname}`;
-    } catch {
-      return 'the given connection string';
-    }
-  }
-  return `${c.host ?? 'localhost'}:${c.port ?? 5432}/${c.database ?? ''}`;
 }
 
 /**
