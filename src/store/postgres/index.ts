@@ -335,6 +335,9 @@ export class PostgresTaskStore implements TaskStore {
       async (fn) => {
         if (!this.pool) throw notOpen();
         const c = await this.pool.connect();
+        let lost: Error | undefined;
+        const onError = (e: Error) => (lost ??= e);
+        c.on('error', onError);
         try {
           await c.query(beginInSchema(schema, this.timeouts.statementTimeoutMs));
           const out = await fn(c);
@@ -344,7 +347,8 @@ export class PostgresTaskStore implements TaskStore {
           await c.query('ROLLBACK').catch(() => undefined);
           throw e;
         } finally {
-          c.release();
+          c.removeListener('error', onError);
+          c.release(lost);
         }
       },
     );

@@ -59,6 +59,10 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
   const client = await pool.connect();
   let timer: NodeJS.Timeout | undefined;
   let failed: Error | undefined;
+  // A connection that dies while checked out emits 'error' (the pooler or the database went away): the query
+  // fails with it; unheard, it would end the process.
+  const onError = (e: Error) => (failed ??= e);
+  client.on('error', onError);
   try {
     if (deadlineMs > 0) timer = setTimeout(() => sendCancel(client), deadlineMs);
     return await client.query<R>(config);
@@ -67,6 +71,7 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
     throw e;
   } finally {
     if (timer) clearTimeout(timer);
+    client.removeListener('error', onError);
     client.release(failed);
   }
 }
