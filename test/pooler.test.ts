@@ -8,17 +8,24 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { PostgresTaskStore, postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import { StoreUnavailableError } from '../src/store/types.js';
-import { newTask, runStoreTestKit } from '../src/store/testkit/index.js';
+import { newTask, runSignalBusKit, runStoreTestKit } from '../src/store/testkit/index.js';
+import { RedisSignalBus } from '../src/store/redis/bus.js';
+import { startRedis, type RedisServer } from './redis-server.js';
 import { PG_URL, freshSchema } from './helpers.js';
 import { startPgBouncer, type PgBouncer } from './pgbouncer.js';
 
 let bouncer: PgBouncer;
+let redis: RedisServer;
 before(async () => {
   bouncer = await startPgBouncer();
+  redis = await startRedis();
 });
 after(async () => {
   await bouncer.stop();
+  await redis.stop();
 });
+
+runSignalBusKit('redis pub/sub', { open: (channel) => new RedisSignalBus({ url: redis.url, channel }) });
 
 runStoreTestKit('postgres through PgBouncer (transaction mode)', {
   async open(location) {

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import pg from 'pg';
 import { PgSignalBus, PostgresTaskStore, postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import type { TaskSignal } from '../src/store/local-bus.js';
-import { newTask, runStoreTestKit } from '../src/store/testkit/index.js';
+import { newTask, runSignalBusKit, runStoreTestKit } from '../src/store/testkit/index.js';
 import { PG_URL, freshSchema, sleep } from './helpers.js';
 
 const connection = { connectionString: PG_URL };
@@ -15,6 +15,8 @@ runStoreTestKit('postgres', {
     return { store: new PostgresTaskStore({ connection, schema }), location: schema };
   },
 });
+
+runSignalBusKit('postgres LISTEN/NOTIFY', { open: (channel) => new PgSignalBus({ connection, channel }) });
 
 async function withStore<T>(fn: (s: PostgresTaskStore) => Promise<T>, schema = freshSchema()): Promise<T> {
   const s = new PostgresTaskStore({ connection, schema });

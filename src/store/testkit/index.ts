@@ -11,6 +11,8 @@ import { opsKit } from './ops.js';
 import { eventsKit } from './events.js';
 import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type StepWrite, type TaskStore } from '../types.js';
 
+export { runSignalBusKit, type SignalBusKitOptions } from './bus.js';
+
 export interface StoreKitOptions {
   /** Opens a store. Without a location: on new, empty data. With one: on that data. Returns the location. */
   open(location?: string): Promise<{ store: TaskStore; location: string }>;
