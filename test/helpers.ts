@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { after, before } from 'node:test';
+import type { Client as PgClient } from 'pg';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -357,6 +358,18 @@ export function freshSchema(prefix = 't'): string {
 }
 
 /** `postgres://…?schema=NAME` for a fresh schema. */
+/** Runs `fn` with a client of its own on the test PostgreSQL (outside any store), ended after. */
+export async function withPgClient<T>(fn: (c: PgClient) => Promise<T>): Promise<T> {
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: PG_URL });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
 export function pgStoreUrl(schema = freshSchema()): string {
   return `${PG_URL}?schema=${schema}`;
 }

@@ -5,27 +5,22 @@
  * run as root). Started in the foreground and stopped by its process id; `stop()`/`start()` again on the same port
  * make an outage of the pooler.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chownSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { after } from 'node:test';
-import { PG_URL, freePort, sleep, tempDir } from './helpers.js';
+import { after, before } from 'node:test';
+import { PG_URL, freePort, tempDir } from './helpers.js';
+import { serviceProcess, type ServiceProcess } from './service-process.js';
+import { startRedis, type RedisServer } from './redis-server.js';
 
-export interface PgBouncer {
+export interface PgBouncer extends ServiceProcess {
   port: number;
   /** `url` (a postgres:// URL of the test PostgreSQL) through the pooler: same user, database and parameters. */
   through(url: string): string;
   /** What PgBouncer logged. */
   log(): string;
-  stop(): Promise<void>;
-  start(): Promise<void>;
 }
-
-const running = new Set<PgBouncer>();
-after(async () => {
-  for (const b of [...running]) await b.stop();
-});
 
 function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -65,8 +60,11 @@ export async function startPgBouncer(settings: Record<string, string> = {}): Pro
     const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
     for (const f of ['', 'pgbouncer.ini', 'users.txt', 'pgbouncer.log']) chownSync(join(dir, f), uid, gid);
   }
-  let child: ChildProcess | undefined;
+  const log = () => execFileSync('cat', [join(dir, 'pgbouncer.log')]).toString();
+  // SIGTERM: PgBouncer's immediate shutdown (clients are disconnected), as a crash of the pooler would.
+  const service = serviceProcess('pgbouncer', 'pgbouncer', [...(asRoot ? ['-u', 'postgres'] : []), ini], () => canConnect(port), () => `:\n${log()}`);
   const b: PgBouncer = {
+    ...service,
     port,
     through(url) {
       const u = new URL(url);
@@ -74,37 +72,30 @@ export async function startPgBouncer(settings: Record<string, string> = {}): Pro
       u.port = String(port);
       return u.toString();
     },
-    log: () => execFileSync('cat', [join(dir, 'pgbouncer.log')]).toString(),
-    async start() {
-      if (child) return;
-      const c = spawn('pgbouncer', [...(asRoot ? ['-u', 'postgres'] : []), ini], { stdio: 'ignore' });
-      child = c;
-      c.once('exit', () => {
-        if (child === c) child = undefined;
-      });
-      const deadline = Date.now() + 10_000;
-      while (!(await canConnect(port))) {
-        if (!child) throw new Error(`pgbouncer exited at start:\n${b.log()}`);
-        if (Date.now() > deadline) throw new Error(`pgbouncer did not listen on ${port}:\n${b.log()}`);
-        await sleep(20);
-      }
-      running.add(b);
-    },
-    async stop() {
-      const c = child;
-      running.delete(b);
-      if (!c || c.exitCode !== null) return;
-      const gone = new Promise<void>((resolve) => c.once('exit', () => resolve()));
-      // SIGTERM: immediate shutdown (clients are disconnected), as a crash of the pooler would.
-      process.kill(c.pid!, 'SIGTERM');
-      await Promise.race([gone, sleep(5000)]);
-      if (c.exitCode === null && c.signalCode === null) {
-        process.kill(c.pid!, 'SIGKILL');
-        await gone;
-      }
-      child = undefined;
-    },
+    log,
   };
   await b.start();
   return b;
+}
+
+/** A PgBouncer and a Redis started before the tests of the file and stopped after them. */
+export function usePoolerAndRedis(): { readonly bouncer: PgBouncer; readonly redis: RedisServer } {
+  let bouncer: PgBouncer | undefined;
+  let redis: RedisServer | undefined;
+  before(async () => {
+    bouncer = await startPgBouncer();
+    redis = await startRedis();
+  });
+  after(async () => {
+    await bouncer?.stop();
+    await redis?.stop();
+  });
+  return {
+    get bouncer() {
+      return bouncer!;
+    },
+    get redis() {
+      return redis!;
+    },
+  };
 }

@@ -9,18 +9,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { PG_URL, callTool, freshSchema, getTask, openListen, rpc, sleep, startServer, waitForTask } from './helpers.js';
-import { REPLICA_MODULE, startCluster, type Cluster } from './replicas.js';
-import { startPgBouncer, type PgBouncer } from './pgbouncer.js';
-import { startRedis, type RedisServer } from './redis-server.js';
+import { REPLICA_MODULE, created, startCluster, type Cluster } from './replicas.js';
+import { usePoolerAndRedis } from './pgbouncer.js';
 
 const TERMINAL = ['completed', 'failed', 'cancelled'];
 
-async function created(url: string, tool: string, args: Record<string, unknown>): Promise<string> {
-  const r = await callTool(url, tool, args);
-  assert.equal(r.error, undefined, JSON.stringify(r.error));
-  assert.equal(r.result.resultType, 'task');
-  return r.result.taskId as string;
-}
 
 async function until<T>(what: string, fn: () => T | undefined | Promise<T | undefined>, timeoutMs = 10_000, everyMs = 10): Promise<T> {
   const end = Date.now() + timeoutMs;
@@ -59,24 +52,15 @@ async function crossCancelMs(c: Cluster, key: string): Promise<number> {
   return Date.now() - t0;
 }
 
-let bouncer: PgBouncer;
-let redis: RedisServer;
-before(async () => {
-  bouncer = await startPgBouncer();
-  redis = await startRedis();
-});
-after(async () => {
-  await bouncer.stop();
-  await redis.stop();
-});
+const services = usePoolerAndRedis();
 
 for (const variant of ['postgres', 'redis'] as const) {
   describe(`three replicas through PgBouncer (transaction mode, its defaults), --bus ${variant === 'postgres' ? 'direct PostgreSQL' : 'Redis'}`, () => {
     let c: Cluster;
     const schema = freshSchema(`pbrep${variant[0]}`);
     before(async () => {
-      const bus = variant === 'postgres' ? PG_URL : redis.url;
-      c = await startCluster(3, ['--bus', bus, '--max-running', '1'], { storeUrl: `${bouncer.through(PG_URL)}?schema=${schema}` });
+      const bus = variant === 'postgres' ? PG_URL : services.redis.url;
+      c = await startCluster(3, ['--bus', bus, '--max-running', '1'], { storeUrl: `${services.bouncer.through(PG_URL)}?schema=${schema}` });
     });
     after(async () => {
       await c?.stop();
@@ -159,9 +143,9 @@ for (const variant of ['postgres', 'redis'] as const) {
           }
         });
         await sleep(800);
-        await bouncer.stop();
+        await services.bouncer.stop();
         await sleep(1000);
-        await bouncer.start();
+        await services.bouncer.start();
         const healed = Date.now();
         await sleep(800);
         stop = true;
@@ -180,10 +164,10 @@ for (const variant of ['postgres', 'redis'] as const) {
       });
     } else {
       it('Redis stopped and started again: every replica listens again within a second, and signals pass', async (t) => {
-        await redis.stop();
+        await services.redis.stop();
         await until('a replica noticed', async () => (await readyz(c.replicas[0]!.url)).bus?.connected === false, 5000, 20);
         await sleep(1000);
-        await redis.start();
+        await services.redis.start();
         const t0 = Date.now();
         await until('every replica listens again', async () => (await Promise.all(c.replicas.map((r) => readyz(r.url)))).every((r) => r.bus?.connected === true), 5000, 20);
         const back = Date.now() - t0;
@@ -199,7 +183,7 @@ for (const variant of ['postgres', 'redis'] as const) {
 describe('through the pooler without --bus', () => {
   it('a replica refuses to start with one line naming the pooler and --bus, and stores nothing', async () => {
     const schema = freshSchema('pbnobus');
-    const err = await startServer(['--store', `${bouncer.through(PG_URL)}?schema=${schema}`], { module: REPLICA_MODULE }).then(
+    const err = await startServer(['--store', `${services.bouncer.through(PG_URL)}?schema=${schema}`], { module: REPLICA_MODULE }).then(
       async (s) => {
         await s.stop();
         return undefined;
@@ -222,7 +206,7 @@ describe('through the pooler without --bus', () => {
   });
 
   it('--bus none is an explicit choice, logged at start with the delays it implies', async () => {
-    const s = await startServer(['--store', `${bouncer.through(PG_URL)}?schema=${freshSchema('pbnone')}`, '--bus', 'none'], { module: REPLICA_MODULE });
+    const s = await startServer(['--store', `${services.bouncer.through(PG_URL)}?schema=${freshSchema('pbnone')}`, '--bus', 'none'], { module: REPLICA_MODULE });
     try {
       assert.match(s.stderr(), /bus none: no signals between replicas.*a cancel reaches the replica running the task within 5000 ms/);
       assert.deepEqual((await readyz(s.url)).bus, { carrier: 'none' });

@@ -4,60 +4,39 @@
  * deadline is cancelled through it, and a start-up parameter it refuses is named with what to do.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
+import { describe, it } from 'node:test';
 import { PostgresTaskStore, postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import { StoreUnavailableError } from '../src/store/types.js';
 import { newTask, runSignalBusKit, runStoreTestKit } from '../src/store/testkit/index.js';
 import { RedisSignalBus } from '../src/store/redis/bus.js';
-import { startRedis, type RedisServer } from './redis-server.js';
-import { PG_URL, freshSchema } from './helpers.js';
-import { startPgBouncer, type PgBouncer } from './pgbouncer.js';
+import { PG_URL, freshSchema, withPgClient } from './helpers.js';
+import { usePoolerAndRedis } from './pgbouncer.js';
 
-let bouncer: PgBouncer;
-let redis: RedisServer;
-before(async () => {
-  bouncer = await startPgBouncer();
-  redis = await startRedis();
-});
-after(async () => {
-  await bouncer.stop();
-  await redis.stop();
-});
+const services = usePoolerAndRedis();
 
-runSignalBusKit('redis pub/sub', { open: (channel) => new RedisSignalBus({ url: redis.url, channel }) });
+runSignalBusKit('redis pub/sub', { open: (channel) => new RedisSignalBus({ url: services.redis.url, channel }) });
 
 runStoreTestKit('postgres through PgBouncer (transaction mode)', {
   async open(location) {
     const schema = location ?? freshSchema('kitpb');
-    return { store: postgresStoreFromUrl(`${bouncer.through(PG_URL)}?schema=${schema}`), location: schema };
+    return { store: postgresStoreFromUrl(`${services.bouncer.through(PG_URL)}?schema=${schema}`), location: schema };
   },
 });
-
-async function direct<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: PG_URL });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 describe('the store through PgBouncer in transaction mode', () => {
   it('keeps ?schema=: the rows are in that schema and nothing is in public', async () => {
     const schema = freshSchema('pbschema');
-    const store = postgresStoreFromUrl(`${bouncer.through(PG_URL)}?schema=${schema}`);
+    const store = postgresStoreFromUrl(`${services.bouncer.through(PG_URL)}?schema=${schema}`);
     await store.init();
     try {
       assert.equal(store.prepared, false, 'no named prepared statements through the pooler (auto)');
       const { record } = await store.create(newTask());
       await store.finish(record.taskId, 'replica-a', { status: 'completed', result: { ok: true } }, null, Date.now());
-      const rows = await direct((c) => c.query(`SELECT status FROM "${schema}".tasks WHERE task_id = $1`, [record.taskId]));
+      const rows = await withPgClient((c) => c.query(`SELECT status FROM "${schema}".tasks WHERE task_id = $1`, [record.taskId]));
       assert.deepEqual(rows.rows, [{ status: 'completed' }]);
-      const events = await direct((c) => c.query(`SELECT kind FROM "${schema}".task_events WHERE task_id = $1`, [record.taskId]));
+      const events = await withPgClient((c) => c.query(`SELECT kind FROM "${schema}".task_events WHERE task_id = $1`, [record.taskId]));
       assert.deepEqual(events.rows.map((r) => r.kind), ['completed'], 'the triggers wrote in the schema too');
-      const inPublic = await direct((c) => c.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`));
+      const inPublic = await withPgClient((c) => c.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`));
       assert.deepEqual(inPublic.rows, [], 'nothing in public');
     } finally {
       await store.close();
@@ -81,10 +60,10 @@ describe('the store through PgBouncer in transaction mode', () => {
 
   it('cancels a statement past its deadline through the pooler', async () => {
     const schema = freshSchema('pbdead');
-    const store = postgresStoreFromUrl(`${bouncer.through(PG_URL)}?schema=${schema}&statement_timeout_ms=400&query_timeout_ms=3000`);
+    const store = postgresStoreFromUrl(`${services.bouncer.through(PG_URL)}?schema=${schema}&statement_timeout_ms=400&query_timeout_ms=3000`);
     await store.init();
     try {
-      await direct(async (c) => {
+      await withPgClient(async (c) => {
         await c.query('BEGIN');
         await c.query(`INSERT INTO "${schema}".settings (name, value, created_at) VALUES ('held', 'x', 0)`);
         const t0 = Date.now();
@@ -101,7 +80,7 @@ describe('the store through PgBouncer in transaction mode', () => {
   });
 
   it('names the pooler and what to do when it refuses a start-up parameter', async () => {
-    const store = postgresStoreFromUrl(`${bouncer.through(PG_URL)}?schema=${freshSchema('pbopt')}&options=-c%20work_mem%3D8MB&connect_timeout_ms=2000`);
+    const store = postgresStoreFromUrl(`${services.bouncer.through(PG_URL)}?schema=${freshSchema('pbopt')}&options=-c%20work_mem%3D8MB&connect_timeout_ms=2000`);
     await assert.rejects(store.init(), (e: Error) => {
       assert.match(e.message, /connection pooler refused the start-up parameter "options"/);
       assert.match(e.message, /ignore_startup_parameters/);

@@ -1,22 +1,14 @@
 /**
  * A Redis of the test's own (`redis-server` on a free loopback port, nothing persisted), so a test may stop and
- * start it again on the same port; stopped by its process id when the run ends.
+ * start it again on the same port; stopped by its process id.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
-import { after } from 'node:test';
-import { freePort, sleep } from './helpers.js';
+import { freePort } from './helpers.js';
+import { serviceProcess, type ServiceProcess } from './service-process.js';
 
-export interface RedisServer {
+export interface RedisServer extends ServiceProcess {
   url: string;
-  stop(): Promise<void>;
-  start(): Promise<void>;
 }
-
-const running = new Set<RedisServer>();
-after(async () => {
-  for (const r of [...running]) await r.stop();
-});
 
 function answersPing(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -36,34 +28,9 @@ function answersPing(port: number): Promise<boolean> {
 
 export async function startRedis(): Promise<RedisServer> {
   const port = await freePort();
-  let child: ChildProcess | undefined;
-  const r: RedisServer = {
-    url: `redis://127.0.0.1:${port}`,
-    async start() {
-      if (child) return;
-      const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-      child = c;
-      c.once('exit', () => {
-        if (child === c) child = undefined;
-      });
-      const deadline = Date.now() + 10_000;
-      while (!(await answersPing(port))) {
-        if (!child) throw new Error('redis-server exited at start');
-        if (Date.now() > deadline) throw new Error(`redis-server did not answer on ${port}`);
-        await sleep(20);
-      }
-      running.add(r);
-    },
-    async stop() {
-      const c = child;
-      running.delete(r);
-      child = undefined;
-      if (!c || c.exitCode !== null || c.signalCode !== null) return;
-      const gone = new Promise<void>((resolve) => c.once('exit', () => resolve()));
-      process.kill(c.pid!, 'SIGKILL');
-      await gone;
-    },
-  };
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+  // SIGKILL: a crash of Redis, not a shutdown.
+  const r = { url: `redis://127.0.0.1:${port}`, ...serviceProcess('redis-server', 'redis-server', args, () => answersPing(port), undefined, 'SIGKILL') };
   await r.start();
   return r;
 }

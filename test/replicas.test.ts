@@ -5,16 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { callTool, getTask, openListen, rpc, sleep, textOf, waitForTask } from './helpers.js';
-import { useCluster } from './replicas.js';
+import { created, useCluster } from './replicas.js';
 
 const TERMINAL = ['completed', 'failed', 'cancelled'];
 
-async function created(url: string, tool: string, args: Record<string, unknown>): Promise<string> {
-  const r = await callTool(url, tool, args);
-  assert.equal(r.error, undefined, JSON.stringify(r.error));
-  assert.equal(r.result.resultType, 'task');
-  return r.result.taskId as string;
-}
 
 /** Waits until the run log shows `key` started `times` times. */
 async function started(runs: () => Array<{ key: string }>, key: string, times = 1, timeoutMs = 10_000): Promise<void> {

@@ -2,7 +2,8 @@
 import { join } from 'node:path';
 import { after, before } from 'node:test';
 import { existsSync, readFileSync } from 'node:fs';
-import { ROOT, freshSchema, pgStoreUrl, startServer, tempDir, type ServerProcess } from './helpers.js';
+import assert from 'node:assert/strict';
+import { ROOT, callTool, freshSchema, pgStoreUrl, startServer, tempDir, type ServerProcess } from './helpers.js';
 import { startRoundRobin, type RoundRobin } from '../fixtures/round-robin.js';
 
 export const REPLICA_MODULE = join(ROOT, 'dist', 'test', 'replica-module.js');
@@ -70,4 +71,12 @@ export function useCluster(n: number, args: string[] = [], opts: { module?: stri
       return c!;
     },
   };
+}
+
+/** Calls `tool` on `url` and returns the id of the task it must have become. */
+export async function created(url: string, tool: string, args: Record<string, unknown>): Promise<string> {
+  const r = await callTool(url, tool, args);
+  assert.equal(r.error, undefined, JSON.stringify(r.error));
+  assert.equal(r.result.resultType, 'task');
+  return r.result.taskId as string;
 }

@@ -139,8 +139,7 @@ export class RemoteSignalBus implements SignalBus {
   }
 
   private stopPing(): void {
-    if (this.pingTimer) clearInterval(this.pingTimer);
-    this.pingTimer = undefined;
+    this.pingTimer = cleared(this.pingTimer);
   }
 
   private startGapPoll(): void {
@@ -150,8 +149,7 @@ export class RemoteSignalBus implements SignalBus {
   }
 
   private stopGapPoll(): void {
-    if (this.gapTimer) clearInterval(this.gapTimer);
-    this.gapTimer = undefined;
+    this.gapTimer = cleared(this.gapTimer);
   }
 
   private scheduleReconnect(): void {
@@ -290,4 +288,10 @@ export class RemoteSignalBus implements SignalBus {
     await this.transport.close();
     await this.local.close();
   }
+}
+
+/** Stops a periodic timer (if any); what its field holds afterwards. */
+function cleared(timer: NodeJS.Timeout | undefined): undefined {
+  if (timer) clearInterval(timer);
+  return undefined;
 }
