@@ -53,7 +53,7 @@ export function sendCancel(client: pg.ClientBase, timeoutMs = 2000): void {
 
 /**
  * Runs one statement on a connection of `pool`; past `deadlineMs` (0: none) it is cancelled on the server. Errors
- * drop the connection, as `pool.query` does (a timed-out one may be in any state).
+ * drop the connection, as `pool.query` does (a timed-out one may be in any state), and so does a cancel sent.
  */
 export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, config: pg.QueryConfig, deadlineMs: number): Promise<pg.QueryResult<R>> {
   const client = await pool.connect();
@@ -63,8 +63,14 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
   // fails with it; unheard, it would end the process.
   const onError = (e: Error) => (failed ??= e);
   client.on('error', onError);
+  let cancelSent = false;
   try {
-    if (deadlineMs > 0) timer = setTimeout(() => sendCancel(client), deadlineMs);
+    if (deadlineMs > 0) {
+      timer = setTimeout(() => {
+        cancelSent = true;
+        sendCancel(client);
+      }, deadlineMs);
+    }
     return await client.query<R>(config);
   } catch (e) {
     failed = e as Error;
@@ -72,7 +78,8 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
   } finally {
     if (timer) clearTimeout(timer);
     client.removeListener('error', onError);
-    client.release(failed);
+    // A cancel on its way may land on whatever this connection runs next: it is not reused.
+    client.release(failed ?? (cancelSent ? new Error('a cancel request was sent on this connection') : undefined));
   }
 }
 
