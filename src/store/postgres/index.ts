@@ -1,7 +1,9 @@
 /**
  * PostgreSQL task store on `pg`: any replica answers anything. Every write is one autocommit statement (PostgreSQL
  * group-commits concurrent transactions itself); read-modify-write steps (input) are optimistic on `version`.
- * Signals travel through PgSignalBus (LISTEN/NOTIFY outside the write transactions, coalesced).
+ * Signals travel through a SignalBus: by default PgSignalBus on this store's connection (LISTEN/NOTIFY outside the
+ * write transactions, coalesced); through a transaction-mode pooler, one named by `--bus` (../bus-url.ts). Nothing
+ * lives in a session (design 19): ./schema-names.ts, ./statements.ts.
  */
 import pg from 'pg';
 import { isTerminal, type JsonObject, type TaskOrigin, type TaskStatus } from '../../protocol/index.js';
@@ -435,7 +437,7 @@ export class PostgresTaskStore implements TaskStore {
     }, 0)).rows[0]!;
     if (!r.tasks || r.unpinned > 0) {
       throw new Error(`the store cannot keep its schema "${this.schema}" on ${describeConnection(this.connection)}: ` +
-        `${r.tasks ? `${r.unpinned} of its functions do not name it` : 'its tables are not there'} after the migrations; is another role's migration running? Start again`);
+        `${r.tasks ? `${r.unpinned} of its functions do not name it` : 'its tables are not there'} after the migrations (a migration replaced them without the schema): start the replica again, it pins them at start`);
     }
     if (this.timeouts.statementTimeoutMs > 0) {
       const probeMs = 50;
