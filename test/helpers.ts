@@ -3,7 +3,6 @@
  * would, and check every message the server sends against the published JSON schemas.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer as createNetServer } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -332,17 +331,7 @@ export async function until<T>(what: string, f: () => T | undefined | false, tim
   }
 }
 
-/** A loopback port nobody listens on right now (for a server that must come back on the same port). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createNetServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../fixtures/service-process.js';
 
 // ---- PostgreSQL ---------------------------------------------------------------------------------------------
 
