@@ -4,36 +4,19 @@
  * given one (a second handle on the same data, to prove commits are visible to another connection).
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { nextClaim, type QueuedTask } from '../rules.js';
+import { newTask } from './new-task.js';
 import { opsKit } from './ops.js';
 import { eventsKit } from './events.js';
-import { IdempotencyConflictError, TaskWriteRefused, type NewTask, type StepWrite, type TaskStore } from '../types.js';
+import { IdempotencyConflictError, TaskWriteRefused, type StepWrite, type TaskStore } from '../types.js';
 
 export { runSignalBusKit, type SignalBusKitOptions } from './bus.js';
+export { newTask };
 
 export interface StoreKitOptions {
   /** Opens a store. Without a location: on new, empty data. With one: on that data. Returns the location. */
   open(location?: string): Promise<{ store: TaskStore; location: string }>;
-}
-
-let seq = 0;
-export function newTask(overrides: Partial<NewTask> = {}): NewTask {
-  seq += 1;
-  return {
-    taskId: `t-${randomBytes(8).toString('hex')}-${seq}`,
-    principal: 'alice',
-    tool: 'build',
-    args: { n: seq },
-    createdAt: Date.now(),
-    ttlMs: 60_000,
-    pollIntervalMs: 500,
-    owner: 'replica-a',
-    retrySafe: false,
-    clientCapabilities: { elicitation: {} },
-    ...overrides,
-  };
 }
 
 const ELICIT = { method: 'elicitation/create' as const, params: { mode: 'form', message: 'Name?', requestedSchema: { type: 'object', properties: {} } } };
