@@ -3,7 +3,8 @@
  * settings (design 19), signals on `--bus` (direct PostgreSQL, or a Redis the test started): any replica answers
  * anything with the latency of signals, not of the re-reads (heartbeat 5 s, queue poll 1 s, watch 5 s); without
  * `--bus` a replica refuses to start, naming the pooler and `--bus`, and stores nothing; the pooler or the Redis
- * stopped and started again loses no acknowledged task, and signals are back within a second of the heal.
+ * stopped and started again loses no acknowledged task, and signals are back within a second of the heal; replicas
+ * killed (SIGKILL) or paused (SIGSTOP) past their lease lose nothing, as directly (test/replica-suites.ts).
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -11,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { BIN, PG_URL, ROOT, callTool, freshSchema, getTask, openListen, rpc, sleep, startServer, waitForTask } from './helpers.js';
 import { REPLICA_MODULE, created, startCluster, type Cluster } from './replicas.js';
+import { dieOrPauseSuite } from './replica-suites.js';
 import { usePoolerAndRedis } from './pgbouncer.js';
 
 const TERMINAL = ['completed', 'failed', 'cancelled'];
@@ -186,6 +188,11 @@ for (const variant of ['postgres', 'redis'] as const) {
       });
     }
   });
+}
+
+for (const variant of ['postgres', 'redis'] as const) {
+  dieOrPauseSuite(`through PgBouncer (transaction mode), --bus ${variant === 'postgres' ? 'direct PostgreSQL' : 'Redis'}: replicas that die or pause`, (args) =>
+    startCluster(3, [...args, '--bus', variant === 'postgres' ? PG_URL : services.redis.url], { storeUrl: `${services.bouncer.through(PG_URL)}?schema=${freshSchema('pbdie')}` }));
 }
 
 describe('through the pooler without --bus', () => {
