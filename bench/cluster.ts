@@ -72,9 +72,10 @@ function stats(xs: number[]): { n: number; p50: number; p99: number; max: number
   return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
 }
 
-export async function latency(storeUrl: string, logPath: string, cancels: number, ticks: number, log: (m: string) => void) {
+export async function latency(storeUrl: string, logPath: string, cancels: number, ticks: number, log: (m: string) => void, args: string[] = []) {
   // Default heartbeat (5 s): the periodic fallback re-reads cannot be what delivers within milliseconds.
-  const [a, b] = await Promise.all([startReplica(storeUrl, ['--no-poll-limit'], { OUTLAST_BENCH_LOG: logPath }), startReplica(storeUrl, ['--no-poll-limit'], { OUTLAST_BENCH_LOG: logPath })]);
+  const replica = () => startReplica(storeUrl, ['--no-poll-limit', ...args], { OUTLAST_BENCH_LOG: logPath });
+  const [a, b] = await Promise.all([replica(), replica()]);
   const tail = new LogTail(logPath);
   try {
     // Cancel: one at a time, so each measures the path, not a queue. The first WARMUP are not counted (JIT,

@@ -5,7 +5,7 @@
  * introspecting an opaque token (its cache on). Each holds one task for tasks/get to read.
  */
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from '../fixtures/service-process.js';
 import { join } from 'node:path';
 import { ROOT, serve, send, tempDir, toolCall, trackProcess, type Served } from './common.js';
 
@@ -16,16 +16,6 @@ export interface OAuthSide {
   taskId: string;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function startAuthServer(jwt: string[], opaque: string): Promise<{ issuer: string; stop(): void }> {
   const proc = spawn(process.execPath, [join(ROOT, 'dist', 'fixtures', 'oidc-as.js')], {

@@ -6,7 +6,8 @@
  *         tasks table (same schema, indexes and trigger). The baseline.
  *   park  Outlast in-process on PostgresTaskStore (same pool size): runtime.call() of a policy 'always' tool whose
  *         handler parks; `inflight` calls at once. Counts CreateTaskResults (each acked after its commit). The
- *         LISTEN/NOTIFY bus runs as in production (each creation publishes a change signal, coalesced).
+ *         LISTEN/NOTIFY bus runs as in production (each creation publishes a change signal, coalesced); with `bus`
+ *         (row af, the store through a transaction-mode pooler) on that bus.
  * Sends {type:'result', count, seconds, rate}.
  */
 import { randomBytes } from 'node:crypto';
@@ -14,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { Outlast } from '../src/server/outlast.js';
 import { PostgresTaskStore } from '../src/store/postgres/index.js';
+import { signalBusFromUrl } from '../src/store/bus-url.js';
 import { TASKS, childFail, exitWithParent, installMeterProvider } from './common.js';
 
 interface Cfg {
@@ -26,6 +28,8 @@ interface Cfg {
   maxCount: number;
   /** (m): operations (metrics SDK + history) on or off; absent: the defaults. */
   ops?: 'on' | 'off';
+  /** (af): the replicas' --bus (the store goes through a transaction-mode pooler); absent: the store's own LISTEN/NOTIFY. */
+  bus?: string;
 }
 const cfg = JSON.parse(process.argv[2]!) as Cfg;
 
@@ -74,7 +78,10 @@ async function park() {
   const store = new PostgresTaskStore({ connection: { connectionString: cfg.url }, schema: cfg.schema, poolSize: cfg.pool, ...(cfg.ops ? { history: cfg.ops === 'on' } : {}) });
   // Every handler made here stays running (one principal, ~25,000 in a round): its running share is sized for that,
   // so the per-principal bounds are checked on every call as usual (queued and stored keep their defaults).
-  const o = new Outlast({ store, pollLimit: false, maxRunningPerPrincipal: 1_000_000, ...(cfg.ops === 'off' ? { telemetry: false } : {}) });
+  const o = new Outlast({
+    store, pollLimit: false, maxRunningPerPrincipal: 1_000_000, ...(cfg.ops === 'off' ? { telemetry: false } : {}),
+    ...(cfg.bus ? { bus: signalBusFromUrl(cfg.bus, store) } : {}),
+  });
   o.tool('park', { policy: 'always', retrySafe: true }, (_a, ctx) => new Promise<never>((_, rej) => ctx.signal.addEventListener('abort', () => rej(ctx.signal.reason), { once: true })));
   await o.start();
   const cc = { principal: 'bench', clientCapabilities: { extensions: { [TASKS]: {} } }, tasksDeclared: true };

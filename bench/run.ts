@@ -55,6 +55,11 @@
  *       (l.tools): the Tools page alone (per-tool durations of the last hour; its read is capped), same ratio.
  *   (m) durable creations/s with metrics (SDK registered) and the transition history on vs both off, SQLite and
  *       PostgreSQL (bench/ops-overhead.ts). Target ratio >= 0.9.
+ *   (af) durable creations/s in-process (as f) through Debian's PgBouncer in transaction mode (started here, its
+ *       defaults; --bus on the direct URL) vs directly, alternating rounds. Info (the pooler is a hop and forbids
+ *       named prepared statements).
+ *   (ag) (g) with the store through that PgBouncer: cross-replica cancel and push p99 on --bus direct PostgreSQL and
+ *       on --bus Redis (a redis-server started here). Target p99 < 20 ms, as g.
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -90,6 +95,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { getAtScale, latency, takeover } from './cluster.js';
+import { startPgBouncer, type PgBouncer } from '../fixtures/pgbouncer.js';
+import { startRedis, type RedisServer } from '../fixtures/redis-server.js';
+import { stopAllServices } from '../fixtures/service-process.js';
 import {
   Child,
   cleanupAll,
@@ -614,8 +622,9 @@ async function dropPgSchemas(): Promise<void> {
   }
 }
 
-async function pgRound(mode: 'raw' | 'park'): Promise<{ rate: number }> {
-  const child = new Child('pg-store-bench.js', [JSON.stringify({ mode, url: PG_URL, schema: pgSchema(mode), seconds: SECONDS, inflight: INFLIGHT, pool: PG_POOL, maxCount: MAX_REQUESTS })]);
+async function pgRound(mode: 'raw' | 'park', through?: { url: string; bus: string }): Promise<{ rate: number }> {
+  const cfg = { mode, url: through?.url ?? PG_URL, schema: pgSchema(mode), seconds: SECONDS, inflight: INFLIGHT, pool: PG_POOL, maxCount: MAX_REQUESTS, ...(through ? { bus: through.bus } : {}) };
+  const child = new Child('pg-store-bench.js', [JSON.stringify(cfg)]);
   try {
     return await child.next('result', SECONDS * 1000 + 120_000);
   } finally {
@@ -624,21 +633,64 @@ async function pgRound(mode: 'raw' | 'park'): Promise<{ rate: number }> {
   }
 }
 
-async function pgCreations(): Promise<void> {
-  log(`(f) ${ROUNDS} rounds x {raw pg INSERT, Outlast park} x ${SECONDS}s, ${INFLIGHT} in flight, pool ${PG_POOL} (${PG_URL.replace(/\/\/[^@]*@/, '//')})`);
-  const raw: number[] = [];
-  const park: number[] = [];
+/** ROUNDS rounds of two sides in alternating order (a, b then b, a): the rates of each, logged per round. */
+async function alternatingRates<A extends string, B extends string>(a: A, b: B, round: (side: A | B) => Promise<{ rate: number }>): Promise<Record<A | B, number[]>> {
+  const out = { [a]: [] as number[], [b]: [] as number[] } as Record<A | B, number[]>;
   for (let r = 0; r < ROUNDS; r++) {
-    const order = r % 2 ? (['park', 'raw'] as const) : (['raw', 'park'] as const);
     const line: string[] = [];
-    for (const k of order) {
-      const res = await pgRound(k);
-      (k === 'raw' ? raw : park).push(res.rate);
+    for (const k of r % 2 ? [b, a] : [a, b]) {
+      const res = await round(k);
+      out[k].push(res.rate);
       line.push(`${k} ${Math.round(res.rate)}/s`);
     }
     log(`  round ${r + 1}/${ROUNDS}: ${line.join(' | ')}`);
   }
+  return out;
+}
+
+async function pgCreations(): Promise<void> {
+  log(`(f) ${ROUNDS} rounds x {raw pg INSERT, Outlast park} x ${SECONDS}s, ${INFLIGHT} in flight, pool ${PG_POOL} (${PG_URL.replace(/\/\/[^@]*@/, '//')})`);
+  const { raw, park } = await alternatingRates('raw', 'park', (k) => pgRound(k));
   ratioRow('f', `durable task creations/s on PostgreSQL in-process, runtime.call, ${INFLIGHT} in flight, pool ${PG_POOL}`, park, `raw pg single-row INSERT commits/s, ${INFLIGHT} in flight, pool ${PG_POOL}`, raw, '/s', 0.6);
+}
+
+/** (af), (ag): a PgBouncer (transaction mode, its defaults) and a Redis of the bench's own, stopped by pid after `fn`. */
+async function withPooler(fn: (bouncer: PgBouncer, redis: RedisServer) => Promise<void>): Promise<void> {
+  const dir = tempDir('pgbouncer');
+  try {
+    const bouncer = await startPgBouncer(PG_URL, dir);
+    const redis = await startRedis();
+    await fn(bouncer, redis);
+  } finally {
+    await stopAllServices();
+    await dropPgSchemas();
+    removeTempDir(dir);
+  }
+}
+
+async function poolerCreations(): Promise<void> {
+  await withPooler(async (bouncer) => {
+    log(`(af) ${ROUNDS} rounds x {direct, through PgBouncer transaction mode} x ${SECONDS}s, Outlast park, ${INFLIGHT} in flight, pool ${PG_POOL}`);
+    const { direct, pooled } = await alternatingRates('direct', 'pooled', (k) => pgRound('park', k === 'pooled' ? { url: bouncer.through(PG_URL), bus: PG_URL } : undefined));
+    ratioRow('af', `durable task creations/s on PostgreSQL through PgBouncer 1.18 (transaction mode, its defaults; --bus direct), ${INFLIGHT} in flight, pool ${PG_POOL}`, pooled,
+      'the same, directly (named prepared statements)', direct, '/s', undefined);
+  });
+}
+
+async function poolerLatency(): Promise<void> {
+  await withPooler(async (bouncer, redis) => {
+    for (const [id, bus, label] of [['ag.pg', PG_URL, '--bus direct PostgreSQL'], ['ag.redis', redis.url, '--bus Redis']] as const) {
+      const dir = tempDir('cluster');
+      try {
+        log(`(${id}) two replicas through PgBouncer, ${label}: ${CANCELS} cancels, ${TICKS} pushed status changes`);
+        const r = await latency(`${bouncer.through(PG_URL)}?schema=${pgSchema('pooled')}`, join(dir, 'log.jsonl'), CANCELS, TICKS, log, ['--bus', bus]);
+        latencyRow(`${id}.cancel`, `cross-replica cancel through PgBouncer, ${label}: tasks/cancel sent to B -> AbortSignal fires on A`, r.cancel);
+        latencyRow(`${id}.push`, `cross-replica push through PgBouncer, ${label}: status committed on A -> notifications/tasks read on B`, r.push);
+      } finally {
+        removeTempDir(dir);
+      }
+    }
+  });
 }
 
 function latencyRow(id: string, what: string, s: { n: number; p50: number; p99: number; max: number }): void {
@@ -843,6 +895,8 @@ async function main(): Promise<void> {
     if (ONLY.has('e')) rows.push(...(await clientBench(log))); // the client's overhead (bench/client-bench.ts)
     if (ONLY.has('f')) await pgCreations();
     if (ONLY.has('g')) await crossReplica();
+    if (ONLY.has('af')) await poolerCreations();
+    if (ONLY.has('ag')) await poolerLatency();
     if (ONLY.has('h')) await takeovers();
     if (ONLY.has('i')) await getAtScaleRow(gen);
     const queue: QueueBenchConfig = {

@@ -3,13 +3,13 @@
  * would, and check every message the server sends against the published JSON schemas.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer as createNetServer } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { after, before } from 'node:test';
+import type { Client as PgClient } from 'pg';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -331,17 +331,7 @@ export async function until<T>(what: string, f: () => T | undefined | false, tim
   }
 }
 
-/** A loopback port nobody listens on right now (for a server that must come back on the same port). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createNetServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../fixtures/service-process.js';
 
 // ---- PostgreSQL ---------------------------------------------------------------------------------------------
 
@@ -357,6 +347,18 @@ export function freshSchema(prefix = 't'): string {
 }
 
 /** `postgres://…?schema=NAME` for a fresh schema. */
+/** Runs `fn` with a client of its own on the test PostgreSQL (outside any store), ended after. */
+export async function withPgClient<T>(fn: (c: PgClient) => Promise<T>): Promise<T> {
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: PG_URL });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
 export function pgStoreUrl(schema = freshSchema()): string {
   return `${PG_URL}?schema=${schema}`;
 }

@@ -50,6 +50,22 @@ if ! command -v "$faketime" >/dev/null 2>&1; then
   command -v "$faketime" >/dev/null 2>&1 || fail "faketime: run \`sudo apt-get install -y faketime\` (or set OUTLAST_FAKETIME to its path)"
 fi
 
+# PgBouncer (Debian's), for the tests of the store through a transaction-mode pooler (test/pgbouncer.ts starts its own).
+if ! command -v pgbouncer >/dev/null 2>&1; then
+  if can_apt; then
+    apt_install pgbouncer || fail "PgBouncer and apt-get could not install it: run \`apt-get update && apt-get install -y pgbouncer\`"
+  fi
+  command -v pgbouncer >/dev/null 2>&1 || fail "pgbouncer: run \`sudo apt-get install -y pgbouncer\`"
+fi
+
+# redis-server, for the tests of --bus redis:// (test/redis-server.ts starts its own on a free port).
+if ! command -v redis-server >/dev/null 2>&1; then
+  if can_apt; then
+    apt_install redis-server || fail "Redis and apt-get could not install it: run \`apt-get update && apt-get install -y redis-server\`"
+  fi
+  command -v redis-server >/dev/null 2>&1 || fail "redis-server: run \`sudo apt-get install -y redis-server\`"
+fi
+
 # PostgreSQL's server binaries (initdb, pg_ctl) for the restart test's private cluster.
 if ! compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null; then
   if can_apt; then

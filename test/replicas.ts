@@ -2,7 +2,8 @@
 import { join } from 'node:path';
 import { after, before } from 'node:test';
 import { existsSync, readFileSync } from 'node:fs';
-import { ROOT, freshSchema, pgStoreUrl, startServer, tempDir, type ServerProcess } from './helpers.js';
+import assert from 'node:assert/strict';
+import { ROOT, callTool, freshSchema, pgStoreUrl, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
 import { startRoundRobin, type RoundRobin } from '../fixtures/round-robin.js';
 
 export const REPLICA_MODULE = join(ROOT, 'dist', 'test', 'replica-module.js');
@@ -58,9 +59,14 @@ export async function startCluster(n: number, args: string[] = [], opts: { modul
 
 /** A cluster started before the tests of the enclosing suite and stopped after them. */
 export function useCluster(n: number, args: string[] = [], opts: { module?: string; storeUrl?: string } = {}): { readonly cluster: Cluster } {
+  return useClusterFrom(() => startCluster(n, args, opts));
+}
+
+/** The same, started by `start` (called before the suite's tests, e.g. once a pooler it needs is up). */
+export function useClusterFrom(start: () => Promise<Cluster>): { readonly cluster: Cluster } {
   let c: Cluster | undefined;
   before(async () => {
-    c = await startCluster(n, args, opts);
+    c = await start();
   });
   after(async () => {
     await c?.stop();
@@ -70,4 +76,21 @@ export function useCluster(n: number, args: string[] = [], opts: { module?: stri
       return c!;
     },
   };
+}
+
+/** Calls `tool` on `url` and returns the id of the task it must have become. */
+export async function created(url: string, tool: string, args: Record<string, unknown>): Promise<string> {
+  const r = await callTool(url, tool, args);
+  assert.equal(r.error, undefined, JSON.stringify(r.error));
+  assert.equal(r.result.resultType, 'task');
+  return r.result.taskId as string;
+}
+
+/** Waits until the run log shows `key` started `times` times. */
+export async function started(runs: () => Array<{ key: string }>, key: string, times = 1, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (runs().filter((r) => r.key === key).length < times) {
+    if (Date.now() > end) assert.fail(`${key} did not start ${times} time(s) in ${timeoutMs} ms`);
+    await sleep(20);
+  }
 }

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { MIGRATIONS } from '../src/store/postgres/schema.js';
 import { describe, it } from 'node:test';
-import pg from 'pg';
 import { PgSignalBus, PostgresTaskStore, postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import type { TaskSignal } from '../src/store/local-bus.js';
-import { newTask, runStoreTestKit } from '../src/store/testkit/index.js';
-import { PG_URL, freshSchema, sleep } from './helpers.js';
+import { newTask, runSignalBusKit, runStoreTestKit } from '../src/store/testkit/index.js';
+import { PG_URL, freshSchema, sleep, withPgClient } from './helpers.js';
 
 const connection = { connectionString: PG_URL };
 
@@ -15,6 +14,8 @@ runStoreTestKit('postgres', {
     return { store: new PostgresTaskStore({ connection, schema }), location: schema };
   },
 });
+
+runSignalBusKit('postgres LISTEN/NOTIFY', { open: (channel) => new PgSignalBus({ connection, channel }) });
 
 async function withStore<T>(fn: (s: PostgresTaskStore) => Promise<T>, schema = freshSchema()): Promise<T> {
   const s = new PostgresTaskStore({ connection, schema });
@@ -26,15 +27,7 @@ async function withStore<T>(fn: (s: PostgresTaskStore) => Promise<T>, schema = f
   }
 }
 
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client(connection);
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
+const admin = withPgClient;
 
 describe('postgres store specifics', () => {
   it('replicas starting together apply the migrations once, in the schema given in the URL', async () => {

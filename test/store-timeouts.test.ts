@@ -36,15 +36,26 @@ describe('PostgreSQL store deadlines', () => {
     }
   });
 
-  it('applies the statement timeout to the session, and a query into a black hole fails within its deadline as StoreUnavailableError', async () => {
+  it('cancels a statement past its deadline on the server (nothing set on the session), and a query into a black hole fails within its deadline as StoreUnavailableError', async () => {
     const proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(PG_URL).port || 5432) });
-    const store = postgresStoreFromUrl(`${proxy.url(PG_URL)}?schema=${freshSchema('to')}&query_timeout_ms=800&statement_timeout_ms=650&connect_timeout_ms=600`);
+    const schema = freshSchema('to');
+    const store = postgresStoreFromUrl(`${proxy.url(PG_URL)}?schema=${schema}&query_timeout_ms=800&statement_timeout_ms=650&connect_timeout_ms=600`);
     try {
       await store.init();
       const c = new pg.Client(store.clientConfig());
       await c.connect();
-      assert.equal((await c.query('SHOW statement_timeout')).rows[0].statement_timeout, '650ms');
-      await assert.rejects(c.query('SELECT pg_sleep(2)'), /statement timeout/, 'PostgreSQL cancels a statement past it');
+      assert.equal((await c.query('SHOW statement_timeout')).rows[0].statement_timeout, '0', 'no deadline on the session');
+      // A statement that waits on a lock another transaction holds: cancelled on the server at 650 ms.
+      await c.query('BEGIN');
+      await c.query(`INSERT INTO ${schema}.settings (name, value, created_at) VALUES ('held', 'x', 0)`);
+      const held = Date.now();
+      const cancelled = await store.sharedSecret('held', () => 'y').then(() => undefined, (e: unknown) => e);
+      const waited = Date.now() - held;
+      await c.query('ROLLBACK');
+      assert.ok(cancelled instanceof StoreUnavailableError && /canceling statement/.test(cancelled.message), `cancelled on the server, got ${String(cancelled)}`);
+      assert.ok(waited >= 600 && waited < 800, `cancelled after ${waited} ms (deadline 650 ms, query deadline 800 ms)`);
+      const locks = await c.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%INSERT INTO "${schema}".settings%' AND state = 'active' AND pid <> pg_backend_pid()`);
+      assert.equal(locks.rows[0].n, 0, 'the statement no longer runs on the server');
       await c.end();
       assert.equal(await store.count().then((n) => typeof n.tasks), 'number');
       proxy.set('drop');

@@ -10,16 +10,18 @@ import { checkDashboardExposure, createDashboard, isLoopbackHost } from '../ops/
 import { LocalSignalBus, type SignalBus } from '../store/local-bus.js';
 import { cliLogger } from './logger.js';
 import { OPS_OPTIONS, opsConfig } from './ops-options.js';
-import { storeFromUrl } from './store-url.js';
+import { busFromUrl, storeFromUrl } from './store-url.js';
 import { parseCommand } from './usage.js';
 
 export const DASHBOARD_HELP = `The dashboard alone, against a store:
-  outlast dashboard --store URL [--port N] [--host H] [--lease-ms N] [--operator TOKEN=NAME]...
+  outlast dashboard --store URL [--bus URL] [--port N] [--host H] [--lease-ms N] [--operator TOKEN=NAME]...
                     [--operator-readonly TOKEN=NAME]... [--dashboard-payloads] [--dashboard-title T]
+  --bus URL: the replicas' --bus (postgres://…, redis://…, none), when the store goes through a pooler
 `;
 
 const DASHBOARD_OPTIONS = {
   store: { type: 'string' },
+  bus: { type: 'string' },
   port: { type: 'string' },
   host: { type: 'string' },
   'lease-ms': { type: 'string' },
@@ -53,10 +55,17 @@ export async function dashboardCommand(values: Record<string, unknown>, fail: (m
     fail((e as Error).message);
   }
   const store = storeFromUrl(values.store, fail);
-  await store.init();
-  // With PostgreSQL the page hears every replica's signals, and its cancels reach them at once.
-  const bus: SignalBus = store.createSignalBus?.({ onError: (m) => log.warn(m) }) ?? new LocalSignalBus();
-  await bus.start?.();
+  // With PostgreSQL the page hears every replica's signals, and its cancels reach them at once (on --bus when the
+  // replicas have one).
+  const onError = (m: string) => log.warn(m);
+  const bus: SignalBus =
+    typeof values.bus === 'string' ? busFromUrl(values.bus, store, onError, fail) : (store.createSignalBus?.({ onError }) ?? new LocalSignalBus());
+  try {
+    await bus.start?.();
+    await store.init();
+  } catch (e) {
+    fail((e as Error).message);
+  }
   const d = createDashboard({ ...ops.tokens, store, bus, host, showPayloads: ops.showPayloads, ...(ops.title ? { title: ops.title } : {}), ...(leaseMs ? { leaseMs } : {}), log: (m, x) => log.info(m, x) });
   const hostCheck = isLoopbackHost(host) ? localhostHostValidation() : undefined;
   const server = createServer((req, res) => {

@@ -7,7 +7,7 @@ import { serveHttp, type RunningHttpServer } from '../server/http.js';
 import { serveOutlastStdio } from '../server/stdio.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
 import { loadServerModule, type LoadedServerModule } from '../server/load-module.js';
-import { storeFromUrl } from './store-url.js';
+import { busFromUrl, storeFromUrl } from './store-url.js';
 import { HelpRequested, UsageError, parseCommand } from './usage.js';
 import { CLIENT_HELP, call, cancel, loginCommand, logoutCommand, resume, runClientCommand, tasks } from './client-commands.js';
 import { cliLogger } from './logger.js';
@@ -28,7 +28,13 @@ Options for serve:
   --store URL              sqlite:PATH (default sqlite:.outlast/tasks.db), or
                            postgres://USER@HOST:PORT/DB?schema=NAME&pool=N for several replicas
                            (deadlines: &connect_timeout_ms=&query_timeout_ms=&statement_timeout_ms=
-                           &keepalive_ms=&signal_ping_ms=, see docs/faults-store.md)
+                           &keepalive_ms=&signal_ping_ms=, see docs/faults-store.md;
+                           &prepared_statements=on|off|auto, auto: named ones only on a direct connection)
+  --bus URL                where signals between replicas of a postgres store go (cancel, answers, listen
+                           streams, queue wakes): postgres://… (a direct or session-mode URL, for LISTEN/NOTIFY
+                           only), redis://HOST:PORT (Redis or Valkey pub/sub), or none (each replica re-reads; the
+                           delays are logged). Default: the store's own connection, which a transaction-mode pooler
+                           cannot carry (the replica then refuses to start); see docs/deployment.md
   --stdio                  serve on stdin/stdout instead of HTTP
   --default-ttl-ms N       task retention from creation, ms (default 86400000)
   --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401
@@ -138,6 +144,7 @@ const SERVE_OPTIONS = {
   port: { type: 'string' },
   host: { type: 'string' },
   store: { type: 'string' },
+  bus: { type: 'string' },
   stdio: { type: 'boolean' },
   'default-ttl-ms': { type: 'string' },
   bearer: { type: 'string', multiple: true },
@@ -233,6 +240,7 @@ async function serve(argv: string[]): Promise<void> {
   const handles = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined ? { ...opt('afterMs', handleAfterMs) } : undefined;
   const leaseMs = intFlag(values, 'lease-ms', 1);
   const store = storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail);
+  const bus = typeof values.bus === 'string' ? busFromUrl(values.bus, store, (m) => log.warn(m), fail) : undefined;
   let loaded: LoadedServerModule;
   try {
     loaded = await loadServerModule(modulePath, {
@@ -241,6 +249,7 @@ async function serve(argv: string[]): Promise<void> {
       // Answer pages come with handles (the Outlast ignores them when handles are off).
       ...(ops.publicUrl && !values['no-answer-pages'] ? { answerPages: { publicUrl: ops.publicUrl } } : {}),
       store,
+      ...(bus ? { bus } : {}),
       log,
       ...(ttl !== undefined ? { defaultTtlMs: ttl } : {}),
       ...opt('inlineBudgetMs', intFlag(values, 'inline-budget-ms')),

@@ -69,6 +69,9 @@ export interface Readiness {
   fenced: boolean;
   /** Since the last heartbeat that reached the store was sent, ms. */
   lastHeartbeatAgeMs?: number;
+  /** What carries signals between replicas, and whether its receiving connection is up (a lost one is covered by
+   *  re-reads while it reconnects: not a reason to be unready). */
+  bus?: { carrier: string; connected?: boolean };
 }
 
 export class TaskRuntime extends EventEmitter implements ExecutionHost, RecoveryHost, SweepHost, QueueHost {
@@ -89,6 +92,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   readonly maxResultBytes: number;
   readonly outputBounds: OutputBounds;
   readonly watchRecheckMs: number;
+  /** Period of the claim attempt that covers lost queue signals, ms. */
+  readonly queuePollMs: number;
   readonly log: Logger;
   readonly pollPolicy: PollPolicy;
   readonly governor: PollGovernor | undefined;
@@ -164,6 +169,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     for (const [name, n] of [['maxRunning', options.maxRunning], ['maxQueued', options.maxQueued], ['queuePollMs', options.queuePollMs], ['claimBatch', options.claimBatch]] as const) {
       if (n !== undefined && (!Number.isInteger(n) || n < 1)) throw new RangeError(`${name} must be an integer >= 1, got ${n}`);
     }
+    this.queuePollMs = options.queuePollMs ?? 1000;
     const maxRunning = options.maxRunning ?? Infinity;
     const maxQueued = options.maxQueued ?? 10_000;
     const shares = principalDefaults(maxRunning, maxQueued);
@@ -174,7 +180,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       maxRunningPerPrincipal: options.maxRunningPerPrincipal ?? shares.maxRunningPerPrincipal,
       maxQueuedPerPrincipal: options.maxQueuedPerPrincipal ?? shares.maxQueuedPerPrincipal,
       maxTasksPerPrincipal: options.maxTasksPerPrincipal ?? shares.maxTasksPerPrincipal,
-      queuePollMs: options.queuePollMs ?? 1000,
+      queuePollMs: this.queuePollMs,
       claimBatch: options.claimBatch ?? 16,
     });
     // One listener for the cancels of every task running here (not one subscription per task).
@@ -297,8 +303,12 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Opens the store, registers this replica, recovers what dead processes left, starts the timers. */
   start(): Promise<void> {
     this.started ??= (async () => {
-      await this.store.init();
+      // The bus first: a replica whose signals cannot arrive refuses to start before it writes anything.
       await this.bus.start?.();
+      await this.store.init();
+      // What the store relies on holds (its schema, its deadlines): checked, never assumed.
+      await this.store.selfCheck?.();
+      if (this.bus.carrier === 'none') this.log.warn(this.signallessDelays());
       await this.recovery.register();
       await this.recovery.recover();
       this.queue.start();
@@ -309,6 +319,13 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       this.timers.push(hb, sw);
     })();
     return this.started;
+  }
+
+  /** What a deployment without signals between replicas (`--bus none`) waits for: each replica's re-reads. */
+  private signallessDelays(): string {
+    return 'bus none: no signals between replicas; each sees the others\' changes when it re-reads: a cancel reaches ' +
+      `the replica running the task within ${this.opts.heartbeatMs} ms (its heartbeat), an answer within ${this.inputRecheckMs} ms, ` +
+      `queued work starts within ${this.queuePollMs} ms (--queue-poll-ms), a listen stream hears a change within ${this.watchRecheckMs} ms`;
   }
 
   /** Takes over unfinished tasks of dead replicas now (also done at start and on every heartbeat). */
@@ -330,7 +347,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   private async checkReady(deadlineMs: number): Promise<Readiness> {
     const lastHeartbeatAgeMs = this.health.lastBeatAgeMs();
-    const base = { fenced: this.health.fenced, ...(lastHeartbeatAgeMs !== undefined ? { lastHeartbeatAgeMs: Math.round(lastHeartbeatAgeMs) } : {}) };
+    const bus = { carrier: this.bus.carrier ?? 'local', ...(this.bus.connected !== undefined ? { connected: this.bus.connected } : {}) };
+    const base = { fenced: this.health.fenced, ...(lastHeartbeatAgeMs !== undefined ? { lastHeartbeatAgeMs: Math.round(lastHeartbeatAgeMs) } : {}), bus };
     if (this.stopping) return { ready: false, reason: 'shutting down', ...base };
     if (!this.started) return { ready: false, reason: 'not started', ...base };
     if (this.health.fenced) return { ready: false, reason: `self-fenced: no heartbeat reached the store for longer than the lease (${this.opts.leaseMs} ms)`, ...base };

@@ -8,7 +8,7 @@ import { StoreUnavailableError, type TaskStore } from '../store/types.js';
 
 /** Store methods that are never refused by the gate: the heartbeat is the probe that opens it again; `now()` is the
  *  store clock read from memory (synchronous: a refusal there would be a Promise where a number is expected). */
-const UNGATED = new Set<string>(['init', 'close', 'heartbeat', 'registerReplica', 'removeReplica', 'ping', 'createSignalBus', 'now']);
+const UNGATED = new Set<string>(['init', 'close', 'heartbeat', 'registerReplica', 'removeReplica', 'ping', 'createSignalBus', 'selfCheck', 'now']);
 
 export class StoreHealth {
   /** performance.now() when the last heartbeat that reached the store was sent. */

@@ -1,2 +1,3 @@
 export * from './types.js';
 export * from './local-bus.js';
+export * from './remote-bus.js';

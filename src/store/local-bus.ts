@@ -10,7 +10,13 @@ export interface TaskSignal {
   kind: SignalKind;
 }
 export interface SignalBus {
-  /** Connects whatever carries signals between processes (called once by the runtime's start). */
+  /** What carries signals between processes: `postgres` (LISTEN/NOTIFY), `redis` (pub/sub), `none` (nothing: other
+   *  processes only re-read), or undefined (in-process only, e.g. SQLite). Reported by /readyz. */
+  readonly carrier?: string;
+  /** Whether the connection that receives signals is up now (a bus that crosses processes). */
+  readonly connected?: boolean;
+  /** Connects whatever carries signals between processes (called once by the runtime's start); a bus that crosses
+   *  processes checks that a signal it sends comes back, and throws saying what to do when it does not. */
   start?(): Promise<void>;
   publish(signal: TaskSignal): void;
   /** Listens to every signal for one task; returns the unsubscribe function. */

@@ -288,6 +288,9 @@ export interface TaskStore {
   now(): number;
   /** The bus that carries signals between the processes sharing this store (default: in-process only). */
   createSignalBus?(options?: { onError?: (message: string) => void }): SignalBus;
+  /** Start-up check (after init) that what the store relies on holds, e.g. its schema and statement deadline through
+   *  whatever sits between it and the database; throws saying what to do when it does not. */
+  selfCheck?(): Promise<void>;
 
   /** Durably creates a task; resolves only after the commit. With an idempotency key already used by the
    *  same principal and tool, returns the existing record (`created: false`) or throws IdempotencyConflictError

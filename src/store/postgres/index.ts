@@ -1,7 +1,9 @@
 /**
  * PostgreSQL task store on `pg`: any replica answers anything. Every write is one autocommit statement (PostgreSQL
  * group-commits concurrent transactions itself); read-modify-write steps (input) are optimistic on `version`.
- * Signals travel through PgSignalBus (LISTEN/NOTIFY outside the write transactions, coalesced).
+ * Signals travel through a SignalBus: by default PgSignalBus on this store's connection (LISTEN/NOTIFY outside the
+ * write transactions, coalesced); through a transaction-mode pooler, one named by `--bus` (../bus-url.ts). Nothing
+ * lives in a session (design 19): ./schema-names.ts, ./statements.ts.
  */
 import pg from 'pg';
 import { isTerminal, type JsonObject, type TaskOrigin, type TaskStatus } from '../../protocol/index.js';
@@ -33,7 +35,7 @@ import {
 import { DEFAULT_PG_TIMEOUTS, checkTimeouts, isUnreachable, takeTimeoutParams, withTimeouts, type PgTimeouts } from './timeouts.js';
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
-import { PgSignalBus, quoteIdent } from './bus.js';
+import { PgSignalBus, describeConnection, quoteIdent } from './bus.js';
 import { StoreClock } from './clock.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
@@ -48,6 +50,8 @@ import { postgresOutput } from './output.js';
 import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
+import { QualifiedStatements, beginInSchema, pinFunctionsSql, qualify, unpinnedFunctionsSql } from './schema-names.js';
+import { PREPARED_MODES, poolerRefusal, reachesServerDirectly, runStatement, type PreparedMode } from './statements.js';
 
 export { PgSignalBus } from './bus.js';
 export { DEFAULT_PG_TIMEOUTS, type PgTimeouts } from './timeouts.js';
@@ -64,6 +68,9 @@ export interface PostgresStoreOptions {
   history?: boolean;
   /** Deadlines on every connection (./timeouts.ts; defaults DEFAULT_PG_TIMEOUTS). */
   timeouts?: Partial<PgTimeouts>;
+  /** Named prepared statements: `on`, `off` (through a pooler that does not keep them), or `auto` (default: on only
+   *  when the connection reaches PostgreSQL itself; ./statements.ts). */
+  preparedStatements?: PreparedMode;
 }
 
 /** Node-postgres returns bigint as strings; every bigint here is epoch ms or a duration, well inside 2^53. */
@@ -211,7 +218,7 @@ const NUL_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u0000/;
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
-// Statements (named, so each connection prepares them once).
+// Statements (named where the connection keeps them, so each connection prepares them once; ./statements.ts).
 const Q = {
   // One statement for any number of rows (one array per column), so it is prepared once per connection.
   insertMany: `INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
@@ -304,6 +311,12 @@ export class PostgresTaskStore implements TaskStore {
   private opening: Promise<void> | undefined;
   /** The database's clock (one clock decides: every time this store is given comes from it). */
   private clock: StoreClock | undefined;
+  /** The statements with their tables named in the schema (no session search_path; ./schema-names.ts). */
+  private readonly sql: Record<QueryName, string>;
+  private readonly qualified: QualifiedStatements;
+  readonly preparedMode: PreparedMode;
+  /** Whether named prepared statements are used (decided at open from preparedMode). */
+  prepared = false;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? 'outlast';
@@ -315,22 +328,29 @@ export class PostgresTaskStore implements TaskStore {
     this.history = options.history ?? true;
     this.timeouts = { ...DEFAULT_PG_TIMEOUTS, ...options.timeouts };
     checkTimeouts(this.timeouts);
-    this.ops = postgresOps(
-      (name, text, values) => {
-        if (!this.pool) return Promise.reject(new Error('PostgresTaskStore is not open: call init() first (or it was closed)'));
-        return this.pool.query({ name, text, values });
-      },
-      (taskId) => this.get(taskId),
-    );
+    this.preparedMode = options.preparedStatements ?? 'auto';
+    if (!PREPARED_MODES.includes(this.preparedMode)) throw new Error(`Invalid prepared_statements "${this.preparedMode}": use on, off or auto`);
+    const schema = this.schema;
+    this.sql = Object.fromEntries(Object.entries(Q).map(([k, v]) => [k, qualify(v, schema)])) as Record<QueryName, string>;
+    this.qualified = new QualifiedStatements(schema);
     const notOpen = () => new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
-    this.output = postgresOutput((name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())));
+    const query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> => {
+      if (!this.pool) return Promise.reject(notOpen());
+      const sql = this.qualified.of(text);
+      return runStatement<R>(this.pool, this.prepared ? { name, text: sql, values } : { text: sql, values }, this.timeouts.statementTimeoutMs);
+    };
+    this.ops = postgresOps(query, (taskId) => this.get(taskId));
+    this.output = postgresOutput(query);
     this.events = postgresEvents(
-      (name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())),
+      query,
       async (fn) => {
         if (!this.pool) throw notOpen();
         const c = await this.pool.connect();
+        let lost: Error | undefined;
+        const onError = (e: Error) => (lost ??= e);
+        c.on('error', onError);
         try {
-          await c.query('BEGIN');
+          await c.query(beginInSchema(schema, this.timeouts.statementTimeoutMs));
           const out = await fn(c);
           await c.query('COMMIT');
           return out;
@@ -338,15 +358,17 @@ export class PostgresTaskStore implements TaskStore {
           await c.query('ROLLBACK').catch(() => undefined);
           throw e;
         } finally {
-          c.release();
+          c.removeListener('error', onError);
+          c.release(lost);
         }
       },
     );
   }
 
-  /** Connection settings with this store's search_path; used by the pool and the signal bus. */
+  /** Connection settings of the pool and the signal bus: nothing set on the session (a pooler would refuse or
+   *  forget it): the schema is named in every statement, the statement deadline is kept by ./statements.ts. */
   clientConfig(): pg.ClientConfig {
-    return withTimeouts({ ...this.connection, options: `-c search_path=${this.schema}`, types: TYPES }, this.timeouts);
+    return withTimeouts({ ...this.connection, types: TYPES }, this.timeouts);
   }
 
   /** The LISTEN/NOTIFY channel of this deployment (one per schema). */
@@ -373,12 +395,13 @@ export class PostgresTaskStore implements TaskStore {
     pool.on('error', () => undefined);
     const client = await pool.connect().catch(async (e: Error) => {
       await pool.end().catch(() => undefined);
-      throw new Error(`Cannot connect to PostgreSQL (${describe(this.connection)}): ${e.message}`);
+      const pooler = poolerRefusal(e.message);
+      throw new Error(`Cannot connect to PostgreSQL (${describeConnection(this.connection)}): ${pooler ?? e.message}`);
     });
     try {
-      await client.query('BEGIN');
-      // A migration may take longer than a task statement may.
-      await client.query('SET LOCAL statement_timeout = 0');
+      this.prepared = this.preparedMode === 'on' || (this.preparedMode === 'auto' && (await reachesServerDirectly(client)));
+      // The schema for the migrations, and no deadline (a migration may take longer than a task statement may).
+      await client.query(beginInSchema(this.schema, 0));
       // One migrator at a time across replicas (the lock key is the schema's name).
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outlast:${this.schema}`]);
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.schema)}`);
@@ -390,6 +413,8 @@ export class PostgresTaskStore implements TaskStore {
         await client.query('INSERT INTO outlast_migrations (version, applied_at) VALUES ($1, $2)', [m.version, Date.now()]);
       }
       await applyHistorySetting(client, this.history);
+      // Trigger and claim functions find their tables whichever session runs them.
+      await client.query(pinFunctionsSql(this.schema));
       await client.query('COMMIT');
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -405,6 +430,34 @@ export class PostgresTaskStore implements TaskStore {
     // A heartbeat is a one-row update: it gets as long as a connect, not as long as a task query.
     this.control = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
     this.control.on('error', () => undefined);
+  }
+
+  /**
+   * What the store relies on, checked through whatever sits between it and PostgreSQL (design 19: never silent): its
+   * tables are in the schema and every function there finds them (a pooler keeps no search_path), and a statement
+   * past the deadline is cancelled (the cancel request reaches the server). Throws saying what to do.
+   */
+  async selfCheck(): Promise<void> {
+    const pool = this.pool;
+    if (!pool) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
+    const r = (await runStatement<{ tasks: boolean; unpinned: number }>(pool, {
+      text: `SELECT to_regclass($2) IS NOT NULL AS tasks, (${unpinnedFunctionsSql()}) AS unpinned`,
+      values: [this.schema, `${quoteIdent(this.schema)}.tasks`],
+    }, 0)).rows[0]!;
+    if (!r.tasks || r.unpinned > 0) {
+      throw new Error(`the store cannot keep its schema "${this.schema}" on ${describeConnection(this.connection)}: ` +
+        `${r.tasks ? `${r.unpinned} of its functions do not name it` : 'its tables are not there'} after the migrations (a migration replaced them without the schema): start the replica again, it pins them at start`);
+    }
+    if (this.timeouts.statementTimeoutMs > 0) {
+      const probeMs = 50;
+      const t0 = Date.now();
+      const err = await runStatement(pool, { text: 'SELECT pg_sleep(3)' }, probeMs).then(() => undefined, (e: unknown) => e as Error & { code?: string });
+      if (err?.code !== '57014') {
+        throw new Error(`the store cannot keep its statement deadline (statement_timeout_ms=${this.timeouts.statementTimeoutMs}) on ${describeConnection(this.connection)}: ` +
+          `a cancel request sent after ${probeMs} ms did not stop a statement (${err ? err.message : `it ran for ${Date.now() - t0} ms`}). ` +
+          'A pooler must forward cancel requests (PgBouncer does); or set statement_timeout_ms=0 in the store URL to run without server-side deadlines');
+      }
+    }
   }
 
   /** Epoch ms on PostgreSQL's clock (an offset measured against clock_timestamp(), kept fresh). */
@@ -426,9 +479,10 @@ export class PostgresTaskStore implements TaskStore {
   private async q<R extends pg.QueryResultRow = Row>(name: QueryName, values: unknown[], lane: pg.Pool | undefined = this.pool): Promise<pg.QueryResult<R>> {
     if (!lane) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
     try {
-      return await lane.query<R>({ name: `outlast_${name}`, text: Q[name], values });
+      const text = this.sql[name];
+      return await runStatement<R>(lane, this.prepared ? { name: `outlast_${name}`, text, values } : { text, values }, this.timeouts.statementTimeoutMs);
     } catch (e) {
-      throw isUnreachable(e) ? new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describe(this.connection)})`, { cause: e }) : e;
+      throw isUnreachable(e) ? new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describeConnection(this.connection)})`, { cause: e }) : e;
     }
   }
 
@@ -728,22 +782,9 @@ function unlessExpired(row: Row): { state: 'expired'; principal: string; expired
   return { state: 'expired', principal: row.principal, expiredAt: row.expires_at! };
 }
 
-/** host:port/database of a connection, without credentials (for error messages). */
-function describe(c: pg.ClientConfig): string {
-  if (c.connectionString) {
-    try {
-      const u = new URL(c.connectionString);
-      return `${u.host}${u.pathname}`;
-    } catch {
-      return 'the given connection string';
-    }
-  }
-  return `${c.host ?? 'localhost'}:${c.port ?? 5432}/${c.database ?? ''}`;
-}
-
 /**
  * Parses `postgres://USER@HOST:PORT/DB?schema=NAME&pool=N` (also `postgresql://`). `schema` (default `outlast`),
- * `pool` (default 10) and the deadlines of ./timeouts.ts (`connect_timeout_ms`, `query_timeout_ms`,
+ * `pool` (default 10), `prepared_statements` (`on`, `off`, default `auto`: ./statements.ts) and the deadlines of ./timeouts.ts (`connect_timeout_ms`, `query_timeout_ms`,
  * `statement_timeout_ms`, `keepalive_ms`, `signal_ping_ms`) are Outlast's; other parameters go to node-postgres.
  */
 export function postgresStoreFromUrl(url: string): PostgresTaskStore {
@@ -757,12 +798,20 @@ export function postgresStoreFromUrl(url: string): PostgresTaskStore {
   const timeouts = takeTimeoutParams(u, url);
   const schema = u.searchParams.get('schema') ?? undefined;
   const pool = u.searchParams.get('pool');
+  const prepared = u.searchParams.get('prepared_statements');
   u.searchParams.delete('schema');
   u.searchParams.delete('pool');
+  u.searchParams.delete('prepared_statements');
+  if (prepared !== null && !(PREPARED_MODES as readonly string[]).includes(prepared)) {
+    throw new Error(`Invalid store "${url}": prepared_statements must be on, off or auto (auto: named statements only on a direct connection)`);
+  }
   let poolSize: number | undefined;
   if (pool !== null) {
     poolSize = Number(pool);
     if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new Error(`Invalid store "${url}": pool must be an integer from 1 to 1000`);
   }
-  return new PostgresTaskStore({ connection: { connectionString: u.toString() }, timeouts, ...(schema !== undefined ? { schema } : {}), ...(poolSize ? { poolSize } : {}) });
+  return new PostgresTaskStore({
+    connection: { connectionString: u.toString() }, timeouts, ...(schema !== undefined ? { schema } : {}), ...(poolSize ? { poolSize } : {}),
+    ...(prepared !== null ? { preparedStatements: prepared as PreparedMode } : {}),
+  });
 }

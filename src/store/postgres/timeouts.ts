@@ -9,7 +9,9 @@ export interface PgTimeouts {
   connectTimeoutMs: number;
   /** Client side: a query with no answer after this fails and its connection is dropped (a black hole), ms. */
   queryTimeoutMs: number;
-  /** Server side: PostgreSQL cancels a statement running longer (locks, a stalled disk), ms. 0: off. */
+  /** Server side: a statement running longer (locks, a stalled disk) is cancelled on the server, ms. 0: off. Kept
+   *  by this process (a cancel request past it: ./statements.ts), not set on the session, so it holds through a
+   *  transaction-mode pooler. */
   statementTimeoutMs: number;
   /** TCP keep-alive: first probe after this much idle time, ms. 0: off. */
   keepAliveMs: number;
@@ -57,13 +59,13 @@ export function checkTimeouts(t: PgTimeouts): void {
   }
 }
 
-/** node-postgres settings carrying the deadlines; `queryTimeoutMs` overrides the client-side query deadline. */
+/** node-postgres settings carrying the client-side deadlines (nothing on the session: the statement deadline is
+ *  ./statements.ts's); `queryTimeoutMs` overrides the client-side query deadline. */
 export function withTimeouts(config: pg.ClientConfig, t: PgTimeouts, queryTimeoutMs = t.queryTimeoutMs): pg.ClientConfig {
   return {
     ...config,
     connectionTimeoutMillis: t.connectTimeoutMs,
     query_timeout: queryTimeoutMs,
-    ...(t.statementTimeoutMs > 0 ? { statement_timeout: t.statementTimeoutMs } : {}),
     keepAlive: t.keepAliveMs > 0,
     ...(t.keepAliveMs > 0 ? { keepAliveInitialDelayMillis: t.keepAliveMs } : {}),
   };

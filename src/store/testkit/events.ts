@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import type { TaskStore } from '../types.js';
 import { TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS, type NewSubscription } from '../events.js';
-import { newTask } from './tasks.js';
+import { newTask } from './new-task.js';
 
 type Open = () => Promise<{ store: TaskStore; location: string }>;
 

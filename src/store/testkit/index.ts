@@ -6,12 +6,13 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { nextClaim, type QueuedTask } from '../rules.js';
+import { newTask } from './new-task.js';
 import { opsKit } from './ops.js';
 import { eventsKit } from './events.js';
 import { outputKit } from './output.js';
 import { IdempotencyConflictError, TaskWriteRefused, type StepWrite, type TaskStore } from '../types.js';
-import { newTask } from './tasks.js';
 
+export { runSignalBusKit, type SignalBusKitOptions } from './bus.js';
 export { newTask };
 
 export interface StoreKitOptions {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import type { OpsTaskFilter, TaskStore } from '../types.js';
 import { newAlertId } from '../ops-rows.js';
-import { newTask } from './tasks.js';
+import { newTask } from './new-task.js';
 
 const ELICIT = { method: 'elicitation/create' as const, params: { mode: 'form', message: 'Deploy?', requestedSchema: { type: 'object', properties: {} } } };
 const FAIL = { status: 'failed' as const, error: { code: -32603, message: 'disk full' } };

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { TaskWriteRefused, type TaskStore } from '../types.js';
 import { cursorGone, type OutputBounds, type OutputWrite } from '../output.js';
-import { newTask } from './tasks.js';
+import { newTask } from './new-task.js';
 
 type Open = () => Promise<{ store: TaskStore; location: string }>;
 

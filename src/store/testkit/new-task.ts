@@ -1,4 +1,4 @@
-/** The tasks the store kit's suites create: one new task each call, with what a test overrides. */
+/** A task to create in a kit's tests: fresh id, the defaults every kit assumes, any field overridden. */
 import { randomBytes } from 'node:crypto';
 import type { NewTask } from '../types.js';
 

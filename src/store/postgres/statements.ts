@@ -1,0 +1,106 @@
+/**
+ * How the store sends a statement without relying on a session (design 19): a transaction-mode pooler hands each
+ * transaction to whichever server connection is free, so nothing may outlive one.
+ *
+ * - Deadline: the statement deadline is kept by this process, not by a `statement_timeout` set at connect (a pooler
+ *   refuses or forgets start-up parameters): past it, a cancel request goes to the address the connection was opened
+ *   to (PostgreSQL, or the pooler, which forwards it to the server connection running the statement), and the
+ *   statement fails with PostgreSQL's own 57014. The client-side `query_timeout` stays the black-hole deadline.
+ * - Prepared statements: named ones (parsed once per connection) only when they are kept. `prepared_statements=on`
+ *   (a direct connection, or a pooler that keeps them per client: PgBouncer ≥ 1.21 with `max_prepared_statements`),
+ *   `off` (unnamed statements: parse, bind and execute in one round trip, which any pooler passes), or `auto` (the
+ *   default): on only when the connection is seen to reach PostgreSQL itself (the server's own port and address are
+ *   the ones this process connected to), off otherwise, so Debian's PgBouncer 1.18 works as configured by default.
+ */
+import { createConnection } from 'node:net';
+import type pg from 'pg';
+
+export type PreparedMode = 'on' | 'off' | 'auto';
+export const PREPARED_MODES: readonly PreparedMode[] = ['on', 'off', 'auto'];
+
+interface ClientInternals {
+  host?: string;
+  port?: number;
+  processID?: number | null;
+  secretKey?: number | null;
+  connection?: { stream?: { remoteAddress?: string; remotePort?: number } };
+}
+
+/**
+ * Sends PostgreSQL's CancelRequest for whatever `client` is running (a new short connection to the same address).
+ * Best effort: a database that cannot be reached is the query deadline's business.
+ */
+export function sendCancel(client: pg.ClientBase, timeoutMs = 2000): void {
+  const c = client as unknown as ClientInternals;
+  if (c.processID == null || c.secretKey == null) return;
+  const msg = Buffer.alloc(16);
+  msg.writeInt32BE(16, 0);
+  msg.writeInt32BE(80877102, 4);
+  msg.writeInt32BE(c.processID, 8);
+  msg.writeInt32BE(c.secretKey, 12);
+  const host = c.host ?? 'localhost';
+  const port = c.port ?? 5432;
+  const socket = host.startsWith('/') ? createConnection(`${host}/.s.PGSQL.${port}`) : createConnection(port, host);
+  // Written, then held open until the other side closes it: PgBouncer drops a cancel whose sender hung up before
+  // it was forwarded.
+  const timer = setTimeout(() => socket.destroy(), timeoutMs);
+  timer.unref?.();
+  socket.on('error', () => undefined);
+  socket.on('close', () => clearTimeout(timer));
+  socket.on('end', () => socket.destroy());
+  socket.on('connect', () => socket.write(msg));
+}
+
+/**
+ * Runs one statement on a connection of `pool`; past `deadlineMs` (0: none) it is cancelled on the server. Errors
+ * drop the connection, as `pool.query` does (a timed-out one may be in any state), and so does a cancel sent.
+ */
+export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, config: pg.QueryConfig, deadlineMs: number): Promise<pg.QueryResult<R>> {
+  const client = await pool.connect();
+  let timer: NodeJS.Timeout | undefined;
+  let failed: Error | undefined;
+  // A connection that dies while checked out emits 'error' (the pooler or the database went away): the query
+  // fails with it; unheard, it would end the process.
+  const onError = (e: Error) => (failed ??= e);
+  client.on('error', onError);
+  let cancelSent = false;
+  try {
+    if (deadlineMs > 0) {
+      timer = setTimeout(() => {
+        cancelSent = true;
+        sendCancel(client);
+      }, deadlineMs);
+    }
+    return await client.query<R>(config);
+  } catch (e) {
+    failed = e as Error;
+    throw e;
+  } finally {
+    if (timer) clearTimeout(timer);
+    client.removeListener('error', onError);
+    // A cancel on its way may land on whatever this connection runs next: it is not reused.
+    client.release(failed ?? (cancelSent ? new Error('a cancel request was sent on this connection') : undefined));
+  }
+}
+
+/** Whether `client` reaches PostgreSQL itself: the server's port and address are the ones it connected to. */
+export async function reachesServerDirectly(client: pg.ClientBase): Promise<boolean> {
+  const r = (await client.query<{ addr: string | null; port: string }>(`SELECT host(inet_server_addr()) AS addr, current_setting('port') AS port`)).rows[0];
+  if (!r) return false;
+  const c = client as unknown as ClientInternals;
+  if (Number(r.port) !== Number(c.port ?? 5432)) return false;
+  const remote = c.connection?.stream?.remoteAddress;
+  if (r.addr === null) return remote === undefined;
+  return remote !== undefined && normalise(remote) === normalise(r.addr);
+}
+
+function normalise(addr: string): string {
+  return addr.replace(/^::ffff:/, '');
+}
+
+/** Whether a connection error is a pooler refusing a start-up parameter. */
+export function poolerRefusal(message: string): string | undefined {
+  const m = /unsupported startup parameter(?: in options)?: ?(\S+)/i.exec(message);
+  if (!m) return undefined;
+  return `a connection pooler refused the start-up parameter "${m[1]}" (Outlast sets none of its own: remove it from the store URL, or list it in the pooler's ignore_startup_parameters)`;
+}
