@@ -13,7 +13,7 @@ export interface SignalBusKitOptions {
   open(channel: string): SignalBus | Promise<SignalBus>;
 }
 
-const KINDS: SignalKind[] = ['changed', 'cancel', 'input', 'queue'];
+const KINDS: SignalKind[] = ['changed', 'cancel', 'input', 'queue', 'output'];
 
 async function until(what: string, cond: () => boolean, timeoutMs = 3000): Promise<void> {
   const end = Date.now() + timeoutMs;
