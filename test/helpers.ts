@@ -409,29 +409,10 @@ export async function openListen(url: string, taskIds: string[], caps: Record<st
     push(await res.json());
     ended = true;
   } else {
-    void (async () => {
-      const reader = res.body!.getReader();
-      let buf = '';
-      try {
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buf += Buffer.from(value).toString('utf8');
-          let i;
-          while ((i = buf.indexOf('\n\n')) >= 0) {
-            const block = buf.slice(0, i);
-            buf = buf.slice(i + 2);
-            const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('');
-            if (data) push(JSON.parse(data));
-          }
-        }
-      } catch {
-        /* aborted */
-      } finally {
-        ended = true;
-        wake();
-      }
-    })();
+    void readSseMessages(res, push).finally(() => {
+      ended = true;
+      wake();
+    });
   }
   return {
     res,
@@ -454,4 +435,26 @@ export async function openListen(url: string, taskIds: string[], caps: Record<st
     },
     close: () => ac.abort(),
   };
+}
+
+/** Reads an SSE response's JSON-RPC messages into `push` until it ends or is aborted (an abort ends it quietly). */
+export async function readSseMessages(res: Response, push: (m: Record<string, any>) => void): Promise<void> {
+  const reader = res.body!.getReader();
+  let buf = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += Buffer.from(value).toString('utf8');
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('');
+        if (data) push(JSON.parse(data));
+      }
+    }
+  } catch {
+    /* aborted: the client dropped it */
+  }
 }

@@ -1,5 +1,5 @@
 /** A `tasks/stream` client on the raw 2026-07-28 wire (SSE read in the background), for the task-output tests. */
-import { TASKS_CAPS, checkServerMessage, headersFor, metaFor, type RpcOptions } from './helpers.js';
+import { TASKS_CAPS, checkServerMessage, headersFor, metaFor, readSseMessages, type RpcOptions } from './helpers.js';
 
 export interface OutputEvent {
   taskId: string;
@@ -52,20 +52,7 @@ export async function openTaskStream(url: string, taskId: string, after: unknown
         push(await res.json());
         return;
       }
-      const reader = res.body!.getReader();
-      let buf = '';
-      for (;;) {
-        const { value, done: d } = await reader.read();
-        if (d) break;
-        buf += Buffer.from(value).toString('utf8');
-        let i;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('');
-          if (data) push(JSON.parse(data));
-        }
-      }
+      await readSseMessages(res, push);
     } catch {
       /* the client dropped it */
     } finally {

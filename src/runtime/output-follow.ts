@@ -10,6 +10,7 @@ import { MAX_OUTPUT_PAGE, cursorGone, type OutputItem, type OutputPage } from '.
 import type { SignalBus } from '../store/local-bus.js';
 import type { TaskStore } from '../store/types.js';
 import { checkTaskId, owned } from './wire.js';
+import { coalesced } from './coalesce.js';
 
 export interface OutputSource {
   store: TaskStore;
@@ -65,8 +66,6 @@ export async function followOutput(src: OutputSource, taskId: unknown, principal
   const id = checkTaskId(taskId);
   let cursor = after;
   let closed = false;
-  let reading = false;
-  let again = false;
   const first = await readOutput(src.store, id, principal, cursor);
   const deliver = (page: OutputPage): boolean => {
     for (const i of page.items) {
@@ -82,29 +81,19 @@ export async function followOutput(src: OutputSource, taskId: unknown, principal
     }
     return page.items.length < MAX_OUTPUT_PAGE;
   };
-  const reread = async () => {
-    if (reading) {
-      again = true;
-      return;
-    }
-    reading = true;
+  const reread = coalesced(async () => {
     try {
-      do {
-        again = false;
-        for (;;) {
-          if (closed) return;
-          const page = await readOutput(src.store, id, principal, cursor);
-          if (deliver(page)) break; // a full page: read on at once
-        }
-      } while (again && !closed);
+      for (;;) {
+        if (closed) return;
+        const page = await readOutput(src.store, id, principal, cursor);
+        if (deliver(page)) break; // a full page: read on at once
+      }
     } catch (e) {
       if (closed) return;
       stop();
       on.error(e);
-    } finally {
-      reading = false;
     }
-  };
+  });
   const unsubscribe = src.bus.subscribe(id, (s) => {
     if (s.kind === 'output' || s.kind === 'changed') void reread();
   });

@@ -1,5 +1,6 @@
 /** Following one task: the full state now and after every change (signals first, a slow re-read as fallback). */
 import type { SignalBus } from '../store/local-bus.js';
+import { coalesced } from './coalesce.js';
 import type { TaskStore, TaskView } from '../store/types.js';
 
 export interface WatchSource {
@@ -13,32 +14,17 @@ export interface WatchSource {
 export function watchView(src: WatchSource, first: TaskView, listener: (view: TaskView) => void): () => void {
   const taskId = first.taskId;
   let lastVersion = -1;
-  let reading = false;
-  let again = false;
   let closed = false;
   const emit = (r: TaskView) => {
     if (r.version === lastVersion) return;
     lastVersion = r.version;
     listener(r);
   };
-  const reread = async () => {
-    if (reading) {
-      again = true;
-      return;
-    }
-    reading = true;
-    try {
-      do {
-        again = false;
-        const l = await src.store.view(taskId);
-        if (closed) return;
-        if (l.state === 'found') emit(l.record);
-      } while (again);
-    } finally {
-      reading = false;
-    }
-  };
-  // Output alone changes no state (its number is read with the next change): streams of output follow it instead.
+  const reread = coalesced(async () => {
+    const l = await src.store.view(taskId);
+    if (closed) return;
+    if (l.state === 'found') emit(l.record);
+  });
   const unsubscribe = src.bus.subscribe(taskId, (s) => s.kind !== 'output' && void reread().catch(() => undefined));
   const fallback = setInterval(() => void reread().catch(() => undefined), src.recheckMs);
   fallback.unref?.();
