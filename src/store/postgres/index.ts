@@ -44,6 +44,8 @@ import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
 import { applyHistorySetting, postgresOps } from './ops.js';
 import { postgresEvents } from './events.js';
+import { postgresOutputEvents, startOutputCursor } from './output-events.js';
+import type { OutputEventStore } from '../output-events.js';
 import { postgresOutput } from './output.js';
 import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
@@ -299,6 +301,8 @@ export class PostgresTaskStore implements TaskStore {
   readonly ops: OperatorStore;
   /** MCP Events: subscriptions, the change log, deliveries; see ./events.ts. */
   readonly events: EventStore;
+  /** Webhook delivery of task output: per-subscription cursors; see ./output-events.ts. */
+  readonly outputEvents: OutputEventStore;
   /** Task output; see ./output.ts. */
   readonly output: OutputStore;
   private opening: Promise<void> | undefined;
@@ -324,6 +328,7 @@ export class PostgresTaskStore implements TaskStore {
     );
     const notOpen = () => new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
     this.output = postgresOutput((name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())));
+    this.outputEvents = postgresOutputEvents((name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())));
     this.events = postgresEvents(
       (name, text, values) => (this.pool ? this.pool.query({ name, text, values }) : Promise.reject(notOpen())),
       async (fn) => {
@@ -341,6 +346,7 @@ export class PostgresTaskStore implements TaskStore {
           c.release();
         }
       },
+      startOutputCursor,
     );
   }
 
