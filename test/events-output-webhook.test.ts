@@ -9,14 +9,12 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { Webhook } from 'standardwebhooks';
-import { PG_URL, TASKS_CAPS, callTool, freshSchema, getTask, pgStoreUrl, rpc, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { PG_URL, TASKS_CAPS, callTool, freshSchema, getTask, pgStoreUrl, rpc, startServer, tempDir, until, type ServerProcess } from './helpers.js';
+import { receiver, type Hit, type Receiver } from './webhook-receiver.js';
 
 const EVENTS_CAPS: Record<string, unknown> = { ...TASKS_CAPS, extensions: { ...TASKS_CAPS.extensions, 'io.modelcontextprotocol/events': {} } };
 const ALICE = { token: 'ta', caps: EVENTS_CAPS };
@@ -25,69 +23,6 @@ const FLAGS = ['--events', '--events-allow-host', '127.0.0.1', '--events-retry-m
   '--bearer', 'ta=alice', '--bearer', 'tb=bob', '--heartbeat-ms', '500', '--lease-ms', '2000'];
 const lines = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => `line ${from + i}`);
 const secretOf = () => `whsec_${randomBytes(32).toString('base64')}`;
-
-interface Hit {
-  path: string;
-  headers: IncomingMessage['headers'];
-  body: string;
-  json: Record<string, any>;
-  answered?: number;
-}
-
-async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/** A webhook receiver on loopback: records every POST, echoes challenges, answers events as the path's plan says. */
-function receiver() {
-  const hits: Hit[] = [];
-  const held: ServerResponse[] = [];
-  const plans = new Map<string, (n: number) => number | 'hold'>();
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      const path = req.url ?? '/';
-      const json = JSON.parse(body) as Record<string, any>;
-      const hit: Hit = { path, headers: req.headers, body, json };
-      hits.push(hit);
-      if (json.type === 'verification') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ challenge: json.challenge }));
-      const n = hits.filter((h) => h.path === path && h.json.type !== 'verification').length;
-      const what = plans.get(path)?.(n) ?? 200;
-      if (what === 'hold') return void held.push(res);
-      hit.answered = what;
-      res.writeHead(what).end();
-    });
-  });
-  return {
-    hits,
-    plans,
-    base: '',
-    async start() {
-      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-      this.base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    },
-    close() {
-      for (const r of held) r.destroy();
-      server.closeAllConnections();
-      server.close();
-    },
-    /** The POSTs to `path` after the challenge, each verified with `secret`. */
-    received(path: string, secret: string): Hit[] {
-      const got = hits.filter((h) => h.path === path && h.json.type !== 'verification');
-      for (const h of got) new Webhook(secret).verify(h.body, h.headers as Record<string, string>);
-      return got;
-    },
-  };
-}
-
-type Receiver = ReturnType<typeof receiver>;
 
 async function startTask(url: string, args: Record<string, unknown>) {
   const c = await callTool(url, 'emit_output', args, ALICE);
@@ -122,25 +57,49 @@ async function delivered(r: Receiver, path: string, secret: string, taskId: stri
   return accepted;
 }
 
-async function completed(url: string, taskId: string): Promise<void> {
-  await until('the task to complete', async () => (await getTask(url, taskId, ALICE)).result?.status === 'completed');
-}
-
-describe('Task output by webhook on SQLite, two replicas', () => {
+/** Two replicas on `store` (the flags above) and a receiver, for the suite; every process stopped by its pid after it. */
+function useReplicas(store: () => string[]) {
   const r = receiver();
   const servers: ServerProcess[] = [];
-  let db = '';
   before(async () => {
     await r.start();
-    db = join(tempDir(), 'tasks.db');
-    const args = ['--store', `sqlite:${db}`, ...FLAGS];
-    servers.push(await startServer(args));
-    servers.push(await startServer(args));
+    servers.push(await startServer([...store(), ...FLAGS]));
+    servers.push(await startServer([...store(), ...FLAGS]));
   });
   after(async () => {
     r.close();
     for (const s of servers) await s.stop('SIGKILL');
   });
+  return { r, servers };
+}
+
+/** The delivering replica (the one `claimedBy` names while item `heldAt` is held open) killed with SIGKILL: the other
+ *  replica must send that item again under its webhook-id, then the rest, each accepted once. */
+async function killMidStream(r: Receiver, servers: ServerProcess[], path: string, count: number, heldAt: number, claimedBy: () => Promise<number>): Promise<void> {
+  r.plans.set(path, (n) => (n === heldAt ? 'hold' : 200));
+  const task = await startTask(servers[0]!.url, { count, intervalMs: 30 });
+  await completed(servers[0]!.url, task.taskId);
+  const secret = secretOf();
+  assert.equal((await subscribe(servers[1]!.url, `${r.base}${path}`, secret, task.eventSource.input)).error, undefined);
+  await until('the held attempt', () => r.received(path, secret).length >= heldAt);
+  const pid = await claimedBy();
+  const victim = servers.find((s) => s.pid === pid)!;
+  assert.ok(victim, 'one of the replicas holds the claim');
+  await victim.stop('SIGKILL');
+  servers.splice(servers.indexOf(victim), 1);
+  await delivered(r, path, secret, task.taskId, lines(1, count));
+  const again = r.received(path, secret).filter((h) => h.json.data?.seq === heldAt);
+  assert.equal(again.length, 2, 'the held line was sent again');
+  assert.equal(again[0]!.headers['webhook-id'], again[1]!.headers['webhook-id']);
+}
+
+async function completed(url: string, taskId: string): Promise<void> {
+  await until('the task to complete', async () => (await getTask(url, taskId, ALICE)).result?.status === 'completed');
+}
+
+describe('Task output by webhook on SQLite, two replicas', () => {
+  const db = join(tempDir(), 'tasks.db');
+  const { r, servers } = useReplicas(() => ['--store', `sqlite:${db}`]);
 
   it('events/list offers webhook delivery; every line arrives once, in order, signed, then terminated ends the subscription', async () => {
     const list = await rpc(servers[0]!.url, 'events/list', {}, ALICE);
@@ -211,41 +170,20 @@ describe('Task output by webhook on SQLite, two replicas', () => {
   });
 
   it('kill -9 of the replica delivering mid-stream: the other goes on from the same line, nothing lost or accepted twice', async () => {
-    r.plans.set('/kill', (n) => (n === 5 ? 'hold' : 200));
-    const task = await startTask(servers[0]!.url, { count: 12, intervalMs: 30 });
-    await completed(servers[0]!.url, task.taskId);
-    const secret = secretOf();
-    assert.equal((await subscribe(servers[0]!.url, `${r.base}/kill`, secret, task.eventSource.input)).error, undefined);
-    await until('the held attempt', () => r.received('/kill', secret).length >= 5);
-    const store = new Database(db, { readonly: true });
-    const claim = store.prepare(`SELECT r.pid FROM event_output_cursors c JOIN replicas r ON r.replica_id = c.claimed_by JOIN event_subscriptions s ON s.sub_id = c.sub_id WHERE s.url LIKE '%/kill'`).get() as { pid: number };
-    store.close();
-    const victim = servers.find((s) => s.pid === claim.pid)!;
-    assert.ok(victim, 'one of the replicas holds the claim');
-    await victim.stop('SIGKILL');
-    servers.splice(servers.indexOf(victim), 1);
-    await delivered(r, '/kill', secret, task.taskId, lines(1, 12));
-    const fifth = r.received('/kill', secret).filter((h) => h.json.data?.seq === 5);
-    assert.equal(fifth.length, 2, 'the held line was sent again');
-    assert.equal(fifth[0]!.headers['webhook-id'], fifth[1]!.headers['webhook-id']);
+    await killMidStream(r, servers, '/kill', 12, 5, async () => {
+      const store = new Database(db, { readonly: true });
+      try {
+        return (store.prepare(`SELECT r.pid FROM event_output_cursors c JOIN replicas r ON r.replica_id = c.claimed_by JOIN event_subscriptions s ON s.sub_id = c.sub_id WHERE s.url LIKE '%/kill'`).get() as { pid: number }).pid;
+      } finally {
+        store.close();
+      }
+    });
   });
 });
 
 describe('Task output by webhook on PostgreSQL, two replicas', () => {
-  const r = receiver();
-  const servers: ServerProcess[] = [];
   const schema = freshSchema('ow');
-  let args: string[] = [];
-  before(async () => {
-    await r.start();
-    args = ['--store', `${pgStoreUrl(schema)}&pool=3`, ...FLAGS];
-    servers.push(await startServer(args));
-    servers.push(await startServer(args));
-  });
-  after(async () => {
-    r.close();
-    for (const s of servers) await s.stop('SIGKILL');
-  });
+  const { r, servers } = useReplicas(() => ['--store', `${pgStoreUrl(schema)}&pool=3`]);
 
   it('output written on replica A, subscribed on B: every line once, in order, signed; a 500 retried under one webhook-id', async () => {
     r.plans.set('/pg', (n) => (n === 4 ? 500 : 200));
@@ -262,28 +200,14 @@ describe('Task output by webhook on PostgreSQL, two replicas', () => {
   });
 
   it('kill -9 of the replica delivering mid-stream: the other replica goes on, nothing lost or accepted twice', async () => {
-    r.plans.set('/pg-kill', (n) => (n === 6 ? 'hold' : 200));
-    const task = await startTask(servers[0]!.url, { count: 15, intervalMs: 30 });
-    await completed(servers[0]!.url, task.taskId);
-    const secret = secretOf();
-    assert.equal((await subscribe(servers[1]!.url, `${r.base}/pg-kill`, secret, task.eventSource.input)).error, undefined);
-    await until('the held attempt', () => r.received('/pg-kill', secret).length >= 6);
-    const c = new pg.Client({ connectionString: PG_URL });
-    await c.connect();
-    let pid: number;
-    try {
-      const q = await c.query<{ pid: number }>(`SELECT r.pid FROM "${schema}".event_output_cursors o JOIN "${schema}".replicas r ON r.replica_id = o.claimed_by`);
-      pid = q.rows[0]!.pid;
-    } finally {
-      await c.end();
-    }
-    const victim = servers.find((s) => s.pid === pid)!;
-    assert.ok(victim, 'one of the replicas holds the claim');
-    await victim.stop('SIGKILL');
-    servers.splice(servers.indexOf(victim), 1);
-    await delivered(r, '/pg-kill', secret, task.taskId, lines(1, 15));
-    const sixth = r.received('/pg-kill', secret).filter((h) => h.json.data?.seq === 6);
-    assert.equal(sixth.length, 2, 'the held line was sent again');
-    assert.equal(sixth[0]!.headers['webhook-id'], sixth[1]!.headers['webhook-id']);
+    await killMidStream(r, servers, '/pg-kill', 15, 6, async () => {
+      const c = new pg.Client({ connectionString: PG_URL });
+      await c.connect();
+      try {
+        return (await c.query<{ pid: number }>(`SELECT r.pid FROM "${schema}".event_output_cursors o JOIN "${schema}".replicas r ON r.replica_id = o.claimed_by`)).rows[0]!.pid;
+      } finally {
+        await c.end();
+      }
+    });
   });
 });

@@ -9,23 +9,17 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { Webhook } from 'standardwebhooks';
+import type { Hit } from './webhook-receiver.js';
 import { ROOT, TASKS_CAPS, callTool, parseSse, rpc, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
 
 const MODULE = join(ROOT, 'dist', 'test', 'events-module.js');
 
-interface Hit {
-  path: string;
-  headers: IncomingMessage['headers'];
-  body: string;
-  json: Record<string, any>;
-  answered?: number;
-}
 
 async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

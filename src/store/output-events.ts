@@ -11,6 +11,24 @@ import type { DeliveryOutcome } from './events.js';
 /** The migration that adds the output cursors (both backends). */
 export const OUTPUT_EVENTS_MIGRATION = 13;
 
+/** The cursor table of migration 13, in a backend's column types. */
+export function outputCursorsTable(t: { text: string; int: string; seq: string }): string {
+  return `
+-- One row per output subscription: the seq of the last item that went (delivered or given up), the attempts of the
+-- next one, and the claim of the replica sending. Gone with its subscription or its task.
+CREATE TABLE event_output_cursors (
+  sub_id          ${t.text} PRIMARY KEY REFERENCES event_subscriptions (sub_id) ON DELETE CASCADE,
+  task_id         ${t.text} NOT NULL REFERENCES tasks (task_id) ON DELETE CASCADE,
+  delivered_seq   ${t.seq} NOT NULL,
+  attempts        ${t.int} NOT NULL DEFAULT 0,
+  next_attempt_at ${t.seq} NOT NULL,
+  claimed_by      ${t.text},
+  claimed_until   ${t.seq}
+);
+CREATE INDEX event_output_cursors_task ON event_output_cursors (task_id);
+CREATE INDEX event_output_cursors_due ON event_output_cursors (next_attempt_at);`;
+}
+
 /** The event a task's output is delivered as (the task is its input). */
 export const TASK_OUTPUT = 'outlast.task.output';
 

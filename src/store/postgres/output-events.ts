@@ -5,27 +5,14 @@
  */
 import type pg from 'pg';
 import type { NewSubscription } from '../events.js';
-import { OUTPUT_EVENTS_MIGRATION, TASK_OUTPUT, type OutputEventStore } from '../output-events.js';
+import { OUTPUT_EVENTS_MIGRATION, TASK_OUTPUT, outputCursorsTable, type OutputEventStore } from '../output-events.js';
 import { LOGGED_FUNCTION } from './events.js';
 
 type Query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) => Promise<pg.QueryResult<R>>;
 
 export const POSTGRES_OUTPUT_EVENTS_MIGRATION = {
   version: OUTPUT_EVENTS_MIGRATION,
-  sql: `
--- One row per output subscription: the seq of the last item that went (delivered or given up), the attempts of the
--- next one, and the claim of the replica sending. Gone with its subscription or its task.
-CREATE TABLE event_output_cursors (
-  sub_id          text PRIMARY KEY REFERENCES event_subscriptions (sub_id) ON DELETE CASCADE,
-  task_id         text NOT NULL REFERENCES tasks (task_id) ON DELETE CASCADE,
-  delivered_seq   bigint NOT NULL,
-  attempts        integer NOT NULL DEFAULT 0,
-  next_attempt_at bigint NOT NULL,
-  claimed_by      text,
-  claimed_until   bigint
-);
-CREATE INDEX event_output_cursors_task ON event_output_cursors (task_id);
-CREATE INDEX event_output_cursors_due ON event_output_cursors (next_attempt_at);
+  sql: `${outputCursorsTable({ text: 'text', int: 'integer', seq: 'bigint' })}
 ${LOGGED_FUNCTION}
 `,
 };

@@ -4,27 +4,14 @@
  */
 import type Database from 'better-sqlite3';
 import type { NewSubscription } from '../events.js';
-import { OUTPUT_EVENTS_MIGRATION, TASK_OUTPUT, type ClaimedOutput, type OutputEventStore } from '../output-events.js';
+import { OUTPUT_EVENTS_MIGRATION, TASK_OUTPUT, outputCursorsTable, type ClaimedOutput, type OutputEventStore } from '../output-events.js';
 import { FANOUT_TRIGGER } from './events.js';
 
 type Write = <T>(op: () => T) => Promise<T>;
 
 export const SQLITE_OUTPUT_EVENTS_MIGRATION = {
   version: OUTPUT_EVENTS_MIGRATION,
-  sql: `
--- One row per output subscription: the seq of the last item that went (delivered or given up), the attempts of the
--- next one, and the claim of the replica sending. Gone with its subscription or its task.
-CREATE TABLE event_output_cursors (
-  sub_id          TEXT PRIMARY KEY REFERENCES event_subscriptions (sub_id) ON DELETE CASCADE,
-  task_id         TEXT NOT NULL REFERENCES tasks (task_id) ON DELETE CASCADE,
-  delivered_seq   INTEGER NOT NULL,
-  attempts        INTEGER NOT NULL DEFAULT 0,
-  next_attempt_at INTEGER NOT NULL,
-  claimed_by      TEXT,
-  claimed_until   INTEGER
-);
-CREATE INDEX event_output_cursors_task ON event_output_cursors (task_id);
-CREATE INDEX event_output_cursors_due ON event_output_cursors (next_attempt_at);
+  sql: `${outputCursorsTable({ text: 'TEXT', int: 'INTEGER', seq: 'INTEGER' })}
 DROP TRIGGER event_log_fanout;
 ${FANOUT_TRIGGER}
 `,
