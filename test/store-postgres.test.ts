@@ -12,7 +12,8 @@ const connection = { connectionString: PG_URL };
 runStoreTestKit('postgres', {
   async open(location) {
     const schema = location ?? freshSchema('kit');
-    return { store: new PostgresTaskStore({ connection, schema }), location: schema };
+    // Small pools: the kit keeps stores open across cases, and the database's connections are shared.
+    return { store: new PostgresTaskStore({ connection, schema, poolSize: 3 }), location: schema };
   },
 });
 
