@@ -1,7 +1,9 @@
 /**
  * The MCP Events room of the store: webhook subscriptions, the event log (one row per task status change, written
  * by a trigger in the transaction of the change: the outbox) and the delivery rows fanned out from it to each
- * matching subscription, claimed by whichever replica delivers first. Both backends implement EventStore.
+ * matching subscription, claimed by whichever replica delivers first. Both backends implement EventStore. A task's
+ * output is not in this log: its subscriptions (name `outlast.task.output`) match no change, and deliver from a cursor
+ * over the task's output log (./output-events.ts).
  */
 import type { TaskStatus } from '../protocol/index.js';
 import { TASK_OUTPUT } from './output-events.js';

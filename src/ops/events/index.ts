@@ -5,6 +5,8 @@
  * under the SSRF rules, and retries with back-off and `Retry-After` within a bounded window. A `410` or `413` ends
  * that delivery; repeated failures deactivate the subscription until its owner refreshes it. An operator's deactivation
  * is told to the endpoint with a signed `terminated` envelope, queued in the store with it and delivered the same way.
+ * A task's output (`outlast.task.output`) goes through the same attempt, from a claimed per-subscription cursor
+ * (./output.ts); an `output` signal on the bus starts a round at once, the loop's period is the safety net.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../../runtime/types.js';
