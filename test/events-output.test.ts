@@ -55,7 +55,7 @@ describe('Task Event Sources on SQLite', () => {
     const list = await rpc(server.url, 'events/list', {}, ALICE);
     const d = list.result.events.find((e: { name: string }) => e.name === 'outlast.task.output');
     assert.deepEqual(d.inputSchema.required, ['taskId']);
-    assert.deepEqual(d.delivery, ['poll', 'push']);
+    assert.deepEqual(d.delivery, ['poll', 'push', 'webhook']);
   });
 
   it('events/stream from the initial cursor delivers every item in order, then terminated at the terminal status', async () => {
@@ -105,7 +105,9 @@ describe('Task Event Sources on SQLite', () => {
     const badCursor = await rpc(server.url, 'events/poll', { name: 'outlast.task.output', arguments: { taskId: task.taskId }, cursor: '-1' }, ALICE);
     assert.equal(badCursor.error?.code, -32602);
     const hook = await rpc(server.url, 'events/subscribe', { name: 'outlast.task.output', arguments: { taskId: task.taskId }, delivery: { mode: 'webhook', url: 'https://hooks.example/x', secret: 'whsec_' + Buffer.alloc(32, 1).toString('base64') } }, ALICE);
-    assert.equal(hook.error?.code, -32014, 'webhook delivery of output is refused, not silently dropped');
+    assert.equal(hook.error?.code, -32015, 'a webhook for output goes through the challenge (an endpoint that fails it stores nothing)');
+    const sse = await rpc(server.url, 'events/subscribe', { name: 'outlast.task.output', arguments: { taskId: task.taskId }, delivery: { mode: 'sse', url: 'https://hooks.example/x' } }, ALICE);
+    assert.equal(sse.error?.code, -32014, 'a delivery mode events/subscribe does not serve is refused, not silently dropped');
   });
 
   it('a cursor of null follows from now: a poll on a running task gets only what comes after', async () => {

@@ -321,10 +321,10 @@ export function textOf(result: Record<string, any>): string {
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Waits until `f` returns something truthy (a delivery seen, a count reached), checking every 50 ms; fails naming `what`. */
-export async function until<T>(what: string, f: () => T | undefined | false, timeoutMs = 30_000): Promise<T> {
+export async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const v = f();
+    const v = await f();
     if (v) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(50);

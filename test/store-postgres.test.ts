@@ -11,8 +11,8 @@ const connection = { connectionString: PG_URL };
 runStoreTestKit('postgres', {
   async open(location) {
     const schema = location ?? freshSchema('kit');
-    // A few connections each: the kit keeps its stores open until it ends, and the database has 100 to share.
-    return { store: new PostgresTaskStore({ connection, schema, poolSize: 4 }), location: schema };
+    // Small pools: the kit keeps stores open across cases, and the database's connections are shared.
+    return { store: new PostgresTaskStore({ connection, schema, poolSize: 3 }), location: schema };
   },
 });
 

@@ -280,7 +280,7 @@ async function serve(argv: string[]): Promise<void> {
   const alerts = ops.alertsOn
     ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) })
     : undefined;
-  const delivery = events ? new EventDelivery({ ...events.delivery, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) }) : undefined;
+  const delivery = events ? new EventDelivery({ ...events.delivery, store: outlast.runtime.store, bus: outlast.runtime.bus, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) }) : undefined;
   const drainMs = intFlag(values, 'drain-ms') ?? 3000;
 
   let http: RunningHttpServer | undefined;

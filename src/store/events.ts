@@ -1,9 +1,12 @@
 /**
  * The MCP Events room of the store: webhook subscriptions, the event log (one row per task status change, written
  * by a trigger in the transaction of the change: the outbox) and the delivery rows fanned out from it to each
- * matching subscription, claimed by whichever replica delivers first. Both backends implement EventStore.
+ * matching subscription, claimed by whichever replica delivers first. Both backends implement EventStore. A task's
+ * output is not in this log: its subscriptions (name `outlast.task.output`) match no change, and deliver from a cursor
+ * over the task's output log (./output-events.ts).
  */
 import type { TaskStatus } from '../protocol/index.js';
+import { TASK_OUTPUT } from './output-events.js';
 
 /** Migration numbers of this room (renumber here, one line, when merging next to other rooms' migrations). */
 export const EVENTS_MIGRATION = 9;
@@ -14,12 +17,14 @@ export const TASK_INPUT_REQUIRED = 'outlast.task.input_required';
 export const TASK_STATUS = 'outlast.task.status';
 export const EVENT_NAMES = [TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS] as const;
 export type EventName = (typeof EVENT_NAMES)[number];
+/** What a webhook subscription may name: a status event, or a task's output (./output-events.ts). */
+export type SubscribableName = EventName | typeof TASK_OUTPUT;
 
 /** A subscription's identity: (principal, url, name, canonical arguments); `subId` is derived from it. */
 export interface SubscriptionKey {
   principal: string;
   url: string;
-  name: EventName;
+  name: SubscribableName;
   /** Canonical JSON of the arguments (sorted keys). */
   args: string;
 }
@@ -33,6 +38,8 @@ export interface NewSubscription extends SubscriptionKey {
   /** Epoch ms, or null for no expiry. */
   refreshBefore: number | null;
   now: number;
+  /** A task's output (name TASK_OUTPUT): the seq its webhook delivery starts after. A refresh keeps the cursor it has. */
+  outputAfter?: number;
 }
 
 export interface SubscriptionRecord extends NewSubscription {
@@ -120,10 +127,11 @@ export interface EventStore {
   prune(before: number, expiredBefore: number): Promise<void>;
 }
 
-/** Which log statuses an event name matches (SQL over a `status` column). */
+/** Which log statuses an event name matches (SQL over a `status` column); an output subscription matches none (its
+ *  items come from the task's output log, not the change log). */
 export function statusMatch(column: string, nameColumn: string): string {
   return `CASE ${nameColumn} WHEN '${TASK_FINISHED}' THEN ${column} IN ('completed','failed','cancelled')
-    WHEN '${TASK_INPUT_REQUIRED}' THEN ${column} = 'input_required' ELSE 1 = 1 END`;
+    WHEN '${TASK_INPUT_REQUIRED}' THEN ${column} = 'input_required' WHEN '${TASK_STATUS}' THEN 1 = 1 ELSE 1 = 0 END`;
 }
 
 export function filterWhere(f: EventFilter): string {
@@ -160,7 +168,7 @@ export function toSubscription(r: SubscriptionRow): SubscriptionRecord {
     subId: r.sub_id,
     principal: r.principal,
     url: r.url,
-    name: r.name as EventName,
+    name: r.name as SubscribableName,
     args: r.args,
     taskId: r.task_id,
     tool: r.tool,

@@ -4,6 +4,7 @@
  */
 import type { SignalBus } from './local-bus.js';
 import type { EventStore } from './events.js';
+import type { OutputEventStore } from './output-events.js';
 import type { OutputStore } from './output.js';
 import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskOrigin, TaskStatus } from '../protocol/index.js';
 
@@ -389,6 +390,8 @@ export interface TaskStore {
   readonly ops: OperatorStore;
   /** MCP Events (subscriptions, the change log, webhook deliveries): a room of its own in each backend (`events.ts`). */
   readonly events: EventStore;
+  /** Webhook delivery of task output (`outlast.task.output`): per-subscription cursors (`output-events.ts`). */
+  readonly outputEvents: OutputEventStore;
   /** Task output, one durable log per task (what handlers emit with ctx.output): a room of its own in each backend
    *  (`output.ts`). */
   readonly output: OutputStore;

@@ -5,13 +5,17 @@
  * under the SSRF rules, and retries with back-off and `Retry-After` within a bounded window. A `410` or `413` ends
  * that delivery; repeated failures deactivate the subscription until its owner refreshes it. An operator's deactivation
  * is told to the endpoint with a signed `terminated` envelope, queued in the store with it and delivered the same way.
+ * A task's output (`outlast.task.output`) goes through the same attempt, from a claimed per-subscription cursor
+ * (./output.ts); an `output` signal on the bus starts a round at once, the loop's period is the safety net.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../../runtime/types.js';
 import type { TaskRecord, TaskStore } from '../../store/types.js';
-import { TASK_FINISHED, TASK_INPUT_REQUIRED, type ClaimedControl, type ClaimedDelivery, type EventName, type LoggedChange } from '../../store/events.js';
+import { TASK_FINISHED, TASK_INPUT_REQUIRED, type ClaimedControl, type ClaimedDelivery, type DeliveryOutcome, type EventName, type LoggedChange } from '../../store/events.js';
 import { webhookHeaders, webhookKey } from '../../protocol/webhook.js';
 import { CallbackError, checkedPost, statusFailure, type CallbackPolicy } from './ssrf.js';
+import type { SignalBus } from '../../store/local-bus.js';
+import { sendOutput, type OutputSender } from './output.js';
 
 export { CallbackError, callbackUrlProblem, isPrivateAddress, type CallbackPolicy, type CallbackFailure } from './ssrf.js';
 
@@ -126,35 +130,64 @@ export interface EventDeliveryOptions {
   deactivateAfter?: number;
   /** Log rows older than this are pruned (poll/stream cursors older than it lose events: a gap). Default 24 h. */
   logRetentionMs?: number;
+  /** The replicas' bus: an `output` signal (any replica wrote task output) wakes the loop at once; its period stays the safety net. */
+  bus?: SignalBus;
 }
 
 export class EventDelivery {
-  private readonly o: Required<Omit<EventDeliveryOptions, 'answerLinkOf'>> & Pick<EventDeliveryOptions, 'answerLinkOf'>;
+  private readonly o: Required<Omit<EventDeliveryOptions, 'answerLinkOf' | 'bus'>> & Pick<EventDeliveryOptions, 'answerLinkOf' | 'bus'>;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
+  private woken = false;
+  private unwatch: (() => void) | undefined;
   private lastPrune = 0;
   private readonly keys = new Map<string, Buffer>();
+  private readonly outputs: OutputSender;
 
   constructor(options: EventDeliveryOptions) {
     this.o = { everyMs: 250, retryBaseMs: 5000, maxAttempts: 5, timeoutMs: 10_000, deactivateAfter: 20, logRetentionMs: 86_400_000, ...options };
+    this.outputs = {
+      store: this.o.store,
+      replicaId: this.o.replicaId,
+      log: this.o.log,
+      claimMs: this.o.timeoutMs + 2000,
+      attempt: (d, id, body, what, settle) => this.attempt(d, id, body, what, settle),
+      sendGap: (d) => this.sendGap(d),
+    };
   }
 
   start(): void {
-    const tick = () => {
-      if (this.stopped) return;
-      let full = false;
-      this.running = this.tick().then((n) => void (full = n >= CLAIM_BATCH)).finally(() => {
-        this.running = undefined;
-        // A full batch means more is due: claim again at once instead of waiting a period.
-        if (!this.stopped) this.timer = setTimeout(tick, full ? 0 : this.o.everyMs);
-      });
-    };
-    this.timer = setTimeout(tick, this.o.everyMs);
+    this.timer = setTimeout(() => this.loop(), this.o.everyMs);
+    // Output is written often and read by whoever is subscribed: a signal claims at once (a burst coalesces into one tick).
+    this.unwatch = this.o.bus?.subscribeAll((s) => {
+      if (s.kind === 'output') this.wake();
+    });
+  }
+
+  private loop(): void {
+    if (this.stopped) return;
+    this.timer = undefined;
+    this.woken = false;
+    let full = false;
+    this.running = this.tick().then((n) => void (full = n >= CLAIM_BATCH)).finally(() => {
+      this.running = undefined;
+      // A full batch (or a signal while claiming) means more is due: claim again at once instead of waiting a period.
+      if (!this.stopped) this.timer = setTimeout(() => this.loop(), full || this.woken ? 0 : this.o.everyMs);
+    });
+  }
+
+  private wake(): void {
+    if (this.stopped || this.woken) return;
+    this.woken = true;
+    if (this.running) return; // the running tick claims again when it ends
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.loop(), 5);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.unwatch?.();
     if (this.timer) clearTimeout(this.timer);
     await this.running?.catch(() => undefined);
   }
@@ -177,8 +210,9 @@ export class EventDelivery {
         return b;
       };
       const control = await this.o.store.events.claimControl(this.o.replicaId, now, this.o.timeoutMs + 2000, CLAIM_BATCH);
-      await Promise.all([...claimed.map((d) => this.send(d, bodyOf(d))), ...control.map((c) => this.sendTerminated(c))]);
-      return Math.max(claimed.length, control.length);
+      const outputs = await this.o.store.outputEvents.claim(this.o.replicaId, now, this.o.timeoutMs + 2000, CLAIM_BATCH);
+      await Promise.all([...claimed.map((d) => this.send(d, bodyOf(d))), ...control.map((c) => this.sendTerminated(c)), ...outputs.map((c) => sendOutput(c, this.outputs))]);
+      return Math.max(claimed.length, control.length, outputs.length);
     } catch (e) {
       this.o.log.warn('events: could not reach the store; retrying', { error: String(e) });
       return 0;
@@ -195,7 +229,8 @@ export class EventDelivery {
     return k;
   }
 
-  private async sendGap(d: ClaimedDelivery): Promise<void> {
+  /** The signed `gap` envelope after an event given up (one attempt, best effort: the event's own attempts were spent). */
+  private async sendGap(d: Pick<ClaimedDelivery, 'subId' | 'seq' | 'url' | 'secret'>): Promise<void> {
     const body = JSON.stringify({ type: 'gap', cursor: String(d.seq) });
     const headers = { ...webhookHeaders(this.key(d.secret), `msg_gap_${randomBytes(12).toString('hex')}`, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
     await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs).catch(() => undefined);
@@ -204,19 +239,32 @@ export class EventDelivery {
   /** Delivers the `terminated` envelope of an operator's deactivation: signed, retried and settled like an event. */
   private async sendTerminated(c: ClaimedControl): Promise<void> {
     const body = JSON.stringify({ type: 'terminated', error: TERMINATED_BY_OPERATOR });
-    await this.attempt(c, terminatedIdOf(c), body, { name: 'terminated' });
+    await this.attempt(c, terminatedIdOf(c), body, { name: 'terminated' }, this.settleRow(c));
+  }
+
+  /** Settles a delivery row of the event log's deliveries. */
+  private settleRow(d: Pick<ClaimedDelivery, 'subId' | 'seq'>): (o: DeliveryOutcome) => Promise<void> {
+    return (o) => this.o.store.events.settle(d.subId, d.seq, this.o.replicaId, o);
   }
 
   private async send(d: ClaimedDelivery, built: Promise<{ occurrence: EventOccurrence; body: string }>): Promise<void> {
     const { occurrence, body } = await built;
-    const final = await this.attempt(d, occurrence.eventId, body, { name: d.name });
+    const final = await this.attempt(d, occurrence.eventId, body, { name: d.name }, this.settleRow(d));
     // An event given up (attempts spent, or too large) leaves a hole: say so once with a signed `gap` envelope.
     if (final === 'gap') await this.sendGap(d);
   }
 
-  /** One signed POST of a claimed delivery row, settled in the store; answers 'gap' when it was given up with a hole left. */
-  private async attempt(d: Pick<ClaimedDelivery, 'subId' | 'seq' | 'url' | 'secret' | 'attempts'>, webhookId: string, body: string, what: { name: string }): Promise<'gap' | undefined> {
-    const { store, replicaId, log } = this.o;
+  /** One signed POST of something claimed (`attempts`: this one included), settled with `settle`: 'delivered'; 'retry'
+   *  (a retry is due later); 'gap' when it was given up with a hole left; 'dropped' when given up without one (410, a
+   *  blocked address); 'stopped' when this replica is shutting down (nothing settled: the claim lapses). */
+  private async attempt(
+    d: Pick<ClaimedDelivery, 'subId' | 'url' | 'secret' | 'attempts'>,
+    webhookId: string,
+    body: string,
+    what: { name: string },
+    settle: (o: DeliveryOutcome) => Promise<unknown>,
+  ): Promise<'delivered' | 'retry' | 'gap' | 'dropped' | 'stopped'> {
+    const { log } = this.o;
     const headers = { ...webhookHeaders(this.key(d.secret), webhookId, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
     let status: number | null = null;
     let error = '';
@@ -228,21 +276,22 @@ export class EventDelivery {
       if (status < 200 || status >= 300) error = statusFailure(status);
     } catch (e) {
       error = e instanceof CallbackError ? e.reason : 'connection_refused';
-      if (this.stopped) return undefined; // shutting down: the claim lapses and another replica retries
+      if (this.stopped) return 'stopped'; // shutting down: the claim lapses and another replica retries
     }
     const now = Date.now();
     if (!error && status !== null) {
-      await store.events.settle(d.subId, d.seq, replicaId, { delivered: true, status, now });
+      await settle({ delivered: true, status, now });
       log.info('event delivered', { eventId: webhookId, name: what.name, subscription: d.subId, attempts: d.attempts });
-      return undefined;
+      return 'delivered';
     }
     // 410: the receiver rejects this delivery; 413: it never fits. Neither is retried (the subscription stays).
     const final = status === 410 || status === 413 || error === 'blocked_address' || d.attempts >= this.o.maxAttempts;
     const backoff = this.o.retryBaseMs * 4 ** (d.attempts - 1);
     const retryAt = final ? null : now + Math.min(15 * 60_000, Math.max(retryAfterMs ?? 0, Math.round(backoff * (0.8 + Math.random() * 0.4))));
-    await store.events.settle(d.subId, d.seq, replicaId, { delivered: false, status, error, retryAt, now, deactivateAfter: this.o.deactivateAfter });
+    await settle({ delivered: false, status, error, retryAt, now, deactivateAfter: this.o.deactivateAfter });
     log.warn(final ? 'event delivery given up' : 'event delivery failed; will retry', { eventId: webhookId, name: what.name, subscription: d.subId, attempts: d.attempts, error, ...(retryAt ? { retryInMs: retryAt - now } : {}) });
-    return final && status !== 410 && error !== 'blocked_address' ? 'gap' : undefined;
+    if (!final) return 'retry';
+    return status !== 410 && error !== 'blocked_address' ? 'gap' : 'dropped';
   }
 }
 

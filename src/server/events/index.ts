@@ -9,7 +9,7 @@ import { webhookKey } from '../../protocol/webhook.js';
 import { EVENT_NAMES, TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS, type EventFilter, type EventName, type LoggedChange } from '../../store/events.js';
 import type { TaskStore } from '../../store/types.js';
 import type { SignalBus } from '../../store/local-bus.js';
-import { TASK_OUTPUT, TASK_OUTPUT_DESCRIPTOR, pollOutput, streamOutput, type TaskOutputEvents } from './task-output.js';
+import { TASK_OUTPUT, TASK_OUTPUT_DESCRIPTOR, parseOutputRequest, pollOutput, streamOutput, type TaskOutputEvents } from './task-output.js';
 import { CallbackError, callbackUrlProblem, occurrenceOf, verifyCallback, type AnswerLinkOf, type CallbackPolicy } from '../../ops/events/index.js';
 
 export const EVENTS_EXTENSION = 'io.modelcontextprotocol/events';
@@ -160,9 +160,10 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
 
   async function subscribe(p: Params, principal: string, authenticated: boolean) {
     needPrincipal(authenticated, 'events/subscribe');
-    if (isOutput(p)) throw new EventsError(EventErrorCode.Unsupported, `${TASK_OUTPUT} is delivered by events/poll and events/stream (not yet by webhook)`, { feature: 'deliveryMode', value: 'webhook' });
-    const name = parseName(p);
-    const { canonical, filter } = await parseArgs(name, p, principal);
+    // A task's output: bound to the task's principal, its cursor the output's seq (null: from now; "0": from the start).
+    const out = isOutput(p) ? await parseOutputRequest(output, p, principal) : undefined;
+    const name = out ? TASK_OUTPUT : parseName(p);
+    const { canonical, filter } = out ? { canonical: canonicalJson({ taskId: out.taskId }), filter: { taskId: out.taskId, tool: null } } : await parseArgs(name as EventName, p, principal);
     const { url, secret } = webhookParams(p);
     if (typeof secret !== 'string') throw new EventsError(EventErrorCode.InvalidParams, 'delivery.secret must be a whsec_ secret you generated');
     try {
@@ -190,19 +191,23 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
         throw new EventsError(EventErrorCode.CallbackEndpointError, `The callback failed verification (${reason}); nothing was stored`, { reason });
       }
     }
-    const stored = await store.events.subscribe({ subId, principal, url, name, args: canonical, taskId: filter.taskId, tool: filter.tool, secret, refreshBefore, now }, limit);
+    const outputAfter = out ? Math.min(out.after, out.latest) : undefined;
+    const stored = await store.events.subscribe({ subId, principal, url, name, args: canonical, taskId: filter.taskId, tool: filter.tool, secret, refreshBefore, now, ...(out ? { outputAfter } : {}) }, limit);
     if (stored === 'limit') throw new EventsError(EventErrorCode.ResourceExhausted, `You hold ${limit} live subscriptions, the most this server allows`, { limit: 'subscriptions', max: limit });
     if (mustVerify) await store.events.markVerified(subId, Date.now());
     const head = await store.events.head();
     const asked = typeof p.cursor === 'string' && /^\d+$/.test(p.cursor) ? Number(p.cursor) : null;
-    const result: Record<string, unknown> = { id: subId, refreshBefore: new Date(refreshBefore).toISOString(), cursor: String(head), truncated: asked !== null && asked < head };
+    // Output subscriptions start at their cursor (decision 12 is for the change log); the rest from now.
+    const result: Record<string, unknown> = out
+      ? { id: subId, refreshBefore: new Date(refreshBefore).toISOString(), cursor: String(outputAfter), truncated: false }
+      : { id: subId, refreshBefore: new Date(refreshBefore).toISOString(), cursor: String(head), truncated: asked !== null && asked < head };
     if (existing) result.deliveryStatus = { active: true, ...(existing.lastDeliveryAt ? { lastDeliveryAt: new Date(existing.lastDeliveryAt).toISOString() } : {}), ...(existing.lastError ? { lastError: existing.lastError } : {}) };
     return result;
   }
 
   async function unsubscribe(p: Params, principal: string, authenticated: boolean) {
     needPrincipal(authenticated, 'events/unsubscribe');
-    const name = parseName(p);
+    const name = isOutput(p) ? TASK_OUTPUT : parseName(p);
     const a = p.arguments ?? {};
     const d = p.delivery as Params | undefined;
     if (typeof d?.url !== 'string') throw new EventsError(EventErrorCode.InvalidParams, 'params.delivery.url is required (the subscription is identified by name, arguments and url)');

@@ -1,20 +1,21 @@
 /**
  * Task Event Sources (the Triggers & Events WG draft, "SEP-XXXX: Task Event Sources"): with Events on, a task's
  * CreateTaskResult names its output event, `outlast.task.output` with input `{taskId}`, and the task's output
- * (`ctx.output`) is delivered as that event through `events/poll` and `events/stream`. Nothing is copied: the event
+ * (`ctx.output`) is delivered as that event through `events/poll`, `events/stream` and webhooks (`events/subscribe`:
+ * the subscription's cursor starts here, the delivery is ops/events/output.ts). Nothing is copied: the event
  * wire reads the task's one output log (src/runtime/output-follow.ts: bound to the task's principal, `events_gone`
  * past retention), and the cursor is the output's own sequence number. The stream ends (`notifications/events/
  * terminated`) once the task is terminal and every item was sent; a poll past that point answers the same error.
  */
-import { isTerminal, type TaskStatus } from '../../protocol/index.js';
+import { isTerminal } from '../../protocol/index.js';
 import { checkTaskId } from '../../runtime/wire.js';
 import { followOutput, readOutput } from '../../runtime/output-follow.js';
-import type { OutputItem } from '../../store/output.js';
 import type { SignalBus } from '../../store/local-bus.js';
 import type { TaskStore } from '../../store/types.js';
+import { TASK_OUTPUT } from '../../store/output-events.js';
+import { outputEnded, outputOccurrence } from '../../ops/events/output.js';
 
-/** The event a task's output is delivered as (the task is its input). */
-export const TASK_OUTPUT = 'outlast.task.output';
+export { TASK_OUTPUT, outputEnded, outputOccurrence };
 
 /** The draft's TaskEventSource, as put on a CreateTaskResult. */
 export interface TaskEventSource {
@@ -39,7 +40,7 @@ export const TASK_OUTPUT_DESCRIPTOR = {
   name: TASK_OUTPUT,
   description:
     "One task's output as it is written (ctx.output): one event per item, in order, from the task's eventSource; the stream ends when the task is terminal. The cursor is the item's seq.",
-  delivery: ['poll', 'push'],
+  delivery: ['poll', 'push', 'webhook'],
   inputSchema: {
     type: 'object',
     properties: { taskId: { type: 'string', maxLength: 256, description: 'The task (one of yours), as its CreateTaskResult eventSource names it.' } },
@@ -61,28 +62,6 @@ export const TASK_OUTPUT_DESCRIPTOR = {
 /** An error of the events wire (code, message, data), thrown out of here and answered by the wire. */
 export type WireError = (code: number, message: string, data?: unknown) => Error;
 
-/** The error a subscription to a finished task's output ends with (stream: `terminated`; poll: the answer). */
-export function outputEnded(taskId: string, status: TaskStatus, latestSeq: number) {
-  return {
-    code: -32011,
-    message: `Task ${taskId} is ${status} and all of its output (up to seq ${latestSeq}) was delivered; read its result with tasks/get`,
-    data: { kind: 'event', reason: 'task_terminal', taskId, status, latestSeq },
-  };
-}
-
-export interface OutputOccurrence {
-  eventId: string;
-  name: string;
-  timestamp: string;
-  data: { taskId: string; seq: number; type: string; data: unknown };
-  cursor: string;
-}
-
-/** Stable per item: the task and the item's seq (the same on every replay). */
-export function outputOccurrence(taskId: string, i: OutputItem): OutputOccurrence {
-  return { eventId: `evt_${taskId}_out_${i.seq}`, name: TASK_OUTPUT, timestamp: new Date(i.at).toISOString(), data: { taskId, seq: i.seq, type: i.type, data: i.data }, cursor: String(i.seq) };
-}
-
 export interface TaskOutputEvents {
   store: TaskStore;
   bus: SignalBus;
@@ -90,8 +69,9 @@ export interface TaskOutputEvents {
   fail: WireError;
 }
 
-/** The task and cursor of an `outlast.task.output` request (cursor null: from now, the task's latest seq). */
-async function parse(o: TaskOutputEvents, p: Record<string, unknown>, principal: string): Promise<{ taskId: string; after: number }> {
+/** The task and cursor of an `outlast.task.output` request (cursor null: from now, the task's latest seq); `latest` is
+ *  the task's latest seq. An unknown task, or another principal's, is refused here. */
+export async function parseOutputRequest(o: TaskOutputEvents, p: Record<string, unknown>, principal: string): Promise<{ taskId: string; after: number; latest: number }> {
   const a = p.arguments;
   if (typeof a !== 'object' || a === null || Array.isArray(a)) throw o.fail(-32602, `params.arguments must be {taskId} (the task's eventSource input)`);
   for (const k of Object.keys(a)) if (k !== 'taskId') throw o.fail(-32602, `Unknown argument "${k.slice(0, 100)}" for ${TASK_OUTPUT}; it takes taskId`);
@@ -103,8 +83,10 @@ async function parse(o: TaskOutputEvents, p: Record<string, unknown>, principal:
   }
   const c = p.cursor;
   if (c !== null && c !== undefined && (typeof c !== 'string' || !/^\d{1,15}$/.test(c))) throw o.fail(-32602, `cursor must be null (from now), "0" (the eventSource's initialCursor: from the start) or a cursor this server returned`);
-  const page = await read(o, taskId, principal, 0, 1);
-  return { taskId, after: c === null || c === undefined ? page.last : Number(c) };
+  // Read past the end (the largest seq a store keeps: a 32-bit integer): the task's latest seq, and that it is the
+  // caller's, whatever is still retained.
+  const page = await read(o, taskId, principal, 2_147_483_647, 1);
+  return { taskId, after: c === null || c === undefined ? page.last : Number(c), latest: page.last };
 }
 
 /** A page of the task's output, with the store's errors (unknown task, events_gone) as the wire's. */
@@ -129,7 +111,7 @@ function asWire(o: TaskOutputEvents, e: unknown): Error {
 /** events/poll for `outlast.task.output`: the items after the cursor; once the task is terminal and the cursor is at its
  *  last item, the subscription's end as an error. */
 export async function pollOutput(o: TaskOutputEvents, p: Record<string, unknown>, principal: string, signal: AbortSignal | undefined, sleep: (ms: number, s?: AbortSignal) => Promise<void>, readEveryMs: number) {
-  const { taskId, after } = await parse(o, p, principal);
+  const { taskId, after } = await parseOutputRequest(o, p, principal);
   const max = typeof p.maxEvents === 'number' && p.maxEvents >= 1 ? Math.min(100, Math.floor(p.maxEvents)) : 100;
   const waitMs = typeof p.timeoutMs === 'number' && p.timeoutMs > 0 ? Math.min(30_000, p.timeoutMs) : 0;
   const deadline = Date.now() + waitMs;
@@ -156,7 +138,7 @@ export async function pollOutput(o: TaskOutputEvents, p: Record<string, unknown>
 /** events/stream for `outlast.task.output`: `active`, one `event` per item (store + bus: any replica), heartbeats, and
  *  `terminated` once the task is terminal and every item was sent. */
 export async function streamOutput(o: TaskOutputEvents, id: unknown, p: Record<string, unknown>, principal: string, heartbeatMs: number, signal?: AbortSignal): Promise<Response> {
-  const { taskId, after } = await parse(o, p, principal);
+  const { taskId, after } = await parseOutputRequest(o, p, principal);
   const meta = { 'io.modelcontextprotocol/subscriptionId': id };
   const enc = new TextEncoder();
   let stop: (() => void) | undefined;

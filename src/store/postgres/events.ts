@@ -14,11 +14,27 @@ import {
   type ClaimRow,
   type EventStore,
   type LogRow,
+  type NewSubscription,
   type SubscriptionRow,
 } from '../events.js';
 
 type Query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) => Promise<pg.QueryResult<R>>;
 type Tx = <T>(fn: (c: pg.PoolClient) => Promise<T>) => Promise<T>;
+
+/** A change is logged and fanned out to the owner's live subscriptions it matches, in the change's transaction.
+ *  Migration 13 replaces it (output subscriptions match no change). */
+export const LOGGED_FUNCTION = `CREATE OR REPLACE FUNCTION outlast_event_logged() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE s bigint;
+BEGIN
+  INSERT INTO event_log (principal, task_id, tool, status, status_message, at)
+    VALUES (NEW.principal, NEW.task_id, NEW.tool, NEW.status, NEW.status_message, NEW.updated_at) RETURNING seq INTO s;
+  INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
+    SELECT e.sub_id, s, NEW.updated_at FROM event_subscriptions e
+    WHERE e.principal = NEW.principal AND e.active AND (e.refresh_before IS NULL OR e.refresh_before > NEW.updated_at)
+      AND (e.task_id IS NULL OR e.task_id = NEW.task_id) AND (e.tool IS NULL OR e.tool = NEW.tool)
+      AND ${statusMatch('NEW.status', 'e.name')};
+  RETURN NULL;
+END $$;`;
 
 export const POSTGRES_EVENTS_MIGRATION = {
   version: EVENTS_MIGRATION,
@@ -69,19 +85,7 @@ CREATE TABLE event_deliveries (
   PRIMARY KEY (sub_id, seq)
 );
 CREATE INDEX event_deliveries_due ON event_deliveries (next_attempt_at) WHERE state = 'pending';
--- A change is logged and fanned out to the owner's live subscriptions it matches, in the change's transaction.
-CREATE FUNCTION outlast_event_logged() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE s bigint;
-BEGIN
-  INSERT INTO event_log (principal, task_id, tool, status, status_message, at)
-    VALUES (NEW.principal, NEW.task_id, NEW.tool, NEW.status, NEW.status_message, NEW.updated_at) RETURNING seq INTO s;
-  INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
-    SELECT e.sub_id, s, NEW.updated_at FROM event_subscriptions e
-    WHERE e.principal = NEW.principal AND e.active AND (e.refresh_before IS NULL OR e.refresh_before > NEW.updated_at)
-      AND (e.task_id IS NULL OR e.task_id = NEW.task_id) AND (e.tool IS NULL OR e.tool = NEW.tool)
-      AND ${statusMatch('NEW.status', 'e.name')};
-  RETURN NULL;
-END $$;
+${LOGGED_FUNCTION}
 CREATE TRIGGER tasks_event_changed AFTER UPDATE ON tasks FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
   EXECUTE FUNCTION outlast_event_logged();
 -- A task leaves (the sweeper made it a tombstone): its log rows and deliveries go with it, so the log is bounded by
@@ -100,7 +104,8 @@ CREATE TRIGGER tasks_event_created AFTER INSERT ON tasks FOR EACH ROW WHEN (NEW.
 
 const SUB_COLUMNS = `s.*, (SELECT count(*) FROM event_deliveries d WHERE d.sub_id = s.sub_id AND d.state = 'pending') AS pending`;
 
-export function postgresEvents(query: Query, tx: Tx): EventStore {
+/** `startCursor`: puts an output subscription's cursor in place, in the subscribe's transaction (./output-events.ts). */
+export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolClient, s: NewSubscription) => Promise<void>): EventStore {
   return {
     subscribe: (s, limit) =>
       tx(async (c) => {
@@ -112,6 +117,7 @@ export function postgresEvents(query: Query, tx: Tx): EventStore {
         );
         if (refreshed.rowCount) {
           await c.query(`DELETE FROM event_deliveries WHERE sub_id = $1 AND seq < 0`, [s.subId]);
+          await startCursor(c, s);
           return 'refreshed' as const;
         }
         const live = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_subscriptions WHERE principal = $1 AND (refresh_before IS NULL OR refresh_before > $2)`, [s.principal, s.now]);
@@ -120,6 +126,7 @@ export function postgresEvents(query: Query, tx: Tx): EventStore {
           `INSERT INTO event_subscriptions (sub_id, principal, url, name, args, task_id, tool, secret, refresh_before, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
           [s.subId, s.principal, s.url, s.name, s.args, s.taskId, s.tool, s.secret, s.refreshBefore, s.now],
         );
+        await startCursor(c, s);
         return 'created' as const;
       }),
     unsubscribe: async (key) => {

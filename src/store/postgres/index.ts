@@ -46,6 +46,8 @@ import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
 import { applyHistorySetting, postgresOps } from './ops.js';
 import { postgresEvents } from './events.js';
+import { postgresOutputEvents, startOutputCursor } from './output-events.js';
+import type { OutputEventStore } from '../output-events.js';
 import { postgresOutput } from './output.js';
 import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
@@ -306,6 +308,8 @@ export class PostgresTaskStore implements TaskStore {
   readonly ops: OperatorStore;
   /** MCP Events: subscriptions, the change log, deliveries; see ./events.ts. */
   readonly events: EventStore;
+  /** Webhook delivery of task output: per-subscription cursors; see ./output-events.ts. */
+  readonly outputEvents: OutputEventStore;
   /** Task output; see ./output.ts. */
   readonly output: OutputStore;
   private opening: Promise<void> | undefined;
@@ -341,6 +345,7 @@ export class PostgresTaskStore implements TaskStore {
     };
     this.ops = postgresOps(query, (taskId) => this.get(taskId));
     this.output = postgresOutput(query);
+    this.outputEvents = postgresOutputEvents(query);
     this.events = postgresEvents(
       query,
       async (fn) => {
@@ -362,6 +367,7 @@ export class PostgresTaskStore implements TaskStore {
           c.release(lost);
         }
       },
+      startOutputCursor,
     );
   }
 

@@ -15,7 +15,7 @@ import { quoteIdent } from './bus.js';
 /** Every table of the store (migrations create them in the schema). */
 export const STORE_TABLES = [
   'tasks', 'tombstones', 'replicas', 'settings', 'task_steps', 'task_counts', 'task_events', 'alerts', 'task_subscriptions',
-  'event_log', 'event_subscriptions', 'event_deliveries', 'outlast_migrations', 'question_asks', 'task_output',
+  'event_log', 'event_subscriptions', 'event_deliveries', 'outlast_migrations', 'question_asks', 'task_output', 'event_output_cursors',
 ] as const;
 
 const TABLE_REF = new RegExp(`\\b(FROM|JOIN|INTO|UPDATE|USING|TABLE)(\\s+)(${STORE_TABLES.join('|')})\\b`, 'gi');

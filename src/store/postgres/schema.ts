@@ -68,6 +68,7 @@ CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW
 import { POSTGRES_EVENTS_MIGRATION } from './events.js';
 import { POSTGRES_ASKS_MIGRATION } from './asks.js';
 import { POSTGRES_OUTPUT_MIGRATION } from './output.js';
+import { POSTGRES_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
@@ -316,6 +317,7 @@ ${CLAIM_FUNCTION}`,
   POSTGRES_EVENTS_MIGRATION,
   POSTGRES_ASKS_MIGRATION,
   POSTGRES_OUTPUT_MIGRATION,
+  POSTGRES_OUTPUT_EVENTS_MIGRATION,
 ];
 
 /** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */

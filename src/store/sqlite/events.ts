@@ -13,6 +13,7 @@ import {
   type ClaimRow,
   type EventStore,
   type LogRow,
+  type NewSubscription,
   type SubscriptionRow,
 } from '../events.js';
 
@@ -20,6 +21,16 @@ type Write = <T>(op: () => T) => Promise<T>;
 
 const LOG_INSERT = `INSERT INTO event_log (principal, task_id, tool, status, status_message, at)
   VALUES (NEW.principal, NEW.task_id, NEW.tool, NEW.status, NEW.status_message, NEW.updated_at)`;
+
+/** Each change goes to the owner's live subscriptions it matches (same transaction: no change without its deliveries).
+ *  Migration 13 creates it again (output subscriptions match no change). */
+export const FANOUT_TRIGGER = `CREATE TRIGGER event_log_fanout AFTER INSERT ON event_log BEGIN
+  INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
+  SELECT s.sub_id, NEW.seq, NEW.at FROM event_subscriptions s
+  WHERE s.principal = NEW.principal AND s.active = 1 AND (s.refresh_before IS NULL OR s.refresh_before > NEW.at)
+    AND (s.task_id IS NULL OR s.task_id = NEW.task_id) AND (s.tool IS NULL OR s.tool = NEW.tool)
+    AND ${statusMatch('NEW.status', 's.name')};
+END;`;
 
 export const SQLITE_EVENTS_MIGRATION = {
   version: EVENTS_MIGRATION,
@@ -78,20 +89,14 @@ CREATE TRIGGER tasks_event_gone AFTER DELETE ON tasks BEGIN
   DELETE FROM event_deliveries WHERE seq IN (SELECT seq FROM event_log WHERE task_id = OLD.task_id);
   DELETE FROM event_log WHERE task_id = OLD.task_id;
 END;
--- Each change goes to the owner's live subscriptions it matches (same transaction: no change without its deliveries).
-CREATE TRIGGER event_log_fanout AFTER INSERT ON event_log BEGIN
-  INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
-  SELECT s.sub_id, NEW.seq, NEW.at FROM event_subscriptions s
-  WHERE s.principal = NEW.principal AND s.active = 1 AND (s.refresh_before IS NULL OR s.refresh_before > NEW.at)
-    AND (s.task_id IS NULL OR s.task_id = NEW.task_id) AND (s.tool IS NULL OR s.tool = NEW.tool)
-    AND ${statusMatch('NEW.status', 's.name')};
-END;
+${FANOUT_TRIGGER}
 `,
 };
 
 const SUB_COLUMNS = `s.*, (SELECT count(*) FROM event_deliveries d WHERE d.sub_id = s.sub_id AND d.state = 'pending') AS pending`;
 
-export function sqliteEvents(db: Database.Database, write: Write): EventStore {
+/** `startCursor`: puts an output subscription's cursor in place, in the subscribe's write (./output-events.ts). */
+export function sqliteEvents(db: Database.Database, write: Write, startCursor: (s: NewSubscription) => void): EventStore {
   const q = {
     get: db.prepare(`SELECT ${SUB_COLUMNS} FROM event_subscriptions s WHERE sub_id = ?`),
     live: db.prepare(`SELECT count(*) AS n FROM event_subscriptions WHERE principal = ? AND (refresh_before IS NULL OR refresh_before > ?)`),
@@ -153,10 +158,12 @@ export function sqliteEvents(db: Database.Database, write: Write): EventStore {
         if (q.exists.get(s.subId)) {
           q.refresh.run(s);
           q.dropControl.run(s.subId);
+          startCursor(s);
           return 'refreshed' as const;
         }
         if ((q.live.get(s.principal, s.now) as { n: number }).n >= limit) return 'limit' as const;
         q.insert.run(s);
+        startCursor(s);
         return 'created' as const;
       }),
     unsubscribe: (key) =>

@@ -37,6 +37,8 @@ import { prepareParking, type SqliteParking } from './parking.js';
 import { prepareSteps, type SqliteSteps } from './steps.js';
 import { applyHistorySetting, sqliteOps } from './ops.js';
 import { sqliteEvents } from './events.js';
+import { outputCursorStarter, sqliteOutputEvents } from './output-events.js';
+import type { OutputEventStore } from '../output-events.js';
 import { sqliteOutput } from './output.js';
 import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
@@ -222,12 +224,15 @@ export class SqliteTaskStore implements TaskStore {
     });
     applyHistorySetting(db, this.options.history);
     this.ops = sqliteOps(db, (op) => this.write(op), (taskId) => this.get(taskId));
-    this.events = sqliteEvents(db, (op) => this.write(op));
+    this.events = sqliteEvents(db, (op) => this.write(op), outputCursorStarter(db));
+    this.outputEvents = sqliteOutputEvents(db, (op) => this.write(op));
     this.output = sqliteOutput(db, (op) => this.write(op));
   }
 
   /** MCP Events: subscriptions, the change log, deliveries; see ./events.ts. */
   events!: EventStore;
+  /** Webhook delivery of task output: per-subscription cursors; see ./output-events.ts. */
+  outputEvents!: OutputEventStore;
 
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   ops!: OperatorStore;

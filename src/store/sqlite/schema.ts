@@ -1,6 +1,7 @@
 import { SQLITE_EVENTS_MIGRATION } from './events.js';
 import { SQLITE_ASKS_MIGRATION } from './asks.js';
 import { SQLITE_OUTPUT_MIGRATION } from './output.js';
+import { SQLITE_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
 
 /** Numbered migrations for the SQLite store. Applied in order at start-up, each once, in a transaction. */
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
@@ -241,6 +242,7 @@ CREATE INDEX tasks_queue_age ON tasks (queued_at, task_id, parked_at) WHERE queu
   },
   SQLITE_ASKS_MIGRATION,
   SQLITE_OUTPUT_MIGRATION,
+  SQLITE_OUTPUT_EVENTS_MIGRATION,
 ];
 
 /**
