@@ -501,18 +501,20 @@ export class TaskClient {
 
   /**
    * A task's output as an async iterator (`tasks/stream`): the items after `after` in seq order, each once, live
-   * until the task is terminal; a cut stream is resumed after the last item received. For a task in the journal,
-   * the last item the consumer took is recorded there (at most every 200 ms, and when the iteration stops), so
-   * `after: 'journal'` continues after it, in this process or the next. Throws OutputGoneError for output the
+   * until the task is terminal; a cut stream is resumed after the last item received. With `after: 'journal'` it
+   * starts after the last item this journal recorded as delivered for the task, and records the last item the
+   * consumer took (at most every 200 ms, and when the iteration stops), so the next one continues after it, in this
+   * process or the next (a crash may deliver the last fraction of a second again, never skip it). Throws OutputGoneError for output the
    * server no longer keeps unless `onGap` is given, TaskGoneError for an unknown task.
    */
   async *output(taskId: string, opts: TaskOutputOptions = {}): AsyncGenerator<OutputEvent, void, undefined> {
     this.assertOpen();
+    const journaled = opts.after === 'journal';
     const after = opts.after === 'journal' ? this.journal.outputSeq(taskId) : opts.after ?? 0;
     let pending = 0;
     let writtenAt = 0;
     const record = (force: boolean) => {
-      if (!pending || (!force && Date.now() - writtenAt < 200)) return;
+      if (!journaled || !pending || (!force && Date.now() - writtenAt < 200)) return;
       if (this.journal.isOpen) this.journal.outputDelivered(taskId, pending);
       pending = 0;
       writtenAt = Date.now();
