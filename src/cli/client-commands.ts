@@ -621,24 +621,28 @@ export async function resume(argv: string[]): Promise<number> {
   }
 }
 
+/** The journal's entry for a task id (or a unique prefix), and a TaskClient for its server (or --url). */
+function clientForTask(id: string, journal: Journal, values: { url?: string | undefined; bearer?: string | undefined } & OAuthFlagValues, extra: { retry?: { attempts: number } }) {
+  const entries = journal.find(id).filter((e) => e.taskId);
+  const entry = entries.find((e) => e.taskId === id) ?? (entries.length === 1 ? entries[0] : undefined);
+  const url = values.url ?? entry?.serverUrl;
+  if (!url) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
+  try {
+    const bearer = bearerOf(values);
+    const client = new TaskClient({ url, journal, clientInfo: { name: 'outlast-cli', version: '0.1.0' }, ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, values) }), ...extra });
+    return { entry, taskId: entry?.taskId ?? id, client };
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
 export async function cancel(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, 'cancel', ['url']);
   const id = positionals[0];
   if (!id || positionals.length > 1) throw new UsageError('usage: outlast cancel TASK_ID [--url URL]');
   const journal = openJournal(values.journal);
   try {
-    const entries = journal.find(id).filter((e) => e.taskId);
-    const entry = entries.find((e) => e.taskId === id) ?? (entries.length === 1 ? entries[0] : undefined);
-    const url = values.url ?? entry?.serverUrl;
-    if (!url) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
-    const taskId = entry?.taskId ?? id;
-    let client: TaskClient;
-    try {
-      const bearer = bearerOf(values);
-      client = new TaskClient({ url, journal, ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, values) }), retry: { attempts: 3 } });
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const { entry, taskId, client } = clientForTask(id, journal, values, { retry: { attempts: 3 } });
     try {
       await client.cancel(taskId);
       err(`Cancellation of task ${taskId} requested; the server stops it cooperatively (it may still finish first). See how it ended: outlast resume ${taskId}`);
@@ -666,18 +670,7 @@ export async function logs(argv: string[]): Promise<number> {
   }
   const journal = openJournal(values.journal);
   try {
-    const entries = journal.find(id).filter((e) => e.taskId);
-    const entry = entries.find((e) => e.taskId === id) ?? (entries.length === 1 ? entries[0] : undefined);
-    const url = values.url ?? entry?.serverUrl;
-    if (!url) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
-    const taskId = entry?.taskId ?? id;
-    let client: TaskClient;
-    try {
-      const bearer = bearerOf(values);
-      client = new TaskClient({ url, journal, clientInfo: { name: 'outlast-cli', version: '0.1.0' }, ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, values) }) });
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const { taskId, client } = clientForTask(id, journal, values, {});
     try {
       // Without --follow: what exists now (tasks/get says how much), then stop.
       const until = values.follow ? Infinity : (await latestOutputSeq(client.dispatcher, taskId)).seq;
