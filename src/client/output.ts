@@ -109,7 +109,7 @@ export async function* streamOutput(dispatcher: RawDispatcher, taskId: string, o
       outcome = { error: e };
     }
     if (stream) {
-      if (paused) stream.close();
+      if (paused || opts.signal?.aborted) stream.close(); // stopped while the stream was being opened
       stream.ended.then((how) => ((outcome = { how }), got()), (error: unknown) => ((outcome = { error }), got()));
     }
     try {
