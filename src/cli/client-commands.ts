@@ -4,6 +4,11 @@
  *   outlast tasks [--journal P] [--json]
  *   outlast resume [TASK_ID] [--bearer T] [--journal P] [--json] [--answers JSON] [--cancel-on-interrupt] [--poll]
  *   outlast cancel TASK_ID [--bearer T] [--journal P] [--url URL]
+ *   outlast logs TASK_ID [--follow] [--after N] [--bearer T] [--journal P] [--url URL]
+ *
+ * A task's output (ctx.output) is printed as it comes, on stdout (stderr with --json, so stdout stays one JSON
+ * document): text items as their lines, other items as one JSON line each (output-lines.ts). `outlast call … > file`
+ * so keeps what the tool produced, then its result, while the status stays on the terminal.
  *
  * Exit codes: 0 completed; 1 the tool reported an error, or the task failed / was cancelled / expired / is
  * unknown, or the server could not be reached; 2 bad usage; 3 the task waits for input this run cannot give
@@ -16,6 +21,8 @@ import { Journal, defaultJournalPath, type JournalEntry } from '../client/journa
 import { TaskClient, type CallToolResult, type ElicitationHandler, type TaskCall } from '../client/task-client.js';
 import { answersFromJson, resolveAnswer, type Answers, type FormSchema } from '../client/answers.js';
 import { OAUTH_HELP, OAUTH_OPTIONS, OAUTH_STRING_OPTIONS, cliOAuthProvider, login, logout, type OAuthFlagValues } from './oauth-commands.js';
+import { latestOutputSeq, type OutputEvent } from '../client/output.js';
+import { gapLine, outputLine } from './output-lines.js';
 import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError } from '../client/errors.js';
 
 export const CLIENT_HELP = `Client commands:
@@ -23,8 +30,9 @@ export const CLIENT_HELP = `Client commands:
   outlast tasks [--journal PATH] [--json]        list the calls in the journal
   outlast resume [TASK_ID] [options]             follow unfinished tasks (all, or one) to the end
   outlast cancel TASK_ID [--url URL]             ask the server to cancel a task
+  outlast logs TASK_ID [--follow] [--after N]    print a task's output (--follow: until the task ends)
 
-Options for call / resume / cancel:
+Options for call / resume / cancel / logs:
   --bearer TOKEN           send Authorization: Bearer TOKEN (or $OUTLAST_BEARER)
   --journal PATH           the journal (default $OUTLAST_JOURNAL, else ${defaultJournalPath()})
   --json                   final result(s) as JSON on stdout; progress stays on stderr
@@ -35,6 +43,11 @@ Options for call / resume / cancel:
   --answers JSON           answers to form questions by input key or field, e.g. '{"confirm": true}'
                            (without a terminal, a question with no answer detaches with exit code 3)
   --poll                   poll tasks/get instead of listening for notifications/tasks
+  --url URL                (cancel, logs) the server, for a task not in the journal
+  --follow                 (logs) keep printing new output until the task ends
+  --after N                (logs) only the output after sequence number N (default 0: all that is kept)
+The task's output (ctx.output) is printed as it comes: on stdout, text as lines and other items as one JSON line
+each, so \`outlast call … > file\` keeps it with the result; on stderr with --json.
 Exit codes: 0 done, 1 tool error / failed / cancelled / expired / unreachable, 2 usage, 3 needs input, 130 Ctrl-C
 
 ${OAUTH_HELP}`;
@@ -56,13 +69,13 @@ function err(line: string): void {
 
 function parse(argv: string[], command: string, allowed: string[] = []) {
   const r = parseAll(argv, command);
-  for (const only of ['detach', 'url', 'notify', 'notify-secret'] as const) {
+  for (const only of ['detach', 'url', 'notify', 'notify-secret', 'follow', 'after'] as const) {
     if (r.values[only] !== undefined && !allowed.includes(only)) throw new UsageError(`--${only} is not an option of outlast ${command}`);
   }
   return r;
 }
 
-const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url', '--notify', '--notify-secret', ...OAUTH_STRING_OPTIONS]);
+const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url', '--notify', '--notify-secret', '--after', ...OAUTH_STRING_OPTIONS]);
 
 /** Task ids are base64url and may start with "-": a lone-dash token that is no option's value is a positional. */
 function positionalDashes(argv: string[]): string[] {
@@ -88,6 +101,8 @@ const CLIENT_OPTIONS = {
   url: { type: 'string' },
   notify: { type: 'string' },
   'notify-secret': { type: 'string' },
+  follow: { type: 'boolean' },
+  after: { type: 'string' },
   ...OAUTH_OPTIONS,
 } as const;
 
@@ -135,6 +150,12 @@ class StatusLine {
     const width = process.stderr.columns ?? 100;
     process.stderr.write(`\r\x1b[K${`${this.text} · ${secs} s`.slice(0, width - 1)}`);
     this.shown = true;
+  }
+  /** Writes output lines to `to` above the status line. */
+  print(text: string, to: NodeJS.WriteStream): void {
+    this.clear();
+    to.write(text.endsWith('\n') ? text : text + '\n');
+    this.render();
   }
   /** Prints a whole line above the status line. */
   say(line: string): void {
@@ -277,6 +298,7 @@ async function follow(call: TaskCall, ui: Ui, prefix = ''): Promise<Finished> {
   call.on('note', (n) => {
     if (n.kind === 'fallback') ui.status.say(`${prefix}${n.reason}`);
     else if (n.kind === 'retry') ui.status.say(`${prefix}${n.error.message}; retrying in ${(n.delayMs / 1000).toFixed(1)} s`);
+    else if (n.kind === 'output_failed') ui.status.say(`${prefix}the task's output could not be read to its end: ${n.error.message}`);
     else if (n.kind === 'rate_limited') ui.status.say(`${prefix}the server asked to poll slower; waiting ${(n.delayMs / 1000).toFixed(1)} s`);
   });
   if (call.task) show();
@@ -285,6 +307,19 @@ async function follow(call: TaskCall, ui: Ui, prefix = ''): Promise<Finished> {
   } catch (e) {
     return { call, error: e as Error };
   }
+}
+
+/** Prints a call's output as it comes: stdout (stderr with --json); with several calls, each line names its task. */
+function printOutput(ui: Ui, json: boolean, many: boolean) {
+  const to = json ? process.stderr : process.stdout;
+  const tag = (call: TaskCall) => (many ? `[${(call.taskId ?? call.callId).slice(0, 8)}] ` : '');
+  return {
+    onOutput: (e: OutputEvent, call: TaskCall) => {
+      const line = outputLine(e);
+      ui.status.print(many ? line.split('\n').map((l) => tag(call) + l).join('\n') : line, to);
+    },
+    onOutputGap: (g: Parameters<typeof gapLine>[0], call: TaskCall) => ui.status.say(tag(call) + gapLine(g)),
+  };
 }
 
 function errorJson(e: Error): JsonObject {
@@ -432,7 +467,7 @@ export async function call(argv: string[]): Promise<number> {
   try {
     ui.status.set(`${tool}: calling ${url}`);
     try {
-      handle = await client.start(tool, args, { follow: !values.detach });
+      handle = await client.start(tool, args, { follow: !values.detach, ...(values.detach ? {} : printOutput(ui, !!values.json, false)) });
     } catch (e) {
       ui.status.stop();
       if (values.json) process.stdout.write(JSON.stringify(errorJson(e as Error)) + '\n');
@@ -549,7 +584,7 @@ export async function resume(argv: string[]): Promise<number> {
       clients.push(client);
       for (const e of list) {
         try {
-          handles.push(...(await client.resume(e.callId)));
+          handles.push(...(await client.resume(e.callId, printOutput(ui, !!values.json, entries.length > 1))));
         } catch (x) {
           err(`${e.taskId ?? e.callId}: ${(x as Error).message}`);
         }
@@ -586,30 +621,66 @@ export async function resume(argv: string[]): Promise<number> {
   }
 }
 
+/** The journal's entry for a task id (or a unique prefix), and a TaskClient for its server (or --url). */
+function clientForTask(id: string, journal: Journal, values: { url?: string | undefined; bearer?: string | undefined } & OAuthFlagValues, extra: { retry?: { attempts: number } }) {
+  const entries = journal.find(id).filter((e) => e.taskId);
+  const entry = entries.find((e) => e.taskId === id) ?? (entries.length === 1 ? entries[0] : undefined);
+  const url = values.url ?? entry?.serverUrl;
+  if (!url) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
+  try {
+    const bearer = bearerOf(values);
+    const client = new TaskClient({ url, journal, clientInfo: { name: 'outlast-cli', version: '0.1.0' }, ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, values) }), ...extra });
+    return { entry, taskId: entry?.taskId ?? id, client };
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
 export async function cancel(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, 'cancel', ['url']);
   const id = positionals[0];
   if (!id || positionals.length > 1) throw new UsageError('usage: outlast cancel TASK_ID [--url URL]');
   const journal = openJournal(values.journal);
   try {
-    const entries = journal.find(id).filter((e) => e.taskId);
-    const entry = entries.find((e) => e.taskId === id) ?? (entries.length === 1 ? entries[0] : undefined);
-    const url = values.url ?? entry?.serverUrl;
-    if (!url) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
-    const taskId = entry?.taskId ?? id;
-    let client: TaskClient;
-    try {
-      const bearer = bearerOf(values);
-      client = new TaskClient({ url, journal, ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, values) }), retry: { attempts: 3 } });
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const { entry, taskId, client } = clientForTask(id, journal, values, { retry: { attempts: 3 } });
     try {
       await client.cancel(taskId);
       err(`Cancellation of task ${taskId} requested; the server stops it cooperatively (it may still finish first). See how it ended: outlast resume ${taskId}`);
       return 0;
     } catch (e) {
       if (e instanceof TaskGoneError && entry) journal.gone(entry.callId, e.reason, e.message);
+      throw new Exit(1, (e as Error).message);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    journal.close();
+  }
+}
+
+/** `outlast logs TASK_ID [--follow] [--after N]`: a task's output, like `docker logs`. */
+export async function logs(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, 'logs', ['url', 'follow', 'after']);
+  const id = positionals[0];
+  if (!id || positionals.length > 1) throw new UsageError('usage: outlast logs TASK_ID [--follow] [--after N] [--url URL]');
+  let after = 0;
+  if (values.after !== undefined) {
+    after = Number(values.after);
+    if (!/^\d+$/.test(values.after) || !Number.isSafeInteger(after)) throw new UsageError(`--after must be an integer >= 0 (a sequence number); got "${values.after}"`);
+  }
+  const journal = openJournal(values.journal);
+  try {
+    const { taskId, client } = clientForTask(id, journal, values, {});
+    try {
+      // Without --follow: what exists now (tasks/get says how much), then stop.
+      const until = values.follow ? Infinity : (await latestOutputSeq(client.dispatcher, taskId)).seq;
+      if (until <= after) return 0;
+      for await (const e of client.output(taskId, { after, onGap: (g) => err(gapLine(g)) })) {
+        process.stdout.write(outputLine(e) + '\n');
+        if (e.seq >= until) break;
+      }
+      return 0;
+    } catch (e) {
       throw new Exit(1, (e as Error).message);
     } finally {
       await client.close();

@@ -9,7 +9,7 @@ import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oau
 import { loadServerModule, type LoadedServerModule } from '../server/load-module.js';
 import { busFromUrl, storeFromUrl } from './store-url.js';
 import { HelpRequested, UsageError, parseCommand } from './usage.js';
-import { CLIENT_HELP, call, cancel, loginCommand, logoutCommand, resume, runClientCommand, tasks } from './client-commands.js';
+import { CLIENT_HELP, call, cancel, loginCommand, logoutCommand, logs, resume, runClientCommand, tasks } from './client-commands.js';
 import { cliLogger } from './logger.js';
 import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
 import { EVENTS_HELP, EVENTS_OPTIONS, eventsConfig } from './events-options.js';
@@ -111,6 +111,7 @@ const COMMAND_HELP: Record<string, string> = {
   tasks: CLIENT_HELP,
   resume: CLIENT_HELP,
   cancel: CLIENT_HELP,
+  logs: CLIENT_HELP,
 };
 
 function fail(message: string): never {
@@ -396,6 +397,8 @@ export async function main(argv: string[]): Promise<void> {
       return runClientCommand(resume, rest);
     case 'cancel':
       return runClientCommand(cancel, rest);
+    case 'logs':
+      return runClientCommand(logs, rest);
     case 'login':
       return runClientCommand(loginCommand, rest);
     case 'logout':

@@ -141,3 +141,22 @@ export function goneReason(e: RpcError): 'expired' | 'not_found' | undefined {
 export function isRateLimited(e: unknown): e is RateLimitedError {
   return e instanceof RateLimitedError || (e instanceof RpcError && (e.code === RATE_LIMITED_CODE || e.httpStatus === 429));
 }
+
+/** Output after the cursor is no longer kept by the server (`events_gone`: its per-task bound dropped the oldest). */
+export class OutputGoneError extends Error {
+  readonly taskId: string;
+  readonly lostFrom: number;
+  readonly lostTo: number;
+  /** The earliest seq the server keeps: read on with `after: continuesAt - 1`. */
+  readonly continuesAt: number;
+  constructor(gap: { taskId: string; lostFrom: number; lostTo: number; continuesAt: number }) {
+    super(
+      `Output ${gap.lostFrom === gap.lostTo ? `item ${gap.lostFrom}` : `items ${gap.lostFrom}–${gap.lostTo}`} of task ${gap.taskId} ${gap.lostFrom === gap.lostTo ? 'is' : 'are'} no longer kept by the server (events_gone: it keeps a bounded number per task); the output continues at ${gap.continuesAt} (read on with after: ${gap.continuesAt - 1})`,
+    );
+    this.name = 'OutputGoneError';
+    this.taskId = gap.taskId;
+    this.lostFrom = gap.lostFrom;
+    this.lostTo = gap.lostTo;
+    this.continuesAt = gap.continuesAt;
+  }
+}

@@ -45,6 +45,12 @@ CREATE TABLE answers (
 );
 `,
   },
+  {
+    version: 2,
+    // The seq of the last output item delivered to the application (TaskClient's onOutput / output()), so a
+    // restarted client continues the task's output after it.
+    sql: `ALTER TABLE calls ADD COLUMN output_seq INTEGER;`,
+  },
 ];
 
 export type JournalState = 'calling' | 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled' | 'expired' | 'not_found';
@@ -70,6 +76,8 @@ export interface JournalEntry {
   finishedAt?: number;
   readAt?: number;
   cancelRequestedAt?: number;
+  /** The seq of the last output item delivered (absent: none yet). */
+  outputSeq?: number;
 }
 
 interface Row {
@@ -90,6 +98,7 @@ interface Row {
   finished_at: number | null;
   read_at: number | null;
   cancel_requested_at: number | null;
+  output_seq: number | null;
 }
 
 function toEntry(r: Row): JournalEntry {
@@ -112,6 +121,7 @@ function toEntry(r: Row): JournalEntry {
   if (r.finished_at !== null) e.finishedAt = r.finished_at;
   if (r.read_at !== null) e.readAt = r.read_at;
   if (r.cancel_requested_at !== null) e.cancelRequestedAt = r.cancel_requested_at;
+  if (r.output_seq !== null) e.outputSeq = r.output_seq;
   return e;
 }
 
@@ -172,6 +182,8 @@ export class Journal {
       saveAnswer: db.prepare(`INSERT OR IGNORE INTO answers (call_id, input_key, response) VALUES (?, ?, ?)`),
       answerSent: db.prepare(`UPDATE answers SET sent_at = ? WHERE call_id = ? AND input_key = ?`),
       answers: db.prepare(`SELECT input_key, response, sent_at FROM answers WHERE call_id = ?`),
+      outputDelivered: db.prepare(`UPDATE calls SET output_seq = MAX(COALESCE(output_seq, 0), ?) WHERE task_id = ?`),
+      outputSeq: db.prepare(`SELECT MAX(output_seq) AS seq FROM calls WHERE task_id = ?`),
       prune: db.prepare(`DELETE FROM calls WHERE read_at IS NOT NULL AND read_at < ?`),
     };
     const keep = options.keepReadMs ?? 30 * 24 * 3600_000;
@@ -260,6 +272,16 @@ export class Journal {
     return new Map(rows.map((r) => [r.input_key, { response: JSON.parse(r.response) as JsonObject, sent: r.sent_at !== null }]));
   }
 
+  /** Output up to `seq` of the task was delivered (never moves back). */
+  outputDelivered(taskId: string, seq: number): void {
+    this.stmts.outputDelivered.run(seq, taskId);
+  }
+
+  /** The seq of the task's last output item delivered (0: none, or the task is not in the journal). */
+  outputSeq(taskId: string): number {
+    return ((this.stmts.outputSeq.get(taskId) as { seq: number | null } | undefined)?.seq ?? 0);
+  }
+
   get(callId: string): JournalEntry | undefined {
     const r = this.stmts.get.get(callId) as Row | undefined;
     return r ? toEntry(r) : undefined;
@@ -283,6 +305,10 @@ export class Journal {
   pending(serverUrl?: string): JournalEntry[] {
     const all = (this.stmts.pendingWork.all() as Row[]).map(toEntry);
     return serverUrl === undefined ? all : all.filter((e) => e.serverUrl === serverUrl);
+  }
+
+  get isOpen(): boolean {
+    return this.db.open;
   }
 
   close(): void {

@@ -18,7 +18,9 @@ export type StatusNote =
   | { kind: 'retry'; error: Error; delayMs: number }
   | { kind: 'rate_limited'; delayMs: number }
   | { kind: 'listening' }
-  | { kind: 'fallback'; reason: string };
+  | { kind: 'fallback'; reason: string }
+  /** The task's output could not be read to its end (the call itself goes on). */
+  | { kind: 'output_failed'; error: Error };
 
 export interface FollowObserver {
   /** Every state seen (possibly repeated; the handle dedupes). */

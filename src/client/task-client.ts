@@ -37,6 +37,7 @@ import {
   type Task,
   type TaskStatus,
 } from '../protocol/index.js';
+import { streamOutput, type OutputEvent, type OutputGap, type OutputOptions } from './output.js';
 import { DetachedError, RejectedToolError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError, isRateLimited } from './errors.js';
 import { Journal, type JournalEntry } from './journal.js';
 import { ListenSource, PollingSource, getTask, toDetailedTask, type ListenOptions, type PollingOptions, type StatusNote, type StatusSource } from './status.js';
@@ -98,6 +99,23 @@ export interface StartOptions {
   signal?: AbortSignal;
   /** Follow the task right away (default true). */
   follow?: boolean;
+  /** Delivers the task's output as it is written (`tasks/stream`), in order, each item once; a cut stream is
+   *  resumed after the last item, and the journal keeps that seq so `resume` continues after it. With it,
+   *  `result()` resolves after the last item was delivered. */
+  onOutput?: (event: OutputEvent, call: TaskCall) => void;
+  /** Output the server no longer kept (its per-task bound): what was lost; delivery continues after it. */
+  onOutputGap?: (gap: OutputGap, call: TaskCall) => void;
+}
+
+export interface ResumeOptions extends Pick<StartOptions, 'onOutput' | 'onOutputGap'> {
+  /** Follow the tasks right away (default true). */
+  follow?: boolean;
+}
+
+export interface TaskOutputOptions extends Omit<OutputOptions, 'after'> {
+  /** The seq of the last item already had, or 'journal': after the last one this journal recorded as delivered
+   *  for the task (0 when none). Default 0. */
+  after?: number | 'journal';
 }
 
 export interface InputEvent {
@@ -118,6 +136,10 @@ export interface TaskCallEvents {
   note: [StatusNote];
   /** The task id is known (and journaled). */
   created: [Task];
+  /** An output item of the task (only when output is followed: `onOutput`). */
+  output: [OutputEvent];
+  /** Output the server no longer kept; delivery continues after it. */
+  outputGap: [OutputGap];
 }
 
 type Outcome = { ok: true; result: CallToolResult } | { ok: false; error: Error };
@@ -169,6 +191,10 @@ export class TaskCall extends EventEmitter<TaskCallEvents> {
   /** Aborted by detach(), close(), or settlement. */
   readonly following = new AbortController();
   private followStarted = false;
+  /** Aborted by detach() and close() only: output is read to its end after the task is terminal. */
+  readonly outputFollowing = new AbortController();
+  /** @internal Resolves once the task's output was delivered to its end (when output is followed). */
+  outputDone: Promise<void> | undefined;
   /** Input keys being answered or already answered (never asked twice). */
   private readonly inputKeys = new Map<string, AbortController | null>();
 
@@ -208,6 +234,10 @@ export class TaskCall extends EventEmitter<TaskCallEvents> {
   /** The final CallToolResult. Rejects with TaskFailedError, TaskCancelledError, TaskGoneError, DetachedError, RpcError or TransportError. Reading it marks the outcome read in the journal. */
   async result(): Promise<CallToolResult> {
     const o = await this.settledPromise;
+    if (this.outputDone) {
+      if (o.ok || o.error instanceof TaskFailedError || o.error instanceof TaskCancelledError) await this.outputDone;
+      else this.outputFollowing.abort(o.error);
+    }
     if (o.ok || (!(o.error instanceof DetachedError) && !(o.error instanceof TransportError))) this.client.journal.markRead(this.callId);
     if (o.ok) return o.result;
     throw o.error;
@@ -223,6 +253,7 @@ export class TaskCall extends EventEmitter<TaskCallEvents> {
 
   /** Stops following; the task keeps running and stays in the journal for `resume`. */
   detach(): void {
+    this.outputFollowing.abort(new DetachedError(this.taskId));
     if (this.done) return;
     this.finish({ ok: false, error: new DetachedError(this.taskId) });
   }
@@ -442,6 +473,7 @@ export class TaskClient {
     this.calls.set(call.callId, call);
     await this.send(call, opts.signal);
     if (opts.follow !== false) this.follow(call);
+    if (opts.onOutput || opts.onOutputGap) this.followOutput(call, opts);
     return call;
   }
 
@@ -450,7 +482,7 @@ export class TaskClient {
    * answer is re-sent with its idempotency key), finished ones whose outcome was not read are returned
    * settled. With `id`, only that task (or call).
    */
-  async resume(id?: string, opts: { follow?: boolean } = {}): Promise<TaskCall[]> {
+  async resume(id?: string, opts: ResumeOptions = {}): Promise<TaskCall[]> {
     this.assertOpen();
     let entries: JournalEntry[];
     if (id !== undefined) {
@@ -459,8 +491,76 @@ export class TaskClient {
       entries = entries.slice(0, 1);
     } else entries = this.journal.pending(this.url);
     const out: TaskCall[] = [];
-    for (const e of entries) out.push(await this.attach(e, opts.follow !== false));
+    for (const e of entries) {
+      const call = await this.attach(e, opts.follow !== false);
+      if ((opts.onOutput || opts.onOutputGap) && !call.inline) this.followOutput(call, opts);
+      out.push(call);
+    }
     return out;
+  }
+
+  /**
+   * A task's output as an async iterator (`tasks/stream`): the items after `after` in seq order, each once, live
+   * until the task is terminal; a cut stream is resumed after the last item received. With `after: 'journal'` it
+   * starts after the last item this journal recorded as delivered for the task, and records the last item the
+   * consumer took (at most every 200 ms, and when the iteration stops), so the next one continues after it, in this
+   * process or the next (a crash may deliver the last fraction of a second again, never skip it). Throws OutputGoneError for output the
+   * server no longer keeps unless `onGap` is given, TaskGoneError for an unknown task.
+   */
+  async *output(taskId: string, opts: TaskOutputOptions = {}): AsyncGenerator<OutputEvent, void, undefined> {
+    this.assertOpen();
+    const journaled = opts.after === 'journal';
+    const after = opts.after === 'journal' ? this.journal.outputSeq(taskId) : opts.after ?? 0;
+    let pending = 0;
+    let writtenAt = 0;
+    const record = (force: boolean) => {
+      if (!journaled || !pending || (!force && Date.now() - writtenAt < 200)) return;
+      if (this.journal.isOpen) this.journal.outputDelivered(taskId, pending);
+      pending = 0;
+      writtenAt = Date.now();
+    };
+    const stream = streamOutput(this.dispatcher, taskId, {
+      ...opts,
+      after,
+      attempts: opts.attempts ?? this.retry.attempts,
+      baseDelayMs: opts.baseDelayMs ?? this.retry.baseDelayMs,
+      maxDelayMs: opts.maxDelayMs ?? this.retry.maxDelayMs,
+    });
+    try {
+      for await (const e of stream) {
+        yield e;
+        pending = e.seq; // the consumer asked for the next one: this one is delivered
+        record(false);
+      }
+    } finally {
+      record(true);
+    }
+  }
+
+  /** Delivers a call's output to onOutput / the `output` event, from where the journal says delivery stopped. */
+  private followOutput(call: TaskCall, opts: Pick<StartOptions, 'onOutput' | 'onOutputGap'>): void {
+    const taskId = call.taskId;
+    if (!taskId || call.outputDone) return;
+    const signal = call.outputFollowing.signal;
+    call.outputDone = (async () => {
+      try {
+        const events = this.output(taskId, {
+          after: 'journal',
+          signal,
+          onGap: (gap) => {
+            call.emit('outputGap', gap);
+            opts.onOutputGap?.(gap, call);
+          },
+          onRetry: (error, delayMs) => call.emit('note', { kind: 'retry', error, delayMs }),
+        });
+        for await (const e of events) {
+          call.emit('output', e);
+          opts.onOutput?.(e, call);
+        }
+      } catch (e) {
+        if (!signal.aborted) call.emit('note', { kind: 'output_failed', error: e as Error });
+      }
+    })();
   }
 
   /** A handle for one journal entry (settled if it is finished). */
@@ -528,6 +628,8 @@ export class TaskClient {
     if (this.closed) return;
     this.closed = true;
     for (const c of this.calls.values()) c.detach();
+    // Output readers stop at once; let them journal the last item delivered first.
+    await Promise.all([...this.calls.values()].map((c) => c.outputDone));
     await this.dispatcher.close();
     if (this.ownsJournal) this.journal.close();
   }
