@@ -23,6 +23,7 @@ import { isoOf } from '../runtime/wire.js';
 import type { TaskRecord, TaskSummary, TaskView } from '../store/types.js';
 import type { TaskMethod } from './task-methods.js';
 import { QuestionAsks } from './question-asks.js';
+import { relayOutputOnStream } from './legacy-output.js';
 import { asUrlElicitation, recordableUrlAnswer, urlRequestId } from './url-elicitation.js';
 
 export interface LegacyOptions {
@@ -180,6 +181,10 @@ export class LegacyTasks {
       }
       if (isTerminal(v.status)) resolveEnd(v);
     });
+    const output = await relayOutputOnStream(runtime, this, mcp, ctx, taskId, principal).catch((e) => {
+      unwatch();
+      throw e;
+    });
     const keepAlive = setInterval(sendProgress, this.keepAliveMs);
     const onAbort = () => resolveEnd(undefined);
     ctx.mcpReq.signal.addEventListener('abort', onAbort, { once: true });
@@ -187,7 +192,10 @@ export class LegacyTasks {
     let end: TaskView | undefined;
     try {
       end = await ended;
+      // The result leaves after the task's last output item.
+      if (end) await output.drained();
     } finally {
+      output.stop();
       clearInterval(keepAlive);
       ctx.mcpReq.signal.removeEventListener('abort', onAbort);
       unwatch();
