@@ -9,7 +9,7 @@
  *         -> its notifications/tasks/event read by a tasks/stream client of B, p50/p99; in the same run the status
  *         push of (g) (a status set on A -> notifications/tasks on a listen client of B).
  *   (ac)  one task (out_burst of bench/cluster-module.ts, policy 'always') emitting 100,000 outputs (`--max-output-per-task` raised so
- *         none is dropped): the server's RSS (sampled every 250 ms) and heap after full GCs (every ~2 s) at the
+ *         none is dropped): the server's RSS (sampled every 100 ms) and heap after full GCs (every ~2 s) at the
  *         start, their peaks and at the end; then a full replay (tasks/stream from after: 0) read by one client:
  *         items/s, and the server's RSS peak during it. SQLite (ac) or PostgreSQL (ac.pg).
  */
@@ -229,9 +229,9 @@ export async function outputVolume(o: { backend: Backend; items: number; pgUrl: 
       const rss = rssOf(server.pid);
       peakRss = Math.max(peakRss, rss);
       const s: (typeof samples)[number] = { t: performance.now(), seq, rss };
-      if (k++ % 8 === 0) s.heap = (await heap(server)).heapUsed; // heap after full GCs, every ~2 s
+      if (k++ % 20 === 0) s.heap = (await heap(server)).heapUsed; // heap after full GCs, every ~2 s
       samples.push(s);
-      await new Promise((r) => setTimeout(r, 250));
+      await new Promise((r) => setTimeout(r, 100));
     }
   })();
   try {
@@ -246,9 +246,14 @@ export async function outputVolume(o: { backend: Backend; items: number; pgUrl: 
     while (status === 'working') {
       if (Date.now() > deadline) throw new Error(`(ac) the task did not finish in 10 min (seq ${seq})`);
       await new Promise((r) => setTimeout(r, 500));
-      const r = (await send(server.url, tasksGet(id))).json?.result;
-      status = r?.status ?? 'unknown';
-      seq = r?._meta?.['outlast/outputSeq'] ?? seq;
+      const g = await send(server.url, tasksGet(id));
+      const r = g.json?.result;
+      if (!r) {
+        log(`  tasks/get answered ${g.status}: ${g.text.slice(0, 300)}`);
+        continue;
+      }
+      status = r.status;
+      seq = r._meta?.['outlast/outputSeq'] ?? seq;
     }
     const emitSeconds = (performance.now() - t0) / 1000;
     if (status !== 'completed' || seq !== o.items) throw new Error(`(ac) the task ended ${status} at seq ${seq}`);
