@@ -204,10 +204,12 @@ export async function outputPush(o: { pgUrl: string; items: number; everyMs: num
 // ---- (ac) ---------------------------------------------------------------------------------------------------
 
 /** The resident set of a process, from /proc (no GC, no IPC: cheap enough to sample often). */
-function rssOf(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+function rssOf(pid: number, field = 'VmRSS'): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) * 1024 : NaN;
 }
+/** RSS split: anonymous (heap, native allocations, SQLite's page cache), file-backed, shared memory (SQLite's -shm). */
+const rssSplit = (pid: number) => ['RssAnon', 'RssFile', 'RssShmem'].map((f) => mb(rssOf(pid, f))).join('/');
 
 export async function outputVolume(o: { backend: Backend; items: number; pgUrl: string; pool: number }, log: (m: string) => void): Promise<BenchRow[]> {
   const sfx = o.backend === 'sqlite' ? '' : '.pg';
@@ -239,6 +241,7 @@ export async function outputVolume(o: { backend: Backend; items: number; pgUrl: 
     // Warm the server (JIT, statements) with a small task first, so the start reading is not a cold process.
     await readTaskStream(server.url, await createTask(server.url, 'out_burst', { count: 2000 }), 0, () => undefined, 120_000);
     const start: HeapReading = await heap(server);
+    const startSplit = rssSplit(server.pid);
     const t0 = performance.now();
     const id = await createTask(server.url, 'out_burst', { count: o.items });
     let status = 'working';
@@ -258,8 +261,11 @@ export async function outputVolume(o: { backend: Backend; items: number; pgUrl: 
     const emitSeconds = (performance.now() - t0) / 1000;
     if (status !== 'completed' || seq !== o.items) throw new Error(`(ac) the task ended ${status} at seq ${seq}`);
     const end = await heap(server);
+    const endSplit = rssSplit(server.pid);
     const emitPeakRss = peakRss;
     const emitHeaps = samples.filter((s) => s.heap !== undefined && s.t >= t0).map((s) => s.heap!);
+    // RSS when the task had written a quarter, half, three quarters of its items: flat, or growing with the count?
+    const rssAt = [0.25, 0.5, 0.75].map((f) => samples.find((s) => s.t >= t0 && s.seq >= f * o.items)?.rss ?? NaN);
     log(`  emitted ${o.items} in ${round(emitSeconds, 1)} s; RSS ${mb(start.rss)} -> peak ${mb(emitPeakRss)} -> ${mb(end.rss)} MB; heap after GC ${mb(start.heapUsed)} -> peak ${mb(Math.max(...emitHeaps))} -> ${mb(end.heapUsed)} MB`);
     // Full replay from the start.
     peakRss = rssOf(server.pid);
@@ -285,7 +291,7 @@ export async function outputVolume(o: { backend: Backend; items: number; pgUrl: 
         figure: mb(end.heapUsed - start.heapUsed),
         unit: 'MB heap growth',
         target: 'flat',
-        note: `heap ${mb(start.heapUsed)} -> peak ${mb(Math.max(start.heapUsed, ...emitHeaps))} -> ${mb(end.heapUsed)} MB; RSS ${mb(start.rss)} -> peak ${mb(emitPeakRss)} -> ${mb(end.rss)} MB; ${Math.round(o.items / emitSeconds)} outputs/s (${round(emitSeconds, 1)} s)`,
+        note: `heap ${mb(start.heapUsed)} -> peak ${mb(Math.max(start.heapUsed, ...emitHeaps))} -> ${mb(end.heapUsed)} MB; RSS ${mb(start.rss)} -> peak ${mb(emitPeakRss)} -> ${mb(end.rss)} MB (at 1/4, 1/2, 3/4 of the items: ${rssAt.map(mb).join(', ')}; anon/file/shmem ${startSplit} -> ${endSplit}); ${Math.round(o.items / emitSeconds)} outputs/s (${round(emitSeconds, 1)} s)`,
       },
       {
         id: `ac.replay${sfx}`,
