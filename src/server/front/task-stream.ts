@@ -104,8 +104,9 @@ export async function serveTaskStream(host: TaskStreamHost, request: Request, ms
         if (e instanceof TaskProtocolError) send({ jsonrpc: '2.0', id, error: { code: e.code, message: e.message, ...(e.data !== undefined ? { data: e.data } : {}) } });
         close(); // a store failure: a cut stream, which the client resumes
       },
+      // Before the stream exists (out unset) the replay waits too: its start (then pull) wakes it.
       ready: () => {
-        if (!open || !out || (out.desiredSize ?? 1) > 0) return;
+        if (!open || (out && (out.desiredSize ?? 1) > 0)) return;
         return new Promise<void>((r) => (wake = r));
       },
     });
