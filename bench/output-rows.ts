@@ -217,8 +217,9 @@ export async function outputVolume(o: { backend: Backend; items: number; pgUrl: 
   const schema = `bench_outvol_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   const store = o.backend === 'sqlite' ? `sqlite:${join(dir, 'out.db')}` : `${o.pgUrl}?schema=${schema}&pool=${o.pool}`;
   const probe = pathToFileURL(benchFile('heap-probe.js')).href;
-  const server = await serve(benchFile('cluster-module.js'), ['--store', store, '--log-level', 'error', '--max-output-per-task', String(o.items)], {}, {
-    nodeArgs: ['--expose-gc', '--import', probe],
+  const server = await serve(benchFile('cluster-module.js'), ['--store', store, '--log-level', 'error', '--no-poll-limit', '--max-output-per-task', String(o.items)], {}, {
+    // BENCH_PROFILE=1: the server writes a CPU profile of its whole run when it stops (bench-results/profiles).
+    nodeArgs: ['--expose-gc', '--import', probe, ...(process.env.BENCH_PROFILE === '1' ? ['--cpu-prof', '--cpu-prof-dir', join(benchFile('.'), '..', '..', 'bench-results', 'profiles')] : [])],
     ipc: true,
   });
   const samples: Array<{ t: number; seq: number; rss: number; heap?: number }> = [];
