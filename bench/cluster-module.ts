@@ -4,6 +4,8 @@
  *   hold    parks until cancelled; appends {key, abortedAt} to $OUTLAST_BENCH_LOG when its signal fires.
  *   ticker  sets its status `count` times, every `everyMs`; each message is the time it was set.
  *   work    sleeps `ms`, declared safe to re-run; appends {key, startedAt, pid} to $OUTLAST_BENCH_LOG at each start.
+ *   out_burst   emits `count` text outputs "line k", each awaited, back to back (policy 'always': a task from the start).
+ *   out_ticker  emits `count` text outputs (ctx.output), every `everyMs`; each text is "i time", the time it was emitted.
  */
 import { appendFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -33,6 +35,19 @@ export default defineServer({
         for (let i = 0; i < count; i++) {
           await delay(everyMs, undefined, { signal: ctx.signal });
           await ctx.status(`${i} ${now()}`);
+        }
+        return { content: [{ type: 'text', text: 'done' }] };
+      });
+    outlast.tool('out_burst', { description: 'Emits count outputs back to back.', inputSchema: { count: z.number().int() }, policy: 'always' },
+      async ({ count }, ctx) => {
+        for (let k = 1; k <= count; k++) await ctx.output(`line ${k}`);
+        return { content: [{ type: 'text', text: `emitted ${count}` }] };
+      });
+    outlast.tool('out_ticker', { description: 'Emits an output every everyMs.', inputSchema: { count: z.number().int(), everyMs: z.number().int() }, policy: 'always' },
+      async ({ count, everyMs }, ctx) => {
+        for (let i = 0; i < count; i++) {
+          await delay(everyMs, undefined, { signal: ctx.signal });
+          await ctx.output(`${i} ${now()}`);
         }
         return { content: [{ type: 'text', text: 'done' }] };
       });

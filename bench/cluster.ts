@@ -15,7 +15,7 @@ import pg from 'pg';
 import { PostgresTaskStore } from '../src/store/postgres/index.js';
 import { percentile, send, serve, tasksGet, toolCall, wire, type WireRequest } from './common.js';
 
-const startReplica = (storeUrl: string, args: string[], env: NodeJS.ProcessEnv = {}) => serve(MODULE, ['--store', storeUrl, ...args], env);
+export const startReplica = (storeUrl: string, args: string[], env: NodeJS.ProcessEnv = {}) => serve(MODULE, ['--store', storeUrl, ...args], env);
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const MODULE = join(here, 'cluster-module.js');
@@ -49,7 +49,7 @@ class LogTail {
   }
 }
 
-async function createTask(url: string, tool: string, args: Record<string, unknown>): Promise<string> {
+export async function createTask(url: string, tool: string, args: Record<string, unknown>): Promise<string> {
   const r = await send(url, toolCall(tool, args));
   const id = r.json?.result?.taskId;
   if (r.json?.result?.resultType !== 'task' || typeof id !== 'string') throw new Error(`${tool} on ${url}: ${r.text.slice(0, 300)}`);
@@ -112,7 +112,7 @@ export async function latency(storeUrl: string, logPath: string, cancels: number
 }
 
 /** Listens on `url` for `taskId`; returns, for each status notification, arrival time minus the time in its message. */
-async function listenLatencies(url: string, taskId: string, expected: number): Promise<number[]> {
+export async function listenLatencies(url: string, taskId: string, expected: number): Promise<number[]> {
   const r = wire('subscriptions/listen', { notifications: { taskIds: [taskId] } }, { id: 7 });
   const ac = new AbortController();
   const res = await fetch(url, { method: 'POST', headers: r.headers, body: r.body, signal: ac.signal });

@@ -60,6 +60,10 @@
  *       named prepared statements).
  *   (ag) (g) with the store through that PgBouncer: cross-replica cancel and push p99 on --bus direct PostgreSQL and
  *       on --bus Redis (a redis-server started here). Target p99 < 20 ms, as g.
+ *   (aa)-(ac) task output (bench/output-rows.ts): (aa) tasks/s emitting ten outputs each vs none, and ctx.output vs
+ *       ctx.status per call, SQLite and PostgreSQL (aa.pg); (ab) output emitted on replica A -> a tasks/stream client
+ *       of B, p99 < 20 ms, with the status push of (g) in the same run; (ac) one task of 100,000 outputs: the server's
+ *       heap and RSS stay flat, and a full replay's items/s (ac.pg: on PostgreSQL; not in the default list).
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -69,7 +73,7 @@
  *   BENCH_INFLIGHT      creations in flight for (b), in-process and HTTP (default 64)
  *   BENCH_MAX_REQUESTS  cap on requests per measurement (default 2,000,000)
  *   BENCH_MEMORY_TASKS  tasks for (d) (default 10,000); BENCH_MEMORY_WARMUP (default 5,000; d.cold uses 500)
- *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y)
+ *   BENCH_ONLY          e.g. "a,c" to run a subset (default a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y,aa,ab,ac)
  *   BENCH_SLOW_SECONDS  seconds per side per round for (u), whose sides answer a few hundred req/s (default 3 x BENCH_SECONDS)
  *   BENCH_SOAK_REQUESTS, BENCH_SOAK_SEGMENT, BENCH_SOAK_CONCURRENCY, BENCH_SOAK_HEAP_MB   (v) (default 50,000,
  *                       10,000, 4, 128)
@@ -83,11 +87,13 @@
  *   BENCH_BIG_TASKS     tasks in the big schema of (i) and the big store of (l) (default 1,000,000)
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
+ *   BENCH_OUTPUT_ITEMS  outputs of the (ac) task (default 100,000); BENCH_OUTPUT_PUSH  samples of (ab) (default 500)
  *   BENCH_PROFILE       "1": after the counted rounds, one extra pass per HTTP side and per in-process
  *                       creation mode under the CPU profiler -> bench-results/profiles/*.cpuprofile
  * Results: a table on stdout and bench-results/latest.json.
  */
 import { eventsLatency, eventsLoad } from './events-bench.js';
+import { outputCost, outputPush, outputVolume } from './output-rows.js';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -133,7 +139,7 @@ const MEMORY_TASKS = Math.round(envNumber('BENCH_MEMORY_TASKS', 10_000));
 const MEMORY_WARMUP = Math.round(envNumber('BENCH_MEMORY_WARMUP', 5000));
 /** The cold variant's warm-up: shows V8 sizing its young generation once, which is not per-task growth. */
 const MEMORY_COLD_WARMUP = 500;
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y').split(',').map((s) => s.trim().toLowerCase()));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y,aa,ab,ac').split(',').map((s) => s.trim().toLowerCase()));
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PG_POOL = Math.round(envNumber('BENCH_PG_POOL', 16));
 const CANCELS = Math.round(envNumber('BENCH_CANCELS', 300));
@@ -923,6 +929,15 @@ async function main(): Promise<void> {
     if (ONLY.has('z')) rows.push(await eventsLatency({ tasks: envNumber('BENCH_EVENT_TASKS', 500), pgUrl: PG_URL, schema: pgSchema('events'), inflight: 8 }, log));
     if (ONLY.has('z.load')) rows.push(await eventsLoad({ seconds: SECONDS, rounds: ROUNDS, inflight: 8, dir: tempDir('zload'), matching: false }, log));
     if (ONLY.has('z.load.fanout')) rows.push(await eventsLoad({ seconds: SECONDS, rounds: ROUNDS, inflight: 8, dir: tempDir('zload'), matching: true }, log));
+    // (aa)-(ac): task output (bench/output-rows.ts). PostgreSQL pools are kept small (4).
+    if (ONLY.has('aa') || ONLY.has('aa.pg')) {
+      const backends = [...(ONLY.has('aa') ? (['sqlite'] as const) : []), 'postgres' as const];
+      rows.push(...(await outputCost({ rounds: ROUNDS, seconds: SECONDS, inflight: 16, pool: 4, pgUrl: PG_URL, backends }, log)));
+    }
+    if (ONLY.has('ab')) rows.push(...(await outputPush({ pgUrl: PG_URL, items: Math.round(envNumber('BENCH_OUTPUT_PUSH', 500)), everyMs: 10 }, log)));
+    const outputItems = Math.round(envNumber('BENCH_OUTPUT_ITEMS', 100_000));
+    if (ONLY.has('ac')) rows.push(...(await outputVolume({ backend: 'sqlite', items: outputItems, pgUrl: PG_URL, pool: 4 }, log)));
+    if (ONLY.has('ac.pg')) rows.push(...(await outputVolume({ backend: 'postgres', items: outputItems, pgUrl: PG_URL, pool: 4 }, log)));
     // (l) and (m): the operations side (bench/dashboard-scale.ts, bench/ops-overhead.ts).
     if (ONLY.has('l')) {
       rows.push(...(await dashboardScale({ small: 1000, big: BIG_TASKS, rounds: ROUNDS, seconds: SECONDS, concurrency: 2, pgUrl: PG_URL, backends: ['sqlite', 'postgres'] }, log)));

@@ -20,9 +20,9 @@ export interface SoakOptions {
   log: (m: string) => void;
 }
 
-type HeapReading = { heapUsed: number; heapTotal: number; rss: number; external: number; gc: boolean };
+export type HeapReading = { heapUsed: number; heapTotal: number; rss: number; external: number; gc: boolean };
 
-function heap(s: Served): Promise<HeapReading> {
+export function heap(s: Served): Promise<HeapReading> {
   return new Promise((resolve, reject) => {
     const t = setTimeout(() => done(new Error('heap probe: no answer in 30 s')), 30_000);
     const onMsg = (m: { type?: string } & HeapReading) => m?.type === 'heap' && done(null, m);

@@ -78,6 +78,16 @@ describe('Task Event Sources on SQLite', () => {
     assert.deepEqual(rest.filter((m) => m.method === 'notifications/events/event').map((m) => m.params.data.seq), [21, 22, 23, 24, 25]);
   });
 
+  it('events/stream replays more than a page (waiting for the client between pages) whole and in order', async () => {
+    const task = await start(server.url, { count: 2500, intervalMs: 1 });
+    const deadline = Date.now() + 60_000;
+    while ((await rpc(server.url, 'tasks/get', { taskId: task.taskId }, ALICE)).result?.status === 'working' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    const msgs = await streamAll(server.url, { name: 'outlast.task.output', arguments: { taskId: task.taskId }, cursor: '0' }, ALICE);
+    const events = msgs.filter((m) => m.method === 'notifications/events/event').map((m) => m.params);
+    assert.deepEqual(events.map((e) => e.data.seq), Array.from({ length: 2500 }, (_, i) => i + 1));
+    assert.equal(msgs.at(-1)!.params.error.data.latestSeq, 2500);
+  });
+
   it('events/poll pages with the cursor, then answers the end; another principal and bad arguments are refused', async () => {
     const task = await start(server.url, { count: 12, intervalMs: 20 });
     const got: number[] = [];

@@ -42,6 +42,16 @@ describe('task output on SQLite', () => {
     assert.equal(textOf(got.result.result), 'emitted 20');
   });
 
+  it('a replay longer than a page (the stream waits for the client between pages) arrives whole, in order, and ends', async () => {
+    const taskId = await startEmitting(server.url, { count: 2500, intervalMs: 1 });
+    await waitForTask(server.url, taskId, (t) => t.status === 'completed', { ...ALICE, timeoutMs: 60_000 });
+    const s = await openTaskStream(server.url, taskId, 0, ALICE);
+    await s.ended(30_000);
+    assert.deepEqual(s.events.map((e) => e.seq), Array.from({ length: 2500 }, (_, i) => i + 1));
+    assert.deepEqual(lines(s.events), expected(1, 2500));
+    assert.equal(s.final?.result?.latestSeq, 2500);
+  });
+
   it('a client that drops mid-stream resumes after its last seq and gets the rest, each once', async () => {
     const taskId = await startEmitting(server.url, { count: 30, intervalMs: 60 });
     const first = await openTaskStream(server.url, taskId, 0, ALICE);

@@ -56,6 +56,9 @@ export interface OutputListener {
   end(status: TaskStatus, last: number): void;
   /** The follow stopped: the cursor fell out of retention, the task went, or the store failed. */
   error(e: unknown): void;
+  /** Backpressure (optional): resolves once the listener can take more. Awaited before each further page is read, so
+   *  a replay is read no faster than the reader takes it (without it a long replay is read into memory whole). */
+  ready?(): Promise<void> | void;
 }
 
 /**
@@ -86,7 +89,8 @@ export async function followOutput(src: OutputSource, taskId: unknown, principal
       for (;;) {
         if (closed) return;
         const page = await readOutput(src.store, id, principal, cursor);
-        if (deliver(page)) break; // a full page: read on at once
+        if (deliver(page)) break; // a full page: read on once the listener can take more
+        await on.ready?.();
       }
     } catch (e) {
       if (closed) return;

@@ -144,14 +144,24 @@ export async function streamOutput(o: TaskOutputEvents, id: unknown, p: Record<s
   let stop: (() => void) | undefined;
   let beat: ReturnType<typeof setInterval> | undefined;
   let closed = false;
+  // Backpressure, as tasks/stream: the follow reads its next page only once the client took what was sent.
+  let wake: (() => void) | undefined;
+  const woken = () => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  let out: ReadableStreamDefaultController<Uint8Array> | undefined;
   const end = () => {
     if (closed) return;
     closed = true;
+    woken();
     stop?.();
     clearInterval(beat);
   };
   const body = new ReadableStream<Uint8Array>({
     async start(ctrl) {
+      out = ctrl;
       let cursor = after;
       const send = (method: string, params: Record<string, unknown>) => {
         if (!closed) ctrl.enqueue(enc.encode(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', method, params: { ...params, _meta: meta } })}\n\n`));
@@ -180,6 +190,10 @@ export async function streamOutput(o: TaskOutputEvents, id: unknown, p: Record<s
             const w = asWire(o, e) as Error & { code?: number; data?: unknown };
             finish('notifications/events/terminated', { code: w.code ?? -32603, message: w.message, ...(w.data !== undefined ? { data: w.data } : {}) });
           },
+          ready: () => {
+            if (closed || (out!.desiredSize ?? 1) > 0) return;
+            return new Promise<void>((r) => (wake = r));
+          },
         });
         if (closed) stop();
       } catch (e) {
@@ -187,7 +201,8 @@ export async function streamOutput(o: TaskOutputEvents, id: unknown, p: Record<s
         finish('notifications/events/terminated', { code: w.code ?? -32603, message: w.message, ...(w.data !== undefined ? { data: w.data } : {}) });
       }
     },
+    pull: woken,
     cancel: end,
-  });
+  }, new CountQueuingStrategy({ highWaterMark: 256 }));
   return new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } });
 }

@@ -34,6 +34,8 @@ export function taskStreamCapability(bounds: { maxItems: number; maxBytes: numbe
 }
 
 const encoder = new TextEncoder();
+/** Messages a tasks/stream holds for a slow client before it stops reading the store (a page is read whole). */
+const STREAM_HIGH_WATER = 256;
 
 export async function serveTaskStream(host: TaskStreamHost, request: Request, msg: TaskStreamRequest, principal: string): Promise<Response> {
   const id = msg.id;
@@ -51,6 +53,13 @@ export async function serveTaskStream(host: TaskStreamHost, request: Request, ms
   let keepAlive: ReturnType<typeof setInterval> | undefined;
   let unfollow: (() => void) | undefined;
   let stream: ListenStream | undefined;
+  // Backpressure: the follow reads its next page only once the client has taken what was sent (see ready below).
+  let wake: (() => void) | undefined;
+  const woken = () => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
   const write = (text: string) => {
     if (!open) return;
     if (!out) return void queued.push(text);
@@ -73,6 +82,7 @@ export async function serveTaskStream(host: TaskStreamHost, request: Request, ms
   const cleanup = () => {
     if (!open) return;
     open = false;
+    woken();
     clearInterval(keepAlive);
     unfollow?.();
     if (stream) host.streams.delete(stream);
@@ -94,6 +104,11 @@ export async function serveTaskStream(host: TaskStreamHost, request: Request, ms
         if (e instanceof TaskProtocolError) send({ jsonrpc: '2.0', id, error: { code: e.code, message: e.message, ...(e.data !== undefined ? { data: e.data } : {}) } });
         close(); // a store failure: a cut stream, which the client resumes
       },
+      // Before the stream exists (out unset) the replay waits too: its start (then pull) wakes it.
+      ready: () => {
+        if (!open || (out && (out.desiredSize ?? 1) > 0)) return;
+        return new Promise<void>((r) => (wake = r));
+      },
     });
   } catch (e) {
     cleanup();
@@ -113,7 +128,8 @@ export async function serveTaskStream(host: TaskStreamHost, request: Request, ms
       for (const t of queued.splice(0)) controller.enqueue(encoder.encode(t));
       keepAlive = setInterval(() => write(': keep-alive\n\n'), host.keepAliveMs);
     },
+    pull: woken,
     cancel: cleanup,
-  });
+  }, new CountQueuingStrategy({ highWaterMark: STREAM_HIGH_WATER }));
   return new Response(body, { status: 200, headers: SSE_HEADERS });
 }
