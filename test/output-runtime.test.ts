@@ -95,4 +95,27 @@ describe('ctx.output', () => {
       await rt.stop();
     }
   });
+  it('a handler emitting in a tight loop (no other I/O) still becomes a task at the inline budget, and its output is kept', async () => {
+    const { rt, store } = await runtime(100);
+    const count = 50_000;
+    rt.defineTool('burst', {
+      handler: async (_a, ctx) => {
+        for (let k = 1; k <= count; k++) await ctx.output(`line ${k}`);
+        return { content: [{ type: 'text', text: `emitted ${count}` }] };
+      },
+    });
+    await rt.start();
+    try {
+      const r = await rt.call('burst', {}, DECLARED);
+      assert.equal(r.kind, 'task', 'the inline budget fired while the handler emitted');
+      if (r.kind !== 'task') return;
+      for (let i = 0; i < 600 && (await rt.getTask(r.task.taskId, 'p')).status !== 'completed'; i++) await sleep(50);
+      assert.equal((await rt.getTask(r.task.taskId, 'p')).status, 'completed');
+      const page = (await store.output.read(r.task.taskId, 'p', count - 3, 100))!;
+      assert.deepEqual(texts(page.items), [`line ${count - 2}`, `line ${count - 1}`, `line ${count}`]);
+      assert.equal(page.last, count, 'every item numbered, the newest kept');
+    } finally {
+      await rt.stop();
+    }
+  });
 });

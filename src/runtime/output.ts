@@ -135,7 +135,9 @@ export class OutputWriter {
     for (const i of items) i.key = this.host.keyOf() ?? null;
     return new Promise<void>((resolve, reject) => {
       this.pending.push({ items, done: { resolve, reject } });
-      if (!this.host.target()) return resolve(); // kept until the call is a task (see flush)
+      // Kept until the call is a task (see flush); resolved on the next turn, so a handler emitting in a tight loop
+      // still lets the inline budget's timer fire and the call become a task.
+      if (!this.host.target()) return void setImmediate(resolve);
       this.flush();
     });
   }
