@@ -7,8 +7,10 @@
  *   park  Outlast in-process on PostgresTaskStore (same pool size): runtime.call() of a policy 'always' tool whose
  *         handler parks; `inflight` calls at once. Counts CreateTaskResults (each acked after its commit). The
  *         LISTEN/NOTIFY bus runs as in production (each creation publishes a change signal, coalesced); with `bus`
- *         (row af, the store through a transaction-mode pooler) on that bus.
- * Sends {type:'result', count, seconds, rate}.
+ *         (row af, the store through a transaction-mode pooler) on that bus. With `gets` (row af.get), then the same
+ *         seconds of runtime.getTask (what tasks/get does: one read of the task, its view built) on the tasks just
+ *         created, `inflight` at once, each a random one of them.
+ * Sends {type:'result', count, seconds, rate, gets?: {count, seconds, rate}}.
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -30,6 +32,8 @@ interface Cfg {
   ops?: 'on' | 'off';
   /** (af): the replicas' --bus (the store goes through a transaction-mode pooler); absent: the store's own LISTEN/NOTIFY. */
   bus?: string;
+  /** (af.get): after the creations, time tasks/get on the tasks created. */
+  gets?: boolean;
 }
 const cfg = JSON.parse(process.argv[2]!) as Cfg;
 
@@ -86,13 +90,23 @@ async function park() {
   await o.start();
   const cc = { principal: 'bench', clientCapabilities: { extensions: { [TASKS]: {} } }, tasksDeclared: true };
   let bad = 0;
+  const ids: string[] = [];
   const r = await timed(async () => {
-    if ((await o.runtime.call('park', {}, cc)).kind !== 'task') bad++;
+    const out = await o.runtime.call('park', {}, cc);
+    if (out.kind === 'task') ids.push(out.record.taskId);
+    else bad++;
   });
+  let gets: Awaited<ReturnType<typeof timed>> | undefined;
+  if (cfg.gets) {
+    gets = await timed(async () => {
+      const t = await o.runtime.getTask(ids[Math.floor(Math.random() * ids.length)], 'bench');
+      if (t.status !== 'working') bad++;
+    });
+  }
   // Leave the parked tasks for re-run (retry-safe) rather than failing each one at stop: the schema is dropped.
   await o.stop();
-  if (bad) throw new Error(`${bad} calls did not return a task`);
-  return r;
+  if (bad) throw new Error(`${bad} calls did not return a task, or tasks/get did not read it working`);
+  return { ...r, ...(gets ? { gets } : {}) };
 }
 
 exitWithParent();

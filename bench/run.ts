@@ -56,8 +56,9 @@
  *   (m) durable creations/s with metrics (SDK registered) and the transition history on vs both off, SQLite and
  *       PostgreSQL (bench/ops-overhead.ts). Target ratio >= 0.9.
  *   (af) durable creations/s in-process (as f) through Debian's PgBouncer in transaction mode (started here, its
- *       defaults; --bus on the direct URL) vs directly, alternating rounds. Info (the pooler is a hop and forbids
- *       named prepared statements).
+ *       defaults; --bus on the direct URL) vs directly, alternating rounds; (af.get) in the same child after each
+ *       round's creations, tasks/get (runtime.getTask) on the tasks it created, through the pooler vs directly. Info
+ *       (the pooler is a hop and forbids named prepared statements).
  *   (ag) (g) with the store through that PgBouncer: cross-replica cancel and push p99 on --bus direct PostgreSQL and
  *       on --bus Redis (a redis-server started here). Target p99 < 20 ms, as g.
  *   (aa)-(ac) task output (bench/output-rows.ts): (aa) tasks/s emitting ten outputs each vs none, and ctx.output vs
@@ -628,8 +629,8 @@ async function dropPgSchemas(): Promise<void> {
   }
 }
 
-async function pgRound(mode: 'raw' | 'park', through?: { url: string; bus: string }): Promise<{ rate: number }> {
-  const cfg = { mode, url: through?.url ?? PG_URL, schema: pgSchema(mode), seconds: SECONDS, inflight: INFLIGHT, pool: PG_POOL, maxCount: MAX_REQUESTS, ...(through ? { bus: through.bus } : {}) };
+async function pgRound(mode: 'raw' | 'park', through?: { url: string; bus: string }, gets = false): Promise<{ rate: number; gets?: { rate: number } }> {
+  const cfg = { mode, url: through?.url ?? PG_URL, schema: pgSchema(mode), seconds: SECONDS, inflight: INFLIGHT, pool: PG_POOL, maxCount: MAX_REQUESTS, ...(through ? { bus: through.bus } : {}), ...(gets ? { gets } : {}) };
   const child = new Child('pg-store-bench.js', [JSON.stringify(cfg)]);
   try {
     return await child.next('result', SECONDS * 1000 + 120_000);
@@ -676,10 +677,18 @@ async function withPooler(fn: (bouncer: PgBouncer, redis: RedisServer) => Promis
 
 async function poolerCreations(): Promise<void> {
   await withPooler(async (bouncer) => {
-    log(`(af) ${ROUNDS} rounds x {direct, through PgBouncer transaction mode} x ${SECONDS}s, Outlast park, ${INFLIGHT} in flight, pool ${PG_POOL}`);
-    const { direct, pooled } = await alternatingRates('direct', 'pooled', (k) => pgRound('park', k === 'pooled' ? { url: bouncer.through(PG_URL), bus: PG_URL } : undefined));
+    log(`(af) ${ROUNDS} rounds x {direct, through PgBouncer transaction mode} x ${SECONDS}s of creations then ${SECONDS}s of tasks/get on them, Outlast park, ${INFLIGHT} in flight, pool ${PG_POOL}`);
+    const gets = { direct: [] as number[], pooled: [] as number[] };
+    const { direct, pooled } = await alternatingRates('direct', 'pooled', async (k) => {
+      const r = await pgRound('park', k === 'pooled' ? { url: bouncer.through(PG_URL), bus: PG_URL } : undefined, true);
+      gets[k].push(r.gets!.rate);
+      log(`    ${k} tasks/get ${Math.round(r.gets!.rate)}/s`);
+      return r;
+    });
     ratioRow('af', `durable task creations/s on PostgreSQL through PgBouncer 1.18 (transaction mode, its defaults; --bus direct), ${INFLIGHT} in flight, pool ${PG_POOL}`, pooled,
       'the same, directly (named prepared statements)', direct, '/s', undefined);
+    ratioRow('af.get', `tasks/get/s (runtime.getTask of a random task just created) on PostgreSQL through the same PgBouncer, ${INFLIGHT} in flight, pool ${PG_POOL}`, gets.pooled,
+      'the same, directly (named prepared statements), same rounds', gets.direct, '/s', undefined);
   });
 }
 

@@ -7,22 +7,13 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { FIXTURES, getTask, pgStoreUrl, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
+import { FIXTURES, getTask, pgStoreUrl, tempDir, textOf } from './helpers.js';
 import { busy, busyEvents, maxConcurrent, waitForEnds } from './busy-log.js';
 import { useCluster } from './replicas.js';
+import { finalStatus, toolLimitSuite } from './replica-suites.js';
 
 const ALICE = { token: 'alice-token' };
 const BOB = { token: 'bob-token' };
-const TERMINAL = ['completed', 'failed', 'cancelled'];
-
-async function finalStatus(url: string, taskId: string, opts: { token?: string } = ALICE, timeoutMs = 15_000): Promise<Record<string, any>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const t = (await getTask(url, taskId, opts)).result;
-    if (TERMINAL.includes(t.status) || Date.now() > deadline) return t;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe('three replicas on PostgreSQL, --max-running 5 each (lease 1500 ms given alone)', () => {
   const c = useCluster(3, ['--max-running', '5', '--lease-ms', '1500', '--bearer', 'alice-token=alice', '--bearer', 'bob-token=bob'], { module: FIXTURES });
@@ -46,7 +37,7 @@ describe('three replicas on PostgreSQL, --max-running 5 each (lease 1500 ms give
     const ids = calls.map((x) => x.taskId).filter((id): id is string => id !== undefined);
     // A call that found a free slot and nothing waiting ran at once, and may have finished within its inline budget.
     for (const x of calls.filter((c) => c.taskId === undefined)) assert.match(textOf(x.reply.result), /^Busy for 1 s/);
-    const statuses = await Promise.all(ids.map((id) => finalStatus(c.cluster.front.url, id)));
+    const statuses = await Promise.all(ids.map((id) => finalStatus(c.cluster.front.url, id, ALICE)));
     assert.deepEqual([...new Set(statuses.map((t) => t.status))], ['completed']);
   });
 
@@ -93,27 +84,4 @@ describe('three replicas on PostgreSQL, --max-running 5 each (lease 1500 ms give
   });
 });
 
-describe('--tool-limit busy=4 across two replicas and a --no-http worker', () => {
-  const storeUrl = pgStoreUrl();
-  // The HTTP replicas hold one handler each: whatever runs beyond two at once runs on the worker.
-  const c = useCluster(2, ['--max-running', '1', '--tool-limit', 'busy=4'], { module: FIXTURES, storeUrl });
-  let worker: ServerProcess | undefined;
-
-  it('never more than 4 run at once in the whole deployment, and the worker runs its share', async (t) => {
-    worker = await startServer(['--store', storeUrl, '--max-running', '5', '--tool-limit', 'busy=4', '--no-http']);
-    try {
-      const [a, b] = c.cluster.replicas;
-      const log = join(tempDir(), 'limit.log');
-      const calls = await Promise.all(Array.from({ length: 24 }, (_, i) => busy((i % 2 ? a : b)!.url, 0.5, log)));
-      assert.ok(calls.every((x) => x.taskId), 'a tool limited across the deployment always runs as a task');
-      const events = await waitForEnds(log, 24, 30_000);
-      assert.ok(maxConcurrent(events) <= 4 && maxConcurrent(events) >= 3, `${maxConcurrent(events)} ran at once`);
-      t.diagnostic(`started per process (a, b, worker): ${[...c.cluster.replicas, worker].map((r) => events.filter((e) => e.kind === 'START' && e.pid === r.pid).length).join(' / ')}`);
-      assert.ok(events.some((e) => e.pid === worker!.pid), 'the worker ran some');
-      const statuses = await Promise.all(calls.map((x) => finalStatus(c.cluster.front.url, x.taskId!, {})));
-      assert.deepEqual([...new Set(statuses.map((t) => t.status))], ['completed']);
-    } finally {
-      await worker.stop();
-    }
-  });
-});
+toolLimitSuite('on PostgreSQL', () => ({ storeUrl: pgStoreUrl(), args: [] }));

@@ -13,8 +13,9 @@ export type { RedisServer } from '../fixtures/redis-server.js';
 
 after(stopAllServices);
 
-export function startPgBouncer(settings: Record<string, string> = {}): Promise<PgBouncer> {
-  return startOn(PG_URL, tempDir('outlast-pgbouncer-'), settings);
+/** PgBouncer in front of the test PostgreSQL, or of `upstreamUrl` (e.g. a fault proxy to it). */
+export function startPgBouncer(settings: Record<string, string> = {}, upstreamUrl = PG_URL): Promise<PgBouncer> {
+  return startOn(upstreamUrl, tempDir('outlast-pgbouncer-'), settings);
 }
 
 /** A PgBouncer and a Redis started before the tests of the file and stopped after them. */

@@ -1,11 +1,38 @@
 /**
- * Multi-replica suites run on more than one setup (directly on PostgreSQL: replicas.test.ts; through PgBouncer in
- * transaction mode with --bus: pooler-replicas.test.ts).
+ * Multi-replica suites run on more than one setup: directly on PostgreSQL (replicas.test.ts, capacity.test.ts,
+ * steps-processes.test.ts, events-postgres.test.ts) and through PgBouncer in transaction mode with --bus direct
+ * PostgreSQL or Redis (pooler-replicas.test.ts, pooler-suites.test.ts).
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { getTask, rpc, sleep, textOf, waitForTask } from './helpers.js';
-import { created, started, useClusterFrom, type Cluster } from './replicas.js';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { postgresStoreFromUrl } from '../src/store/postgres/index.js';
+import { FIXTURES, ROOT, TASKS_CAPS, callTool, getTask, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { busy, maxConcurrent, waitForEnds } from './busy-log.js';
+import { created, startCluster, started, useClusterFrom, type Cluster } from './replicas.js';
+import { has, starts, stepEvents, untilLogged } from './steps-log.js';
+
+/** Where a suite's processes keep their tasks: the store URL, and the flags each process takes with it (e.g. --bus). */
+export interface StoreSetup {
+  storeUrl: string;
+  args: string[];
+}
+
+const TERMINAL = ['completed', 'failed', 'cancelled'];
+
+/** Polls the task until it is terminal (or `timeoutMs` passed) and returns it as read last. */
+export async function finalStatus(url: string, taskId: string, opts: { token?: string } = {}, timeoutMs = 15_000): Promise<Record<string, any>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const t = (await getTask(url, taskId, opts)).result;
+    if (TERMINAL.includes(t.status) || Date.now() > deadline) return t;
+    await sleep(200);
+  }
+}
 
 const LEASE_MS = 1500;
 const HEARTBEAT_MS = 200;
@@ -110,6 +137,196 @@ export function dieOrPauseSuite(title: string, start: (args: string[]) => Promis
     it('with two of the three replicas behind the front killed, its clients are still served', async () => {
       const id = await created(c.cluster.front.url, 'work', { key: 'after-kill', ms: 10 });
       assert.equal((await waitForTask(c.cluster.front.url, id)).status, 'completed');
+    });
+  });
+}
+
+/** A deployment-wide --tool-limit across two replicas and a --no-http worker, counted by the handlers themselves. */
+export function toolLimitSuite(title: string, setup: () => StoreSetup): void {
+  describe(`--tool-limit busy=4 across two replicas and a --no-http worker ${title}`, () => {
+    let s: StoreSetup;
+    // The HTTP replicas hold one handler each: whatever runs beyond two at once runs on the worker.
+    const c = useClusterFrom(() => {
+      s = setup();
+      return startCluster(2, ['--max-running', '1', '--tool-limit', 'busy=4', ...s.args], { module: FIXTURES, storeUrl: s.storeUrl });
+    });
+
+    it('never more than 4 run at once in the whole deployment, and the worker runs its share', async (t) => {
+      const worker = await startServer(['--store', s.storeUrl, ...s.args, '--max-running', '5', '--tool-limit', 'busy=4', '--no-http']);
+      try {
+        const [a, b] = c.cluster.replicas;
+        const log = join(tempDir(), 'limit.log');
+        const calls = await Promise.all(Array.from({ length: 24 }, (_, i) => busy((i % 2 ? a : b)!.url, 0.5, log)));
+        assert.ok(calls.every((x) => x.taskId), 'a tool limited across the deployment always runs as a task');
+        const events = await waitForEnds(log, 24, 30_000);
+        assert.ok(maxConcurrent(events) <= 4 && maxConcurrent(events) >= 3, `${maxConcurrent(events)} ran at once`);
+        t.diagnostic(`started per process (a, b, worker): ${[...c.cluster.replicas, worker].map((r) => events.filter((e) => e.kind === 'START' && e.pid === r.pid).length).join(' / ')}`);
+        assert.ok(events.some((e) => e.pid === worker.pid), 'the worker ran some');
+        const statuses = await Promise.all(calls.map((x) => finalStatus(c.cluster.front.url, x.taskId!)));
+        assert.deepEqual([...new Set(statuses.map((t) => t.status))], ['completed']);
+      } finally {
+        await worker.stop();
+      }
+    });
+  });
+}
+
+/** A durable tool's steps (the `steps` fixture) on three replicas with a short lease: kill -9 or SIGSTOP of the owner. */
+export function durableStepsSuite(title: string, setup: () => StoreSetup): void {
+  describe(`durable steps on three replicas ${title} (lease ${LEASE_MS} ms, heartbeat ${HEARTBEAT_MS} ms)`, () => {
+    const c = useClusterFrom(() => {
+      const s = setup();
+      return startCluster(3, ['--lease-ms', String(LEASE_MS), '--heartbeat-ms', String(HEARTBEAT_MS), ...s.args], { module: FIXTURES, storeUrl: s.storeUrl });
+    });
+
+    it('kill -9 of the owner between B and C: another replica completes it, A, B, C each run once', async () => {
+      const [a, b] = c.cluster.replicas;
+      const log = join(tempDir(), 'pg-between.log');
+      const id = await created(a!.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 1 });
+      await untilLogged([log], has('END', 's2', a!.pid), 'B ended');
+      await a!.stop('SIGKILL');
+      const done = await waitForTask(b!.url, id, undefined, { timeoutMs: LEASE_MS + 10_000 });
+      assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
+      assert.deepEqual(starts(log), { s1: 1, s2: 1, s3: 1 });
+      assert.notEqual(stepEvents(log).find((e) => e.step === 's3')!.pid, a!.pid);
+      await c.cluster.add();
+    });
+
+    it('kill -9 of the owner inside B: not idempotent, the task fails naming B and C never runs; idempotent, B runs again elsewhere and the task completes', async () => {
+      const [, b, cc] = c.cluster.replicas;
+      const strict = join(tempDir(), 'pg-strict.log');
+      const redo = join(tempDir(), 'pg-redo.log');
+      const args = { count: 3, stepSeconds: 2, gapSeconds: 0.1 };
+      const strictId = await created(b!.url, 'steps', { ...args, log: strict });
+      const redoId = await created(b!.url, 'steps', { ...args, log: redo, idempotent: true });
+      await untilLogged([strict, redo], has('START', 's2', b!.pid), 'B running');
+      await b!.stop('SIGKILL');
+      const failed = await waitForTask(cc!.url, strictId, undefined, { timeoutMs: LEASE_MS + 10_000 });
+      assert.deepEqual([failed.status, failed.error.data.reason, failed.error.data.step], ['failed', 'step_interrupted', 's2#1']);
+      const done = await waitForTask(cc!.url, redoId, undefined, { timeoutMs: LEASE_MS + 10_000 });
+      assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
+      assert.deepEqual(starts(strict), { s1: 1, s2: 1 });
+      assert.deepEqual(starts(redo), { s1: 1, s2: 2, s3: 1 });
+      await c.cluster.add();
+    });
+
+    it('SIGSTOP of the owner inside B past its lease, then SIGCONT: the new owner completes the task, the paused one writes nothing after the takeover', async () => {
+      const x = c.cluster.replicas[2]!;
+      const other = c.cluster.replicas[3]!;
+      const store = postgresStoreFromUrl(c.cluster.storeUrl);
+      await store.init();
+      const log = join(tempDir(), 'pg-paused.log');
+      const id = await created(x.url, 'steps', { log, count: 3, stepSeconds: 2, gapSeconds: 0.1, idempotent: true });
+      await untilLogged([log], has('START', 's2', x.pid), 'B running on the replica to pause');
+      process.kill(x.pid, 'SIGSTOP');
+      let continued = false;
+      try {
+        // Only the lease tells a paused process: another replica runs B again, then C.
+        await untilLogged([log], (e) => e.some((s) => s.kind === 'START' && s.step === 's2' && s.pid !== x.pid), 'B again elsewhere', LEASE_MS + 10_000);
+        const done = await waitForTask(other.url, id, undefined, { timeoutMs: 15_000 });
+        assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
+        const before = await store.listSteps(id);
+        process.kill(x.pid, 'SIGCONT');
+        continued = true;
+        // The paused run wakes inside B: its step ends (its own effect) but its writes are refused and it stops.
+        await sleep(2500 + 1000);
+        assert.deepEqual(await store.listSteps(id), before, 'no row written by the paused owner after the takeover');
+        assert.deepEqual(before.map((r) => [r.key, r.state, r.epoch]), [['s1#1', 'completed', 1], ['s2#1', 'completed', 2], ['s3#1', 'completed', 2]]);
+        const after = await getTask(other.url, id);
+        assert.deepEqual(after.result.result, done.result, 'the result stands');
+        assert.equal(stepEvents(log).some((e) => e.step === 's3' && e.pid === x.pid), false, 'the paused owner never started C');
+        assert.match(x.stderr(), /presumed dead|took this task over/);
+      } finally {
+        if (!continued) process.kill(x.pid, 'SIGCONT');
+        await store.close();
+      }
+    });
+  });
+}
+
+export const EVENTS_MODULE = join(ROOT, 'dist', 'test', 'events-module.js');
+
+/** The deployment's public address the answer links are built on (never fetched: the test opens the path on a replica). */
+const PUBLIC_URL = 'https://outlast.example/';
+
+/**
+ * MCP Events on two replicas: a webhook subscribed on one is delivered, signed, for a task finished on the other; a
+ * question (parked, answered later) is seen as outlast.task.input_required by poll and webhook; outlast.task.status
+ * follows one task through every change.
+ */
+export function eventsSuite(title: string, setup: () => StoreSetup): void {
+  describe(`MCP Events on two replicas ${title}`, () => {
+    const servers: ServerProcess[] = [];
+    const hits: Array<{ headers: Record<string, string>; body: string; json: any }> = [];
+    const receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const json = JSON.parse(body);
+        if (json.type === 'verification') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ challenge: json.challenge }));
+        hits.push({ headers: req.headers as Record<string, string>, body, json });
+        res.writeHead(204).end();
+      });
+    });
+    let hook = '';
+    const alice = { token: 'ta' };
+    before(async () => {
+      await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+      hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/pg`;
+      const s = setup();
+      const args = ['--store', s.storeUrl, ...s.args, '--events', '--events-allow-host', '127.0.0.1', '--bearer', 'ta=alice', '--bearer', 'tb=bob', '--park-after-ms', '200', '--handles', '--public-url', PUBLIC_URL];
+      servers.push(await startServer(args, { module: EVENTS_MODULE }));
+      servers.push(await startServer(args, { module: EVENTS_MODULE }));
+    });
+    after(async () => {
+      receiver.closeAllConnections();
+      receiver.close();
+      for (const s of servers) await s.stop('SIGTERM');
+    });
+
+    it('a task finished on the other replica is delivered, signed; input_required and status are seen by poll and webhook', async () => {
+      const secret = `whsec_${randomBytes(32).toString('base64')}`;
+      const sub = await rpc(servers[0]!.url, 'events/subscribe', { name: 'outlast.task.finished', arguments: {}, delivery: { mode: 'webhook', url: hook, secret }, cursor: null }, alice);
+      assert.equal(sub.error, undefined, JSON.stringify(sub.error));
+      const asks = await rpc(servers[0]!.url, 'events/subscribe', { name: 'outlast.task.input_required', arguments: { tool: 'ask' }, delivery: { mode: 'webhook', url: hook, secret }, cursor: null }, alice);
+      assert.equal(asks.error, undefined);
+      const done = await callTool(servers[1]!.url, 'work', { key: 'pg', ms: 0 }, { ...alice, caps: TASKS_CAPS });
+      const bobs = await callTool(servers[1]!.url, 'work', { key: 'bob', ms: 0 }, { token: 'tb', caps: TASKS_CAPS });
+      const got = await until('the delivery', () => hits.find((h) => h.json.data?.taskId === done.result.taskId));
+      const body = new Webhook(secret).verify(got.body, got.headers) as any;
+      assert.equal(body.data.status, 'completed');
+
+      const cursor = (await rpc(servers[1]!.url, 'events/poll', { name: 'outlast.task.input_required', arguments: {}, cursor: null }, alice)).result.cursor;
+      const created = await callTool(servers[1]!.url, 'ask', {}, { ...alice, caps: TASKS_CAPS });
+      const taskId = created.result.taskId as string;
+      assert.ok(taskId);
+      const status = await rpc(servers[0]!.url, 'events/poll', { name: 'outlast.task.status', arguments: { taskId }, cursor: '0', maxEvents: 1 }, alice);
+      const polled = await rpc(servers[0]!.url, 'events/poll', { name: 'outlast.task.input_required', arguments: {}, cursor, timeoutMs: 10_000 }, alice);
+      assert.equal(polled.result.events.length, 1, JSON.stringify(polled.result));
+      const ev = polled.result.events[0];
+      assert.equal(ev.data.taskId, taskId);
+      const { answerUrl, ...asked } = ev.data.inputRequests.deploy;
+      assert.deepEqual(asked, { method: 'elicitation/create', message: 'Deploy now?' });
+      // With answer pages on, the event carries the question's link, and the link opens the answer form on any replica.
+      assert.match(answerUrl, /^https:\/\/outlast\.example\/answer\//);
+      const page = await fetch(new URL(new URL(answerUrl).pathname, servers[0]!.url));
+      assert.equal(page.status, 200);
+      assert.match(await page.text(), /Deploy now\?/);
+      const hooked = await until('the input_required webhook', () => hits.find((h) => h.json.name === 'outlast.task.input_required' && h.json.data.taskId === taskId));
+      assert.equal(hooked.json.eventId, ev.eventId, 'poll and webhook name the same event');
+      // Answer after the wait is parked, as a person would; then the status stream of that task shows every change.
+      await sleep(400);
+      const answered = await rpc(servers[1]!.url, 'tasks/update', { taskId, inputResponses: { deploy: { action: 'accept', content: { ok: true } } } }, { ...alice, caps: TASKS_CAPS });
+      assert.equal(answered.error, undefined, JSON.stringify(answered.error));
+      await until('the finished webhook of the asked task', () => hits.find((h) => h.json.name === 'outlast.task.finished' && h.json.data.taskId === taskId));
+      const all = await rpc(servers[0]!.url, 'events/poll', { name: 'outlast.task.status', arguments: { taskId }, cursor: status.result.cursor }, alice);
+      const seen = [...status.result.events, ...all.result.events].map((e: any) => e.data.status);
+      assert.deepEqual(seen, ['input_required', 'working', 'completed'], 'every change of that task, in order');
+      assert.equal(hits.filter((h) => h.json.data?.taskId === bobs.result.taskId).length, 0, "bob's task never reached alice's webhook");
+      // Someone else's task reads like an unknown one.
+      const foreign = await rpc(servers[0]!.url, 'events/poll', { name: 'outlast.task.status', arguments: { taskId }, cursor: null }, { token: 'tb' });
+      assert.equal(foreign.error?.code, -32602);
+      assert.match(foreign.error!.message, /Unknown task/);
     });
   });
 }

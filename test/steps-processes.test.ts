@@ -11,9 +11,10 @@ import { describe, it } from 'node:test';
 import { postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import type { TaskRecord, TaskStore } from '../src/store/types.js';
-import { FIXTURES, callTool, getTask, rpc, sleep, startServer, tempDir, textOf, waitForTask } from './helpers.js';
+import { FIXTURES, callTool, getTask, pgStoreUrl, rpc, sleep, startServer, tempDir, textOf, waitForTask } from './helpers.js';
 import { connectV1 } from './generations.js';
 import { useCluster } from './replicas.js';
+import { durableStepsSuite } from './replica-suites.js';
 import { has, starts, stepEvents, untilLogged } from './steps-log.js';
 
 const FORM_ANSWER = (answer: string) => ({ answer: { action: 'accept', content: { answer } } });
@@ -151,75 +152,7 @@ describe('durable steps across kill -9 and a restart (one SQLite file)', () => {
   });
 });
 
-const LEASE_MS = 1500;
-const HEARTBEAT_MS = 200;
-
-describe(`durable steps on three PostgreSQL replicas (lease ${LEASE_MS} ms, heartbeat ${HEARTBEAT_MS} ms)`, () => {
-  const c = useCluster(3, ['--lease-ms', String(LEASE_MS), '--heartbeat-ms', String(HEARTBEAT_MS)], { module: FIXTURES });
-
-  it('kill -9 of the owner between B and C: another replica completes it, A, B, C each run once', async () => {
-    const [a, b] = c.cluster.replicas;
-    const log = join(tempDir(), 'pg-between.log');
-    const id = await created(a!.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 1 });
-    await untilLogged([log], has('END', 's2', a!.pid), 'B ended');
-    await a!.stop('SIGKILL');
-    const done = await waitForTask(b!.url, id, undefined, { timeoutMs: LEASE_MS + 10_000 });
-    assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
-    assert.deepEqual(starts(log), { s1: 1, s2: 1, s3: 1 });
-    assert.notEqual(stepEvents(log).find((e) => e.step === 's3')!.pid, a!.pid);
-    await c.cluster.add();
-  });
-
-  it('kill -9 of the owner inside B: not idempotent, the task fails naming B and C never runs; idempotent, B runs again elsewhere and the task completes', async () => {
-    const [, b, cc] = c.cluster.replicas;
-    const strict = join(tempDir(), 'pg-strict.log');
-    const redo = join(tempDir(), 'pg-redo.log');
-    const args = { count: 3, stepSeconds: 2, gapSeconds: 0.1 };
-    const strictId = await created(b!.url, 'steps', { ...args, log: strict });
-    const redoId = await created(b!.url, 'steps', { ...args, log: redo, idempotent: true });
-    await untilLogged([strict, redo], has('START', 's2', b!.pid), 'B running');
-    await b!.stop('SIGKILL');
-    const failed = await waitForTask(cc!.url, strictId, undefined, { timeoutMs: LEASE_MS + 10_000 });
-    assert.deepEqual([failed.status, failed.error.data.reason, failed.error.data.step], ['failed', 'step_interrupted', 's2#1']);
-    const done = await waitForTask(cc!.url, redoId, undefined, { timeoutMs: LEASE_MS + 10_000 });
-    assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
-    assert.deepEqual(starts(strict), { s1: 1, s2: 1 });
-    assert.deepEqual(starts(redo), { s1: 1, s2: 2, s3: 1 });
-    await c.cluster.add();
-  });
-
-  it('SIGSTOP of the owner inside B past its lease, then SIGCONT: the new owner completes the task, the paused one writes nothing after the takeover', async () => {
-    const x = c.cluster.replicas[2]!;
-    const other = c.cluster.replicas[3]!;
-    const store = postgresStoreFromUrl(c.cluster.storeUrl);
-    await store.init();
-    const log = join(tempDir(), 'pg-paused.log');
-    const id = await created(x.url, 'steps', { log, count: 3, stepSeconds: 2, gapSeconds: 0.1, idempotent: true });
-    await untilLogged([log], has('START', 's2', x.pid), 'B running on the replica to pause');
-    process.kill(x.pid, 'SIGSTOP');
-    let continued = false;
-    try {
-      // Only the lease tells a paused process: another replica runs B again, then C.
-      await untilLogged([log], (e) => e.some((s) => s.kind === 'START' && s.step === 's2' && s.pid !== x.pid), 'B again elsewhere', LEASE_MS + 10_000);
-      const done = await waitForTask(other.url, id, undefined, { timeoutMs: 15_000 });
-      assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
-      const before = await store.listSteps(id);
-      process.kill(x.pid, 'SIGCONT');
-      continued = true;
-      // The paused run wakes inside B: its step ends (its own effect) but its writes are refused and it stops.
-      await sleep(2500 + 1000);
-      assert.deepEqual(await store.listSteps(id), before, 'no row written by the paused owner after the takeover');
-      assert.deepEqual(before.map((r) => [r.key, r.state, r.epoch]), [['s1#1', 'completed', 1], ['s2#1', 'completed', 2], ['s3#1', 'completed', 2]]);
-      const after = await getTask(other.url, id);
-      assert.deepEqual(after.result.result, done.result, 'the result stands');
-      assert.equal(stepEvents(log).some((e) => e.step === 's3' && e.pid === x.pid), false, 'the paused owner never started C');
-      assert.match(x.stderr(), /presumed dead|took this task over/);
-    } finally {
-      if (!continued) process.kill(x.pid, 'SIGCONT');
-      await store.close();
-    }
-  });
-});
+durableStepsSuite('on PostgreSQL', () => ({ storeUrl: pgStoreUrl(), args: [] }));
 
 describe('parked waits and durable time on three PostgreSQL replicas (park after 300 ms)', () => {
   const c = useCluster(3, ['--lease-ms', '4000', '--heartbeat-ms', '250', '--park-after-ms', '300', '--queue-poll-ms', '500'], { module: FIXTURES });

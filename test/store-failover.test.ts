@@ -1,9 +1,11 @@
 /**
  * An outage of the whole database is not a crash of the work (issue 27, design semantics 17): three `outlast serve`
- * replicas, each behind its own fault-injecting TCP proxy to PostgreSQL (fault-proxy.ts), lease and heartbeat scaled
- * down as in store-faults.test.ts, under the mixed load of failover-module.ts (a long run not safe to re-run, a
- * retry-safe one, a durable one with steps, a durable one with idempotent steps, one of each per replica). The runs
- * log every start, abort, end and step, so the test counts what really ran, where and when.
+ * replicas, lease and heartbeat scaled down as in store-faults.test.ts, under the mixed load of failover-module.ts (a
+ * long run not safe to re-run, a retry-safe one, a durable one with steps, a durable one with idempotent steps, one of
+ * each per replica). The runs log every start, abort, end and step, so the test counts what really ran, where and when.
+ * The database goes away three ways: a black hole of a fault-injecting TCP proxy (fault-proxy.ts) in front of each
+ * replica; the same black hole behind Debian's PgBouncer in transaction mode (its defaults), the replicas' `--bus`
+ * direct; a real primary restart.
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -13,6 +15,7 @@ import { STORE_UNAVAILABLE_CODE } from '../src/protocol/index.js';
 import { PG_URL, ROOT, callTool, freshSchema, getTask, sleep, startServer, tempDir, until, type ServerProcess } from './helpers.js';
 import { startFaultProxy, type FaultMode, type FaultProxy } from './fault-proxy.js';
 import { startPrivatePostgres, type PrivatePostgres } from './pg-private.js';
+import { startPgBouncer } from './pgbouncer.js';
 
 const LEASE_MS = Number(process.env.FAILOVER_LEASE_MS ?? 3000);
 const HEARTBEAT_MS = Number(process.env.FAILOVER_HEARTBEAT_MS ?? 500);
@@ -46,6 +49,8 @@ interface Load {
 interface Outage {
   /** The store URL of replica i. */
   storeUrl(i: number): string;
+  /** Flags every replica takes besides its store (e.g. `--bus`). */
+  args?: string[];
   /** The long outage: the database goes away, and comes back `ms` later. */
   outage(ms: number): Promise<void>;
   /** Outages shorter than the lease, if this kind has them: a black hole of a third of the lease, then (a lease
@@ -54,10 +59,12 @@ interface Outage {
   close(): Promise<void> | void;
 }
 
+const PG_TARGET = { host: '127.0.0.1', port: Number(new URL(PG_URL).port || 5432) };
+
 /** Three replicas, each behind its own fault proxy, black-holed together. */
 async function blackHoles(): Promise<Outage> {
   const schema = freshSchema('failover');
-  const target = { host: '127.0.0.1', port: Number(new URL(PG_URL).port || 5432) };
+  const target = PG_TARGET;
   const proxies: FaultProxy[] = [];
   for (let i = 0; i < 3; i++) proxies.push(await startFaultProxy(target));
   const set = (mode: FaultMode) => proxies.forEach((p) => p.set(mode));
@@ -84,6 +91,51 @@ async function blackHoles(): Promise<Outage> {
   };
 }
 
+/**
+ * The replicas through PgBouncer (transaction mode, its defaults; a pool of 4 each), `--bus` direct; one fault proxy
+ * between PgBouncer and PostgreSQL, and the bus through the same proxy. There, and not between the replicas and the
+ * pooler, because that is a managed failover: the pooler (Supabase's, RDS Proxy, PgBouncer in a chart) stays up and
+ * keeps the replicas' connections, while the database behind it, and the direct URL of the bus with it (the same
+ * server), goes away; the replicas find out only through their deadlines and PgBouncer's. A proxy in front of the
+ * pooler would be an outage of the pooler only, and would leave the bus working. The brief outages are a black hole
+ * of a third of the lease, then PgBouncer itself killed and started again 1 s later.
+ * PgBouncer's own deadlines for reaching the database are scaled to the lease as the store's are (TIMEOUTS): it logs
+ * in one server connection at a time per pool, so a login begun in the black hole holds every new server connection
+ * for its `server_connect_timeout` (15 s by default), and a failed one waits `server_login_retry` (15 s) before the
+ * next. With those defaults and a lease of 3 s, a black hole of 1 s left the store unreachable through the pooler for
+ * 2.75 s after the heal (every replica self-fenced; its unsafe run failed store_unreachable), and after the long
+ * outage the last task ended 19 s after the heal (docs/deployment.md: keep them well under the lease).
+ */
+async function behindPooler(): Promise<Outage> {
+  const schema = freshSchema('pbfailover');
+  const proxy = await startFaultProxy(PG_TARGET);
+  const deadline = String(Math.max(1, Math.round(LEASE_MS / 3000)));
+  const bouncer = await startPgBouncer({ server_connect_timeout: deadline, server_login_retry: deadline }, proxy.url(PG_URL));
+  return {
+    storeUrl: () => `${bouncer.through(PG_URL)}?schema=${schema}&pool=4${TIMEOUTS ? `&${TIMEOUTS}` : ''}`,
+    args: ['--bus', proxy.url(PG_URL)],
+    async brief() {
+      proxy.set('drop');
+      await sleep(LEASE_MS / 3);
+      proxy.set('pass');
+      await sleep(LEASE_MS);
+      await bouncer.stop();
+      await sleep(1000);
+      await bouncer.start();
+    },
+    async outage(ms) {
+      proxy.set('drop');
+      await sleep(ms);
+      proxy.set('pass');
+    },
+    async close() {
+      proxy.set('pass');
+      await bouncer.stop();
+      await proxy.close();
+    },
+  };
+}
+
 /** A private PostgreSQL cluster (pg-private.ts) that the outage crash-stops and starts again: a primary restart. */
 async function primaryRestart(): Promise<Outage> {
   const pg: PrivatePostgres = await startPrivatePostgres();
@@ -98,9 +150,9 @@ async function primaryRestart(): Promise<Outage> {
   };
 }
 
-function mixedLoadUnderOutage(title: string, makeOutage: () => Promise<Outage>, brief: boolean): void {
+function mixedLoadUnderOutage(title: string, makeOutage: () => Promise<Outage>, brief: boolean, timeout = 180_000): void {
   // Bounded: a hang fails the suite in minutes instead of holding CI.
-  describe(`${title}, under mixed load, three replicas (lease ${LEASE_MS} ms, heartbeat ${HEARTBEAT_MS} ms)`, { timeout: 180_000 }, () => {
+  describe(`${title}, under mixed load, three replicas (lease ${LEASE_MS} ms, heartbeat ${HEARTBEAT_MS} ms)`, { timeout }, () => {
     const runLog = join(tempDir(), 'runs.jsonl');
     let db: Outage;
     const replicas: ServerProcess[] = [];
@@ -111,7 +163,7 @@ function mixedLoadUnderOutage(title: string, makeOutage: () => Promise<Outage>, 
     before(async () => {
       db = await makeOutage();
       for (let i = 0; i < 3; i++) {
-        replicas.push(await startServer(['--store', db.storeUrl(i), '--lease-ms', String(LEASE_MS), '--heartbeat-ms', String(HEARTBEAT_MS)], { module: MODULE, env: { OUTLAST_RUN_LOG: runLog } }));
+        replicas.push(await startServer(['--store', db.storeUrl(i), ...(db.args ?? []), '--lease-ms', String(LEASE_MS), '--heartbeat-ms', String(HEARTBEAT_MS)], { module: MODULE, env: { OUTLAST_RUN_LOG: runLog } }));
       }
       // Lease judgement starts a lease after a replica first reached the store: let that pass once.
       await sleep(LEASE_MS + HEARTBEAT_MS);
@@ -238,4 +290,10 @@ function mixedLoadUnderOutage(title: string, makeOutage: () => Promise<Outage>, 
 }
 
 mixedLoadUnderOutage('a black hole of the whole database', blackHoles, true);
+// Not yet in the default run (FAILOVER_POOLER=1 runs it): the outage of twice the lease passes through the pooler (every
+// retry-safe and durable task completes, steps once, no takeover, only unsafe runs failed store_unreachable; the last
+// task ends ~11 s after the heal), but the outage shorter than the lease still fails the unsafe run of every replica
+// (each self-fences ~2.2 s after a 1 s black hole behind the pooler had healed, until PgBouncer is restarted), and
+// with this suite registered the test process does not exit after its last test (an open handle not yet found).
+if (process.env.FAILOVER_POOLER === '1') mixedLoadUnderOutage('a black hole of the database behind PgBouncer (transaction mode), --bus direct', behindPooler, true, 120_000);
 mixedLoadUnderOutage('a primary restart (crash-stop, started again)', primaryRestart, false);
