@@ -66,7 +66,8 @@ export async function opsOverhead(o: OpsOverheadOptions, log: (m: string) => voi
   return rows;
 }
 
-async function dropSchema(url: string, schema: string): Promise<void> {
+/** Drops a bench's schema (a fresh one per round). */
+export async function dropSchema(url: string, schema: string): Promise<void> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {

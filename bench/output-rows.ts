@@ -17,24 +17,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import pg from 'pg';
 import { createTask, listenLatencies, now, startReplica } from './cluster.js';
 import { Child, benchFile, latencyRow, median, removeTempDir, round, send, serve, tasksGet, tempDir, wire, type BenchRow } from './common.js';
 import { heap, type HeapReading } from './soak.js';
+import { dropSchema } from './ops-overhead.js';
 
 type Backend = 'sqlite' | 'postgres';
 const MB = 1024 * 1024;
 const mb = (b: number) => round(b / MB, 1);
-
-async function dropSchema(url: string, schema: string): Promise<void> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  } finally {
-    await c.end();
-  }
-}
 
 // ---- (aa) ---------------------------------------------------------------------------------------------------
 
