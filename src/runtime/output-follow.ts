@@ -5,7 +5,7 @@
  * bus signals it (any replica wrote it; a slow re-read covers lost signals), until the task is terminal and every
  * item was delivered.
  */
-import { ErrorCode, TaskProtocolError, isTerminal, type TaskStatus } from '../protocol/index.js';
+import { ErrorCode, TaskProtocolError, isTerminal, type JsonObject, type TaskStatus } from '../protocol/index.js';
 import { MAX_OUTPUT_PAGE, cursorGone, type OutputItem, type OutputPage } from '../store/output.js';
 import type { SignalBus } from '../store/local-bus.js';
 import type { TaskStore } from '../store/types.js';
@@ -17,6 +17,12 @@ export interface OutputSource {
   bus: SignalBus;
   /** Period of the re-read that covers lost signals. */
   recheckMs: number;
+}
+
+/** What server/discover says of tasks/stream (under `capabilities.experimental["tasks/stream"]`): the draft it follows
+ *  and how much output a task keeps (older cursors get events_gone). */
+export function taskStreamCapability(bounds: { maxItems: number; maxBytes: number }): JsonObject {
+  return { draft: 'SEP-2694', retention: { maxEventsPerTask: bounds.maxItems, maxBytesPerTask: bounds.maxBytes } };
 }
 
 /** A cursor from the wire: absent is 0 (from the start); otherwise an integer >= 0. */

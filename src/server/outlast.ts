@@ -30,7 +30,7 @@ import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles
 import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
 import { requestTraceContext } from './request-spans.js';
 import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
-import { taskStreamCapability } from './front/task-stream.js';
+import { taskStreamCapability } from '../runtime/output-follow.js';
 import { EVENTS_EXTENSION } from './events/index.js';
 import { declaresEvents, taskEventSource } from './events/task-output.js';
 

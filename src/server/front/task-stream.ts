@@ -27,12 +27,6 @@ export interface TaskStreamRequest {
   params?: { _meta?: Record<string, unknown>; taskId?: unknown; after?: unknown };
 }
 
-/** What server/discover says of tasks/stream (under `capabilities.experimental["tasks/stream"]`): the draft it follows
- *  and how much output a task keeps (older cursors get events_gone). */
-export function taskStreamCapability(bounds: { maxItems: number; maxBytes: number }): JsonObject {
-  return { draft: 'SEP-2694', retention: { maxEventsPerTask: bounds.maxItems, maxBytesPerTask: bounds.maxBytes } };
-}
-
 const encoder = new TextEncoder();
 /** Messages a tasks/stream holds for a slow client before it stops reading the store (a page is read whole). */
 const STREAM_HIGH_WATER = 256;
