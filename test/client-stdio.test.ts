@@ -6,7 +6,8 @@
  * process left behind.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import Database from 'better-sqlite3';
@@ -16,6 +17,8 @@ import { Journal } from '../src/client/journal.js';
 import { commandLine, parseStdioTarget } from '../src/client/stdio-transport.js';
 import { BIN, FIXTURES, ROOT, sleep, tempDir, until } from './helpers.js';
 import { runCli, serverTaskCount, type CliRun } from './client-helpers.js';
+import { docBlock } from './doc-blocks.js';
+import { splitCommandLine } from '../src/cli/stdio-options.js';
 
 /** The fixture server's command line over stdio on a fresh SQLite file (quick parking and polling). */
 function fixtureServer(dir = tempDir('outlast-stdio-')): { args: string[]; line: string; db: string } {
@@ -211,5 +214,30 @@ describe('outlast call --stdio / resume', () => {
     assert.deepEqual(processesWith(dir), [], 'nothing left running');
     const entries = new Journal(journal).list();
     assert.deepEqual(entries.map((e) => e.state).sort(), ['calling', 'failed', 'failed'], 'a start that failed is refused in the journal; the call to a server that exited may have been read, so it stays for resume');
+  });
+});
+
+describe('docs/clients-and-cli.md over stdio', () => {
+  test('the TaskClient block and the `outlast call --stdio` block run as written (their .outlast/ folder moved to a temporary one)', async () => {
+    const dir = tempDir('outlast-stdio-doc-');
+    // Beside the build, so `outlast/client` resolves to this package as an app's import would.
+    const file = join(ROOT, 'dist', 'test', 'doc-client-stdio.mjs');
+    writeFileSync(file, docBlock('docs/clients-and-cli.md', 'client-stdio').code.replaceAll('.outlast/', `${dir}/`));
+    const proc = spawn(process.execPath, [file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    proc.stdout.on('data', (d) => (out += d));
+    proc.stderr.on('data', (d) => (err += d));
+    const code = await new Promise((r) => proc.once('exit', r));
+    assert.equal(code, 0, err);
+    assert.equal(out, 'Reindexed 5,000 documents in "docs" (attempt 1).\n');
+    assert.match(err, /serving outlast-demo on stdio/, "the server's stderr passes through");
+
+    const [outlast, ...argv] = splitCommandLine(docBlock('docs/clients-and-cli.md', 'call-stdio').code.trim().replaceAll('.outlast/', `${dir}/`));
+    assert.equal(outlast, 'outlast');
+    const run = runCli([...argv, '--journal', join(dir, 'journal.db')]);
+    assert.equal((await run.exited).code, 0, run.stderr());
+    assert.equal(run.stdout(), 'Reindexed 5,000 documents in "docs" (attempt 1).\n');
+    assert.deepEqual(processesWith(dir), [], 'the servers are gone');
   });
 });
