@@ -123,6 +123,38 @@ describe('TaskClient over stdio', () => {
   });
 });
 
+describe('task output over stdio (tasks/stream on the stdio server)', () => {
+  test('TaskClient reads output live, stops a stream, and continues after the last seq it had; the CLI prints it and `outlast logs` reads it from a new server process', async () => {
+    const server = fixtureServer();
+    const journal = join(tempDir(), 'journal.db');
+    const client = new TaskClient({ stdio: { command: process.execPath, args: server.args, cwd: ROOT, stderr: 'ignore' }, journal });
+    try {
+      const call = await client.start('emit_output', { count: 5, intervalMs: 250 });
+      const firstTwo: number[] = [];
+      for await (const e of client.output(call.taskId!)) {
+        firstTwo.push(e.seq);
+        if (firstTwo.length === 2) break; // closes the stream: notifications/cancelled to the server
+      }
+      const rest: string[] = [];
+      for await (const e of client.output(call.taskId!, { after: 2 })) rest.push(`${e.seq}:${(e.data as { text: string }).text}`);
+      assert.deepEqual(firstTwo, [1, 2]);
+      assert.deepEqual(rest, ['3:line 3', '4:line 4', '5:line 5']);
+      assert.deepEqual((await call.result()).content, [{ type: 'text', text: 'emitted 5' }]);
+    } finally {
+      await client.close();
+    }
+
+    const cli = runCli(['call', '--stdio', server.line, 'emit_output', '{"count": 3, "intervalMs": 200}', '--journal', journal]);
+    assert.equal((await cli.exited).code, 0, cli.stderr());
+    assert.equal(cli.stdout(), 'line 1\nline 2\nline 3\nemitted 3\n');
+    const [, taskId] = /task (\S+) created/.exec(cli.stderr())!;
+    const logs = runCli(['logs', taskId!, '--after', '1', '--journal', journal]);
+    assert.equal((await logs.exited).code, 0, logs.stderr());
+    assert.equal(logs.stdout(), 'line 2\nline 3\n');
+    assert.deepEqual(processesWith(server.db), [], 'no server left running');
+  });
+});
+
 describe('outlast call --stdio / resume', () => {
   test('a CLI killed mid-task: `outlast resume` starts the server again and gets the result from its store, without running the tool twice', async () => {
     const server = fixtureServer();
