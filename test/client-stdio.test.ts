@@ -173,6 +173,9 @@ describe('outlast call --stdio / resume', () => {
     assert.equal(entry.state, 'working');
     assert.deepEqual(parseStdioTarget(entry.serverUrl), { command: process.execPath, args: server.args, cwd: ROOT });
     assert.doesNotMatch(list.stdout(), /s3cr3t/);
+    const table = runCli(['tasks', '--journal', journal]);
+    assert.equal((await table.exited).code, 0);
+    assert.ok(table.stdout().includes(`${taskId}  working  sleep  `) && table.stdout().includes(`stdio: ${server.line} (in ${ROOT})`), table.stdout());
 
     const resumed = runCli(['resume', '--journal', journal, '--json']);
     await resumed.waitFor(/serving outlast-fixtures on stdio/);
@@ -269,7 +272,8 @@ describe('docs/clients-and-cli.md over stdio', () => {
     assert.equal(outlast, 'outlast');
     const run = runCli([...argv, '--journal', join(dir, 'journal.db')]);
     assert.equal((await run.exited).code, 0, run.stderr());
-    assert.equal(run.stdout(), 'Reindexed 5,000 documents in "docs" (attempt 1).\n');
+    // The task's output (the demo's progress item), then its result.
+    assert.equal(run.stdout(), '{"seq":1,"type":"dev.outlast.demo/indexed","data":{"collection":"docs","indexed":5000,"of":5000}}\nReindexed 5,000 documents in "docs" (attempt 1).\n');
     assert.deepEqual(processesWith(dir), [], 'the servers are gone');
   });
 });

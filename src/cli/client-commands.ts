@@ -28,7 +28,7 @@ import { OAUTH_HELP, OAUTH_OPTIONS, OAUTH_STRING_OPTIONS, cliOAuthProvider, logi
 import { latestOutputSeq, type OutputEvent } from '../client/output.js';
 import { gapLine, outputLine } from './output-lines.js';
 import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError } from '../client/errors.js';
-import { parseStdioTarget } from '../client/stdio-transport.js';
+import { commandLine, parseStdioTarget } from '../client/stdio-transport.js';
 import { STDIO_HELP, STDIO_OPTIONS, STDIO_STRING_OPTIONS, envFlags, stdioServerKey, type StdioFlagValues } from './stdio-options.js';
 
 export const CLIENT_HELP = `Client commands:
@@ -549,6 +549,12 @@ function age(ms: number): string {
   return `${Math.round(s / 86_400)}d`;
 }
 
+/** A journaled server as a person reads it: the URL, or a stdio server's command line and directory. */
+function serverLabel(server: string): string {
+  const stdio = parseStdioTarget(server);
+  return stdio ? `stdio: ${commandLine(stdio.command, stdio.args)} (in ${stdio.cwd})` : server;
+}
+
 export async function tasks(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, 'tasks');
   if (positionals.length) throw new UsageError(`outlast tasks takes no arguments (got "${positionals[0]}")`);
@@ -568,7 +574,7 @@ export async function tasks(argv: string[]): Promise<number> {
       e.state + (e.finishedAt && !e.readAt ? ' (unread)' : '') + (e.cancelRequestedAt && !e.finishedAt ? ' (cancel requested)' : ''),
       e.tool,
       age(e.createdAt),
-      e.serverUrl,
+      serverLabel(e.serverUrl),
       e.statusMessage ?? '',
     ]);
     const header = ['TASK', 'STATE', 'TOOL', 'AGE', 'SERVER', 'STATUS'];

@@ -6,67 +6,37 @@
  * terminal and every item was sent. `notifications/cancelled` for the request stops it (the client closed the stream,
  * and resumes later with `after`); the end of the connection stops them all. Everything else passes through.
  */
-import type { Transport } from '@modelcontextprotocol/server';
 import { ErrorCode, SUBSCRIPTION_ID_META, TASKS_STREAM_METHOD, TASK_EVENT_NOTIFICATION, TaskProtocolError, type JsonObject } from '../protocol/index.js';
 import { checkAfter, followOutput } from '../runtime/output-follow.js';
 import type { Outlast } from './outlast.js';
+import { WrappedTransport, type Message, type OnMessage } from './wrapped-transport.js';
+import type { Transport } from '@modelcontextprotocol/server';
 
-type Message = Parameters<Transport['send']>[0];
-type OnMessage = NonNullable<Transport['onmessage']>;
 type Incoming = { id?: string | number; method?: string; params?: { taskId?: unknown; after?: unknown; requestId?: unknown } };
 
-export class TaskStreamTransport implements Transport {
-  onclose?: () => void;
-  onerror?: (error: Error) => void;
-  onmessage?: OnMessage;
+export class TaskStreamTransport extends WrappedTransport {
   /** Open streams by request id: the function that stops each. */
   private readonly streams = new Map<string | number, () => void>();
 
   constructor(
-    private readonly inner: Transport,
+    inner: Transport,
     private readonly outlast: Outlast,
   ) {
-    inner.onclose = () => {
-      for (const id of [...this.streams.keys()]) this.stop(id);
-      this.onclose?.();
-    };
-    inner.onerror = (e) => this.onerror?.(e);
-    inner.onmessage = ((message, extra) => this.receive(message, extra)) as OnMessage;
+    super(inner);
   }
 
-  get sessionId(): string | undefined {
-    return this.inner.sessionId;
-  }
-
-  get setProtocolVersion(): Transport['setProtocolVersion'] {
-    return this.inner.setProtocolVersion?.bind(this.inner);
-  }
-
-  get setSupportedProtocolVersions(): Transport['setSupportedProtocolVersions'] {
-    return this.inner.setSupportedProtocolVersions?.bind(this.inner);
-  }
-
-  start(): Promise<void> {
-    return this.inner.start();
-  }
-
-  send(message: Message, options?: Parameters<Transport['send']>[1]): Promise<void> {
-    return this.inner.send(message, options);
-  }
-
-  async close(): Promise<void> {
+  protected override ended(): void {
     for (const id of [...this.streams.keys()]) this.stop(id);
-    await this.inner.close();
   }
 
-  private receive(message: Message, extra: Parameters<OnMessage>[1]): void {
+  protected receive(message: Message, extra: Parameters<OnMessage>[1]): void {
     const m = message as Incoming;
     if (m.method === TASKS_STREAM_METHOD && m.id !== undefined) return void this.serve(m.id, m.params ?? {});
     const requestId = m.params?.requestId;
     if (m.method === 'notifications/cancelled' && (typeof requestId === 'string' || typeof requestId === 'number') && this.streams.has(requestId)) {
       return this.stop(requestId);
     }
-    this.onmessage?.(message, extra);
+    this.deliver(message, extra);
   }
 
   private stop(id: string | number): void {
