@@ -63,9 +63,15 @@ function taskRow(db: string, taskId: string): { status: string; parked_at: numbe
   }
 }
 
+/** Every test starts its own servers on its own files, so they may run side by side (most of their time is waiting);
+ *  two at a time within a group, on a 2-core machine. */
+const parallel = { concurrency: true };
+const pairs = { concurrency: 2 };
+
 /** The lines the CLI wrote as its error (`outlast: …`). */
 const errorLines = (run: CliRun) => run.stderr().split('\n').filter((l) => l.startsWith('outlast:'));
 
+describe('over stdio', parallel, () => {
 describe('TaskClient over stdio', () => {
   test('a question answered late, after its wait is parked: the result, the stderr, the journal (no env), the server stopped on close', async () => {
     const server = fixtureServer();
@@ -155,12 +161,12 @@ describe('task output over stdio (tasks/stream on the stdio server)', () => {
   });
 });
 
-describe('outlast call --stdio / resume', () => {
+describe('outlast call --stdio / resume', pairs, () => {
   test('a CLI killed mid-task: `outlast resume` starts the server again and gets the result from its store, without running the tool twice', async () => {
     const server = fixtureServer();
     const journal = join(tempDir(), 'journal.db');
-    const first = runCli(['call', '--stdio', server.line, 'sleep', '{"seconds": 2.5}', '--journal', journal, '--env', 'OUTLAST_TEST_SECRET=s3cr3t-env']);
-    const [, taskId] = await first.waitFor(/task (\S+) created/);
+    const first = runCli(['call', '--stdio', server.line, 'sleep', '{"seconds": 2}', '--journal', journal, '--env', 'OUTLAST_TEST_SECRET=s3cr3t-env']);
+    const [, taskId] = await first.waitFor(/task (\S+) created/, 30_000);
     const [firstServer] = childrenOf(first);
     assert.ok(firstServer, 'the CLI started the server');
     first.kill('SIGKILL');
@@ -185,17 +191,34 @@ describe('outlast call --stdio / resume', () => {
     const [out] = JSON.parse(resumed.stdout());
     assert.equal(out.taskId, taskId);
     assert.equal(out.status, 'completed');
-    assert.match(out.result.content[0].text, /^Slept 2.5 s \(attempt 1\)$/);
+    assert.match(out.result.content[0].text, /^Slept 2 s \(attempt 1\)$/);
     assert.equal(serverTaskCount(server.db, 'sleep'), 1, 'one task: resume did not call the tool again');
     // The first server finished its task (its client gone) and exited; the second was stopped by the CLI.
     await until('both servers are gone', () => !alive(firstServer) && !alive(secondServer), 10_000);
+  });
+
+  test('Ctrl-C on the terminal (SIGINT to the whole foreground group, the server included) detaches: the server finishes the task, and resume reads it', async () => {
+    const server = fixtureServer();
+    const journal = join(tempDir(), 'journal.db');
+    const run = runCli(['call', '--stdio', server.line, 'sleep', '{"seconds": 1.5}', '--journal', journal], { group: true });
+    const [, taskId] = await run.waitFor(/task (\S+) created/, 30_000);
+    const [serverPid] = childrenOf(run);
+    process.kill(-run.proc.pid!, 'SIGINT');
+    assert.equal((await run.exited).code, 130, run.stderr());
+    assert.match(run.stderr(), new RegExp(`Detached from task ${taskId}; it keeps running on the server\\. Continue with: outlast resume ${taskId}`));
+    await until('the server finished its task and exited', () => !alive(serverPid!), 10_000);
+    assert.equal(taskRow(server.db, taskId!)?.status, 'completed', 'the Ctrl-C did not stop the work');
+
+    const resumed = runCli(['resume', taskId!, '--journal', journal, '--json']);
+    assert.equal((await resumed.exited).code, 0, resumed.stderr());
+    assert.equal(JSON.parse(resumed.stdout()).result.content[0].text, 'Slept 1.5 s (attempt 1)');
   });
 
   test('a question nobody can answer now detaches (exit 3); answered later with `outlast resume --answers`, in a new server process', async () => {
     const server = fixtureServer();
     const journal = join(tempDir(), 'journal.db');
     const asked = runCli(['call', '--stdio', server.line, 'park', '{"message": "Deploy to production?", "sleepSeconds": 0}', '--journal', journal]);
-    const [, taskId] = await asked.waitFor(/task (\S+) created/);
+    const [, taskId] = await asked.waitFor(/task (\S+) created/, 30_000);
     const [firstServer] = childrenOf(asked);
     assert.equal((await asked.exited).code, 3, asked.stderr());
     assert.match(errorLines(asked).join('\n'), new RegExp(`^outlast: task ${taskId} needs input "answer": Deploy to production\\? \\(fields: answer\\)$`));
@@ -276,4 +299,5 @@ describe('docs/clients-and-cli.md over stdio', () => {
     assert.equal(run.stdout(), '{"seq":1,"type":"dev.outlast.demo/indexed","data":{"collection":"docs","indexed":5000,"of":5000}}\nReindexed 5,000 documents in "docs" (attempt 1).\n');
     assert.deepEqual(processesWith(dir), [], 'the servers are gone');
   });
+});
 });
