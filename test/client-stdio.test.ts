@@ -222,7 +222,7 @@ describe('outlast call --stdio / resume', pairs, () => {
     const [firstServer] = childrenOf(asked);
     assert.equal((await asked.exited).code, 3, asked.stderr());
     assert.match(errorLines(asked).join('\n'), new RegExp(`^outlast: task ${taskId} needs input "answer": Deploy to production\\? \\(fields: answer\\)$`));
-    assert.match(asked.stderr(), new RegExp(`Answer with: outlast resume ${taskId} --answers`));
+    assert.match(asked.stderr(), new RegExp(`Its stdio server stops with this run: a durable tool's question waits in the server's store, another tool's ends with the process\\. Answer with: outlast resume ${taskId} --answers`));
     // The CLI closed its server; the question waits in the store with no process left to hold it.
     await until('the first server is gone', () => !alive(firstServer!), 10_000);
     assert.equal(taskRow(server.db, taskId!)?.status, 'input_required');

@@ -445,8 +445,9 @@ function makeUi(values: { answers?: string | undefined }, onBlocked: () => void)
   return { status: new StatusLine(), interactive: !!process.stdin.isTTY && !!process.stderr.isTTY, answers, onBlocked };
 }
 
-/** When a question cannot be answered in this run: detach everything and say how to answer. */
-function blockedExit(ui: Ui): Exit {
+/** When a question cannot be answered in this run: detach everything and say how to answer (`stdio`: the server
+ *  was this run's child and stops with it). */
+function blockedExit(ui: Ui, stdio: boolean): Exit {
   if (ui.badAnswers) return new Exit(2, ui.badAnswers);
   const n = ui.needsInput!;
   const example = n.fields.length ? `'{"${n.fields[0]}": …}'` : `'{"${n.key}": {"action": "accept"}}'`;
@@ -455,7 +456,10 @@ function blockedExit(ui: Ui): Exit {
     `task ${n.taskId ?? '?'} needs input "${n.key}": ${n.message}${n.fields.length ? ` (fields: ${n.fields.join(', ')})` : ''}\n` +
       // The link ends its line: nothing a copy of it could take along.
       (n.url ? `Answer on this page: ${n.url}\n` : '') +
-      `It keeps waiting on the server. Answer with: outlast resume ${n.taskId ?? ''} --answers ${example}   (or run it on a terminal)`,
+      (stdio
+        ? "Its stdio server stops with this run: a durable tool's question waits in the server's store, another tool's ends with the process. "
+        : 'It keeps waiting on the server. ') +
+      `Answer with: outlast resume ${n.taskId ?? ''} --answers ${example}   (or run it on a terminal)`,
   );
 }
 
@@ -528,7 +532,7 @@ export async function call(argv: string[]): Promise<number> {
     ui.status.stop();
     if (f === 'blocked') {
       handle.detach();
-      throw blockedExit(ui);
+      throw blockedExit(ui, stdioKey !== undefined);
     }
     if (f.error instanceof DetachedError) return EXIT_INTERRUPT;
     if (values.json) process.stdout.write(JSON.stringify(f.result ?? errorJson(f.error!)) + '\n');
@@ -635,7 +639,8 @@ export async function resume(argv: string[]): Promise<number> {
     ui.status.stop();
     if (r === 'blocked') {
       for (const h of handles) h.detach();
-      throw blockedExit(ui);
+      const blockedOn = entries.find((e) => e.taskId !== undefined && e.taskId === ui.needsInput?.taskId);
+      throw blockedExit(ui, blockedOn !== undefined && parseStdioTarget(blockedOn.serverUrl) !== undefined);
     }
     let code = handles.length === entries.length ? 0 : 1;
     if (values.json) {
