@@ -106,6 +106,16 @@ describe('TaskClient over stdio', () => {
     assert.equal(alive(pid), false, 'close() stops the server process');
   });
 
+  test('close() kills a server that ignores both its closed stdin and SIGTERM', async () => {
+    // Not an MCP server at all: it never answers, never exits on its own, and shrugs off SIGTERM.
+    const client = new TaskClient({ stdio: { command: process.execPath, args: ['-e', 'process.on("SIGTERM", () => {}); setInterval(() => {}, 1000)'], stderr: 'ignore' }, requestTimeoutMs: 300, retry: { attempts: 1 } });
+    await assert.rejects(client.listTools(), /tools\/list: no answer within 300 ms/);
+    const pid = (client.dispatcher as unknown as { channel: { pid: number } }).channel.pid;
+    assert.ok(alive(pid));
+    await client.close();
+    assert.equal(alive(pid), false, 'killed (SIGKILL) after the grace periods');
+  });
+
   test('a server killed mid-task fails the call at once with the signal and its last stderr line, never a hang', async () => {
     const server = fixtureServer();
     const client = new TaskClient({ stdio: { command: process.execPath, args: server.args, cwd: ROOT, stderr: 'ignore' } });
