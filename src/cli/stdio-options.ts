@@ -20,7 +20,7 @@ export const STDIO_STRING_OPTIONS = ['--stdio', '--env', '--cwd'];
 
 export const STDIO_HELP = `  --stdio "CMD ARGS"       (call) start the MCP server CMD and speak to it over its stdin/stdout, instead of a URL;
                            split like a shell splits words (quotes, backslashes), but no shell runs it
-  --env K=V                (call, resume, cancel) a variable for the stdio server, repeatable; the server gets only
+  --env K=V                (call, resume, cancel, logs) a variable for the stdio server, repeatable; it gets only
                            these and HOME, LOGNAME, PATH, SHELL, TERM, USER. Not journaled: give them again to resume
   --cwd DIR                (call) the stdio server's working directory (default: this one)
 A stdio call is journaled with its command, arguments and working directory (not --env): \`outlast resume\` starts

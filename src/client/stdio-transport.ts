@@ -172,7 +172,7 @@ export class StdioChannel implements MessageChannel {
   private ended(): void {
     if (this.partial) this.line(this.partial);
     this.partial = '';
-    if (this.closing) return;
+    if (this.closing || this.lost) return; // stopped by close(), or it never started (start() said why)
     const c = this.child;
     const how = c?.signalCode ? `was killed by ${c.signalCode}` : `exited with code ${c?.exitCode ?? '?'}`;
     const said = this.tail.length ? `; its last stderr lines: ${this.tail.join(' | ')}` : '; it wrote nothing on stderr';
