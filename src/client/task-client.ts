@@ -43,6 +43,7 @@ import { Journal, type JournalEntry } from './journal.js';
 import { ListenSource, PollingSource, getTask, toDetailedTask, type ListenOptions, type PollingOptions, type StatusNote, type StatusSource } from './status.js';
 import { ToolCatalog, type ToolList } from './tool-catalog.js';
 import { RawDispatcher, type FetchLike, type RequestStats } from './transport.js';
+import { StdioChannel, type StdioServerOptions } from './stdio-transport.js';
 
 /** A tool result as the server sent it (`content`, `structuredContent?`, `isError?`, `resultType`). */
 export type CallToolResult = JsonObject & { content?: Array<JsonObject>; isError?: boolean; structuredContent?: JsonObject };
@@ -65,7 +66,11 @@ export type SamplingHandler = (params: JsonObject, ctx: InputContext) => Promise
 export type RootsHandler = (params: JsonObject, ctx: InputContext) => Promise<JsonObject>;
 
 export interface TaskClientOptions {
-  url: string | URL;
+  /** The server's Streamable HTTP endpoint; or `stdio`. */
+  url?: string | URL;
+  /** Or a server this client starts and speaks to over its stdin/stdout (stdio-transport.ts); it is stopped on
+   *  close(). The HTTP options (bearer, auth, authProvider, fetch) do not apply to it. */
+  stdio?: StdioServerOptions;
   /** Ask the server to push each state change of this client's tasks to a destination its operator configured
    *  (`_meta["outlast/push"]`); verify and read deliveries with `verifyWebhook`. */
   push?: string;
@@ -78,7 +83,8 @@ export interface TaskClientOptions {
   clientInfo?: { name: string; version: string };
   /** A Journal, a path to one, or nothing (an in-memory journal: no crash recovery). */
   journal?: Journal | string;
-  /** How status arrives: 'listen' (default; push with polling as fallback), 'poll', or your own source. */
+  /** How status arrives: 'listen' (default over HTTP; push with polling as fallback), 'poll' (default over stdio),
+   *  or your own source. */
   status?: 'listen' | 'poll' | ((dispatcher: RawDispatcher, polling: PollingSource) => StatusSource);
   polling?: PollingOptions;
   listen?: ListenOptions;
@@ -150,6 +156,7 @@ function neverSent(e: TransportError): boolean {
     const code = (c as { code?: unknown }).code;
     if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') return true;
     if (typeof (c as Error).message === 'string' && /ECONNREFUSED|ENOTFOUND|bad port/.test((c as Error).message)) return true;
+    if (String((c as { syscall?: unknown }).syscall).startsWith('spawn')) return true; // a stdio server that could not start
   }
   return false;
 }
@@ -360,7 +367,7 @@ export class TaskClient {
   readonly journal: Journal;
   readonly statusSource: StatusSource;
   readonly polling: PollingSource;
-  /** The server URL as journaled (normalised). */
+  /** The server as journaled: its URL (normalised), or `stdio:{command, args, cwd}` (stdio-transport.ts). */
   readonly url: string;
   private readonly ownsJournal: boolean;
   private readonly options: TaskClientOptions;
@@ -377,12 +384,13 @@ export class TaskClient {
     if (options.elicitation) capabilities.elicitation = {};
     if (options.sampling) capabilities.sampling = {};
     if (options.roots) capabilities.roots = {};
+    if ((options.url === undefined) === (options.stdio === undefined)) throw new TypeError('TaskClient needs a server: give either url or stdio');
     this.dispatcher = new RawDispatcher({
-      url: options.url,
+      ...(options.stdio ? { channel: new StdioChannel(options.stdio) } : { url: options.url! }),
       capabilities,
       ...(options.bearer !== undefined && !options.auth ? { bearer: options.bearer } : {}),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
-      ...(options.auth
+      ...(options.auth && options.url !== undefined
         ? { fetch: oauthFetch(options.auth, options.url, options.fetch) }
         : options.fetch
           ? { fetch: options.fetch }
@@ -391,11 +399,11 @@ export class TaskClient {
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
       ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
     });
-    this.url = this.dispatcher.url.href;
+    this.url = this.dispatcher.target;
     this.ownsJournal = !(options.journal instanceof Journal);
     this.journal = options.journal instanceof Journal ? options.journal : new Journal(options.journal ?? ':memory:');
     this.polling = new PollingSource(this.dispatcher, options.polling);
-    const s = options.status ?? 'listen';
+    const s = options.status ?? (options.stdio ? 'poll' : 'listen'); // Outlast's stdio front pushes nothing: poll the pipe
     this.statusSource =
       s === 'poll' ? this.polling : s === 'listen' ? new ListenSource(this.dispatcher, this.polling, options.listen) : s(this.dispatcher, this.polling);
     this.retry = {
