@@ -24,8 +24,9 @@ export function toolErrorResult(e: unknown): JsonObject {
   return { content: [{ type: 'text', text: message }], isError: true };
 }
 
-/** Why a tool result cannot be stored as it is (not JSON, or over `maxBytes`), or undefined. */
-function unstorable(result: JsonObject, maxBytes: number): Outcome | undefined {
+/** The completed outcome of a tool result, carrying the JSON text its check wrote (the store writes that text); or
+ *  the failure saying why the result cannot be stored as it is (not JSON, or over `maxBytes`). */
+function storable(result: JsonObject, maxBytes: number): Outcome {
   let text: string | undefined;
   try {
     text = jsonText(result, "the tool's result");
@@ -33,7 +34,7 @@ function unstorable(result: JsonObject, maxBytes: number): Outcome | undefined {
     return { status: 'failed', error: { code: ErrorCode.InternalError, message: `${(e as JsonValueError).message}; it could not be stored`, data: { reason: 'result_not_json' } } };
   }
   const bytes = text === undefined ? undefined : overLimit(text, maxBytes);
-  if (bytes === undefined) return undefined;
+  if (bytes === undefined) return text === undefined ? { status: 'completed', result } : { status: 'completed', result, resultJson: text };
   return {
     status: 'failed',
     error: { code: ErrorCode.InternalError, message: `The tool's result is ${bytes} bytes of JSON, over the limit of ${maxBytes}; it was not stored (return a reference to large data instead)`, data: { reason: 'result_too_large', bytes, limit: maxBytes } },
@@ -46,7 +47,7 @@ export function taskOutcome(r: HandlerEnd, cancel: TaskCancelledError | undefine
     const v = asToolResult(r.value);
     if (!v) return { status: 'failed', error: NOT_A_TOOL_RESULT.toJSON() };
     const result = { ...v, resultType: 'complete' };
-    return unstorable(result, maxResultBytes) ?? { status: 'completed', result };
+    return storable(result, maxResultBytes);
   }
   const e = r.error;
   if (cancel && cancel.reason === 'cancelled') return { status: 'cancelled' };

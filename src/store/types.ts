@@ -140,7 +140,9 @@ export type TaskLookup<R = TaskRecord> =
   | { state: 'missing' };
 
 export type Outcome =
-  | { status: 'completed'; result: JsonObject }
+  /** `resultJson`: the result's JSON text when whoever built the outcome already serialized it (checking its size):
+   *  the store writes that text, so a result is serialized once. */
+  | { status: 'completed'; result: JsonObject; resultJson?: string }
   | { status: 'failed'; error: JsonRpcErrorObject }
   | { status: 'cancelled' };
 

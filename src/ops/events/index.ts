@@ -6,7 +6,7 @@
  * that delivery; repeated failures deactivate the subscription until its owner refreshes it. An operator's deactivation
  * is told to the endpoint with a signed `terminated` envelope, queued in the store with it and delivered the same way.
  * A task's output (`outlast.task.output`) goes through the same attempt, from a claimed per-subscription cursor
- * (./output.ts); an `output` signal on the bus starts a round at once, the loop's period is the safety net.
+ * (./output.ts). A `changed` or `output` signal on the bus starts a round at once; the loop's period is the safety net.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../../runtime/types.js';
@@ -130,7 +130,8 @@ export interface EventDeliveryOptions {
   deactivateAfter?: number;
   /** Log rows older than this are pruned (poll/stream cursors older than it lose events: a gap). Default 24 h. */
   logRetentionMs?: number;
-  /** The replicas' bus: an `output` signal (any replica wrote task output) wakes the loop at once; its period stays the safety net. */
+  /** The replicas' bus: a `changed` or `output` signal (any replica committed a status change or wrote task output) wakes
+   *  the loop at once; its period stays the safety net. */
   bus?: SignalBus;
 }
 
@@ -140,6 +141,9 @@ export class EventDelivery {
   private running: Promise<void> | undefined;
   private stopped = false;
   private woken = false;
+  /** A round found no room (CLAIM_BATCH sends in flight): the next send to end wakes the loop. */
+  private full = false;
+  private readonly sending = new Set<Promise<void>>();
   private unwatch: (() => void) | undefined;
   private lastPrune = 0;
   private readonly keys = new Map<string, Buffer>();
@@ -159,9 +163,10 @@ export class EventDelivery {
 
   start(): void {
     this.timer = setTimeout(() => this.loop(), this.o.everyMs);
-    // Output is written often and read by whoever is subscribed: a signal claims at once (a burst coalesces into one tick).
+    // A status change (its deliveries committed with it) or output written, on any replica: claim at once (a burst
+    // coalesces into one tick; the claim decides who sends each delivery, so replicas woken together never both do).
     this.unwatch = this.o.bus?.subscribeAll((s) => {
-      if (s.kind === 'output') this.wake();
+      if (s.kind === 'changed' || s.kind === 'output') this.wake();
     });
   }
 
@@ -170,7 +175,7 @@ export class EventDelivery {
     this.timer = undefined;
     this.woken = false;
     let full = false;
-    this.running = this.tick().then((n) => void (full = n >= CLAIM_BATCH)).finally(() => {
+    this.running = this.tick().then((n) => void (full = n > 0 && n >= this.room())).finally(() => {
       this.running = undefined;
       // A full batch (or a signal while claiming) means more is due: claim again at once instead of waiting a period.
       if (!this.stopped) this.timer = setTimeout(() => this.loop(), full || this.woken ? 0 : this.o.everyMs);
@@ -180,9 +185,15 @@ export class EventDelivery {
   private wake(): void {
     if (this.stopped || this.woken) return;
     this.woken = true;
-    if (this.running) return; // the running tick claims again when it ends
+    if (this.running) return; // the running claim round claims again when it ends
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => this.loop(), 5);
+  }
+
+  /** What one claim (of each kind) may take now: sends in flight count against the batch, so at most CLAIM_BATCH of
+   *  each kind are in flight here, as when a round waited for its sends. */
+  private room(): number {
+    return Math.max(0, CLAIM_BATCH - this.sending.size);
   }
 
   async stop(): Promise<void> {
@@ -190,17 +201,31 @@ export class EventDelivery {
     this.unwatch?.();
     if (this.timer) clearTimeout(this.timer);
     await this.running?.catch(() => undefined);
+    await Promise.all(this.sending);
   }
 
-  /** Claims and delivers what is due now; returns how many were claimed. */
+  /** Claims what is due now and starts sending it (the next round does not wait for these sends: a signal claims at
+   *  once, even while a slow endpoint holds an earlier send); returns how many were claimed. */
   async tick(): Promise<number> {
+    const room = this.room();
+    if (room === 0) {
+      this.full = true; // a send that ends wakes the loop
+      return 0;
+    }
     try {
-      const now = Date.now();
+      // The store's clock, which stamped the change's deliveries due: a wake right after a commit finds them due.
+      const now = this.o.store.now();
       if (now - this.lastPrune > 60_000) {
         this.lastPrune = now;
         await this.o.store.events.prune(now - this.o.logRetentionMs, now);
       }
-      const claimed = await this.o.store.events.claim(this.o.replicaId, now, this.o.timeoutMs + 2000, CLAIM_BATCH);
+      const claimMs = this.o.timeoutMs + 2000;
+      // The three claims are independent statements: asked together, a round waits for one round trip, not three.
+      const [claimed, control, outputs] = await Promise.all([
+        this.o.store.events.claim(this.o.replicaId, now, claimMs, room),
+        this.o.store.events.claimControl(this.o.replicaId, now, claimMs, room),
+        this.o.store.outputEvents.claim(this.o.replicaId, now, claimMs, room),
+      ]);
       // One body per change and event name, however many subscriptions it goes to (one read of the task).
       const bodies = new Map<string, Promise<{ occurrence: EventOccurrence; body: string }>>();
       const bodyOf = (d: ClaimedDelivery) => {
@@ -209,14 +234,33 @@ export class EventDelivery {
         if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf)));
         return b;
       };
-      const control = await this.o.store.events.claimControl(this.o.replicaId, now, this.o.timeoutMs + 2000, CLAIM_BATCH);
-      const outputs = await this.o.store.outputEvents.claim(this.o.replicaId, now, this.o.timeoutMs + 2000, CLAIM_BATCH);
-      await Promise.all([...claimed.map((d) => this.send(d, bodyOf(d))), ...control.map((c) => this.sendTerminated(c)), ...outputs.map((c) => sendOutput(c, this.outputs))]);
+      for (const d of claimed) this.track(this.send(d, bodyOf(d)));
+      for (const c of control) this.track(this.sendTerminated(c));
+      for (const c of outputs) this.track(sendOutput(c, this.outputs));
       return Math.max(claimed.length, control.length, outputs.length);
     } catch (e) {
-      this.o.log.warn('events: could not reach the store; retrying', { error: String(e) });
+      this.storeTrouble(e);
       return 0;
     }
+  }
+
+  /** Keeps a send in flight counted until it ends; one that ends while the batch was full wakes the loop. */
+  private track(send: Promise<unknown>): void {
+    const tracked: Promise<void> = send.then(
+      () => undefined,
+      (e) => this.storeTrouble(e),
+    ).finally(() => {
+      this.sending.delete(tracked);
+      if (this.full) {
+        this.full = false;
+        this.wake();
+      }
+    });
+    this.sending.add(tracked);
+  }
+
+  private storeTrouble(e: unknown): void {
+    this.o.log.warn('events: could not reach the store; retrying', { error: String(e) });
   }
 
   private key(secret: string): Buffer {

@@ -35,6 +35,7 @@ import {
 import { DEFAULT_PG_TIMEOUTS, checkTimeouts, isUnreachable, takeTimeoutParams, withTimeouts, type PgTimeouts } from './timeouts.js';
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
+import { newRecord } from '../new-record.js';
 import { PgSignalBus, describeConnection, quoteIdent } from './bus.js';
 import { StoreClock } from './clock.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
@@ -127,44 +128,6 @@ interface PendingCreate {
 /** Most rows in one group-committed INSERT. */
 const MAX_BATCH = 500;
 
-/** The record a fresh INSERT wrote: exactly what was sent plus the column defaults (no read-back on the hot path). */
-function newRecord(t: NewTask): TaskRecord {
-  const status = t.status ?? 'working';
-  return {
-    taskId: t.taskId,
-    principal: t.principal,
-    tool: t.tool,
-    args: t.args,
-    status,
-    statusMessage: t.statusMessage ?? null,
-    createdAt: t.createdAt,
-    updatedAt: t.createdAt,
-    ttlMs: t.ttlMs,
-    expiresAt: t.ttlMs === null ? null : t.createdAt + t.ttlMs,
-    inputSince: status === 'input_required' ? t.createdAt : null,
-    pollIntervalMs: t.pollIntervalMs,
-    result: null,
-    error: null,
-    inputRequests: {},
-    inputResponses: {},
-    cancelRequestedAt: null,
-    owner: t.queued ? null : t.owner,
-    queuedAt: t.queued ? t.createdAt : null,
-    epoch: 1,
-    parkedAt: null,
-    wakeAt: null,
-    attempts: 1,
-    retrySafe: t.retrySafe,
-    idempotencyKey: t.idempotencyKey ?? null,
-    requestHash: t.requestHash ?? null,
-    clientCapabilities: t.clientCapabilities ?? {},
-    origin: t.origin ?? 'extension',
-    progressToken: t.progressToken ?? null,
-    version: 1,
-    retrievedAt: null,
-    traceContext: t.traceContext ?? null,
-  };
-}
 
 const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at, output_seq';
 /** The database's clock, epoch ms: every replica reading a task's expiry reads the same time. */
@@ -650,7 +613,7 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async finish(taskId: string, owner: string | null, outcome: Outcome, statusMessage: string | null, now: number, epoch?: number): Promise<TaskRecord> {
-    const result = outcome.status === 'completed' ? JSON.stringify(outcome.result) : null;
+    const result = outcome.status === 'completed' ? (outcome.resultJson ?? JSON.stringify(outcome.result)) : null;
     const error = outcome.status === 'failed' ? JSON.stringify(outcome.error) : null;
     // jsonb cannot hold U+0000: refused as a value (nothing written), not retried as if the database were down.
     if ((result !== null && NUL_ESCAPE.test(result)) || (error !== null && NUL_ESCAPE.test(error))) {

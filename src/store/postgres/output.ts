@@ -29,6 +29,7 @@ CREATE TABLE task_output (
   at       bigint NOT NULL,
   PRIMARY KEY (task_id, seq)
 );
+-- Used by: an append's check that an item key is new (the item is written once, whatever the retries).
 CREATE UNIQUE INDEX task_output_keys ON task_output (task_id, item_key) WHERE item_key IS NOT NULL;
 `,
 };

@@ -106,6 +106,7 @@ export function sqliteEvents(db: Database.Database, write: Write, startCursor: (
       WHERE sub_id = @subId`),
     dropControl: db.prepare(`DELETE FROM event_deliveries WHERE sub_id = ? AND seq < 0`),
     exists: db.prepare(`SELECT 1 FROM event_subscriptions WHERE sub_id = ?`),
+    byKey: db.prepare(`SELECT sub_id FROM event_subscriptions WHERE principal = ? AND url = ? AND name = ? AND args = ?`),
     del: db.prepare(`DELETE FROM event_subscriptions WHERE sub_id = ?`),
     delDeliveries: db.prepare(`DELETE FROM event_deliveries WHERE sub_id = ?`),
     verified: db.prepare(`SELECT max(verified_at) AS v FROM event_subscriptions WHERE principal = ? AND url = ?`),
@@ -168,7 +169,7 @@ export function sqliteEvents(db: Database.Database, write: Write, startCursor: (
       }),
     unsubscribe: (key) =>
       write(() => {
-        const row = db.prepare(`SELECT sub_id FROM event_subscriptions WHERE principal = ? AND url = ? AND name = ? AND args = ?`).get(key.principal, key.url, key.name, key.args) as { sub_id: string } | undefined;
+        const row = q.byKey.get(key.principal, key.url, key.name, key.args) as { sub_id: string } | undefined;
         if (!row) return false;
         q.delDeliveries.run(row.sub_id);
         q.del.run(row.sub_id);

@@ -28,6 +28,7 @@ import {
   type WriteFence,
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
+import { newRecord } from '../new-record.js';
 import { openSqlite } from './open.js';
 import { QueuePositions, claimRows, prepareQueue } from './queue.js';
 import { prepareSettings } from './settings.js';
@@ -246,7 +247,7 @@ export class SqliteTaskStore implements TaskStore {
           ttl_ms, expires_at, input_since, poll_interval_ms, owner, queued_at, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, trace_context)
         VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @createdAt, @ttlMs, @expiresAt,
           @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities, @origin, @progressToken, @traceContext)
-        ON CONFLICT DO NOTHING RETURNING *`),
+        ON CONFLICT DO NOTHING`),
       byIdem: db.prepare('SELECT * FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?'),
       get: db.prepare('SELECT * FROM tasks WHERE task_id = ?'),
       view: db.prepare(`SELECT ${VIEW_COLUMNS} FROM tasks WHERE task_id = ?`),
@@ -356,31 +357,32 @@ export class SqliteTaskStore implements TaskStore {
           return { record: toRecord(existing), created: false };
         }
       }
-      const status = t.status ?? 'working';
-      const row = this.s.insert.get({
+      const record = newRecord(t);
+      const inserted = this.s.insert.run({
         taskId: t.taskId,
         principal: t.principal,
         tool: t.tool,
-        args: JSON.stringify(t.args),
-        status,
-        statusMessage: t.statusMessage ?? null,
-        createdAt: t.createdAt,
-        ttlMs: t.ttlMs,
-        expiresAt: t.ttlMs === null ? null : t.createdAt + t.ttlMs,
-        inputSince: status === 'input_required' ? t.createdAt : null,
-        pollIntervalMs: t.pollIntervalMs,
-        owner: t.queued ? null : t.owner,
-        queuedAt: t.queued ? t.createdAt : null,
-        retrySafe: t.retrySafe ? 1 : 0,
+        args: JSON.stringify(record.args),
+        status: record.status,
+        statusMessage: record.statusMessage,
+        createdAt: record.createdAt,
+        ttlMs: record.ttlMs,
+        expiresAt: record.expiresAt,
+        inputSince: record.inputSince,
+        pollIntervalMs: record.pollIntervalMs,
+        owner: record.owner,
+        queuedAt: record.queuedAt,
+        retrySafe: record.retrySafe ? 1 : 0,
         idempotencyKey: key,
-        requestHash: t.requestHash ?? null,
-        clientCapabilities: JSON.stringify(t.clientCapabilities ?? {}),
-        origin: t.origin ?? 'extension',
-        progressToken: t.progressToken === undefined || t.progressToken === null ? null : JSON.stringify(t.progressToken),
-        traceContext: t.traceContext ? JSON.stringify(t.traceContext) : null,
-      }) as Row | undefined;
-      if (!row) throw new Error(`Task id ${t.taskId} already exists`);
-      return { record: toRecord(row), created: true };
+        requestHash: record.requestHash,
+        clientCapabilities: JSON.stringify(record.clientCapabilities),
+        origin: record.origin,
+        progressToken: record.progressToken === null ? null : JSON.stringify(record.progressToken),
+        traceContext: record.traceContext ? JSON.stringify(record.traceContext) : null,
+      });
+      if (inserted.changes === 0) throw new Error(`Task id ${t.taskId} already exists`);
+      // What was sent plus the column defaults, as PostgreSQL answers: no read-back, no parse of the JSON just written.
+      return { record, created: true };
     });
   }
 
@@ -496,7 +498,7 @@ export class SqliteTaskStore implements TaskStore {
         taskId,
         version: row.version,
         status: outcome.status,
-        result: outcome.status === 'completed' ? JSON.stringify(outcome.result) : null,
+        result: outcome.status === 'completed' ? (outcome.resultJson ?? JSON.stringify(outcome.result)) : null,
         error: outcome.status === 'failed' ? JSON.stringify(outcome.error) : null,
         statusMessage,
         ttlMs,

@@ -51,8 +51,9 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     counts: db.prepare(`SELECT status, sum(n) AS n FROM task_counts GROUP BY status`),
     // INDEXED BY: counted in the partial index of unread failures (the planner would walk every failure).
     unread: db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM tasks INDEXED BY tasks_ops_unread WHERE ${UNREAD_FAILURE} LIMIT ?)`),
+    // INDEXED BY: the partial index of waiting tasks in their order (the planner would sort all of them, read by status).
     waiting: db.prepare(`SELECT task_id, principal, tool, status_message, input_since, input_requests, created_at FROM tasks
-      WHERE status = 'input_required' ORDER BY input_since LIMIT ?`),
+      INDEXED BY tasks_ops_waiting WHERE status = 'input_required' ORDER BY input_since LIMIT ?`),
     // The queue's own partial index (queued_at, task_id), oldest first; the partial index of parked tasks, soonest due first.
     queued: db.prepare(`SELECT ${IDLE_COLUMNS} FROM tasks INDEXED BY tasks_queue_age WHERE ${QUEUED_WHERE} ORDER BY queued_at, task_id LIMIT ?`),
     parked: db.prepare(`SELECT ${IDLE_COLUMNS} FROM tasks INDEXED BY tasks_ops_parked WHERE parked_at IS NOT NULL ORDER BY queued_at, task_id LIMIT ?`),

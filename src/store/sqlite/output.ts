@@ -27,6 +27,7 @@ CREATE TABLE task_output (
   at       INTEGER NOT NULL,
   PRIMARY KEY (task_id, seq)
 ) WITHOUT ROWID;
+-- Used by: an append's check that an item key is new (the item is written once, whatever the retries).
 CREATE UNIQUE INDEX task_output_keys ON task_output (task_id, item_key) WHERE item_key IS NOT NULL;
 `,
 };

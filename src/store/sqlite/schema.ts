@@ -3,7 +3,14 @@ import { SQLITE_ASKS_MIGRATION } from './asks.js';
 import { SQLITE_OUTPUT_MIGRATION } from './output.js';
 import { SQLITE_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
 
-/** Numbered migrations for the SQLite store. Applied in order at start-up, each once, in a transaction. */
+/**
+ * Numbered migrations for the SQLite store. Applied in order at start-up, each once, in a transaction.
+ *
+ * Every index says which query uses it ("Used by:"), as EXPLAIN QUERY PLAN showed for every statement the store
+ * prepares (2026-12-02; the store never runs ANALYZE, so these plans are the ones a deployment gets). A creation
+ * writes the unconditional ones (the task id's, tasks_by_principal, tasks_ops_created, _status, _tool) and the partial
+ * ones its row matches (tasks_unfinished; tasks_expiry with a TTL; tasks_idem with a key; the queue's when queued).
+ */
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
     version: 1,
@@ -35,8 +42,11 @@ CREATE TABLE tasks (
   version             INTEGER NOT NULL DEFAULT 1,
   retrieved_at        INTEGER
 );
+-- Used by: a creation with an idempotency key, its lookup of the task that key already names (byIdem: principal, tool, key).
 CREATE UNIQUE INDEX tasks_idem ON tasks (principal, tool, idem_key) WHERE idem_key IS NOT NULL;
+-- Used by: the sweeper's scan for tasks past their TTL (expires_at <= now, oldest first).
 CREATE INDEX tasks_expiry ON tasks (expires_at) WHERE expires_at IS NOT NULL;
+-- Used by: a replica's pending cancels (owner = me, cancel requested, unfinished).
 CREATE INDEX tasks_unfinished ON tasks (owner) WHERE status IN ('working','input_required');
 -- Terminal is final: no write may change a finished task (every state write bumps version; the only
 -- update a finished task accepts is the note that its outcome was retrieved; the sweeper deletes).
@@ -50,6 +60,7 @@ CREATE TABLE tombstones (
   expired_at INTEGER NOT NULL,
   purge_at   INTEGER NOT NULL
 );
+-- Used by: the sweeper's purge of tombstones past purge_at.
 CREATE INDEX tombstones_purge ON tombstones (purge_at);
 CREATE TABLE replicas (
   replica_id   TEXT PRIMARY KEY,
@@ -67,6 +78,8 @@ CREATE TABLE replicas (
 ALTER TABLE tasks ADD COLUMN origin TEXT NOT NULL DEFAULT 'extension' CHECK (origin IN ('extension','legacy','handle'));
 ALTER TABLE tasks ADD COLUMN progress_token TEXT;
 -- A principal's tasks, newest first (tasks/list): one range read per page.
+-- Used by: tasks/list pages (principal, then a row-value range), and admission's count of one principal's stored and
+-- queued tasks.
 CREATE INDEX tasks_by_principal ON tasks (principal, created_at DESC, task_id DESC);
 `,
   },
@@ -76,6 +89,7 @@ CREATE INDEX tasks_by_principal ON tasks (principal, created_at DESC, task_id DE
     sql: `
 ALTER TABLE tasks ADD COLUMN queued_at INTEGER;
 -- Per principal, oldest first: the claim's loose index scan over principals and each one's head.
+-- Used by: the claim (./queue.ts): its loose index scan over the principals with queued work and each one's head.
 CREATE INDEX tasks_queue ON tasks (principal, queued_at, task_id) WHERE queued_at IS NOT NULL;
 -- The whole queue, oldest first: its depth and a task's position in it.
 CREATE INDEX tasks_queue_age ON tasks (queued_at, task_id) WHERE queued_at IS NOT NULL;
@@ -124,13 +138,20 @@ ALTER TABLE tasks ADD COLUMN cancelled_by TEXT;
 ALTER TABLE tasks ADD COLUMN cancel_reason TEXT;
 ALTER TABLE tasks ADD COLUMN unread_alert_at INTEGER;
 -- Operator listings: each filter is one range read of an index, newest first.
+-- Used by: the operator's task list without a filter (and filters no other index serves), newest first.
 CREATE INDEX tasks_ops_created ON tasks (created_at DESC, task_id DESC);
+-- Used by: the operator's task list filtered by status, and recovery's scan for unfinished tasks whose owner is gone.
 CREATE INDEX tasks_ops_status ON tasks (status, created_at DESC, task_id DESC);
+-- Used by: the operator's task list filtered by tool.
 CREATE INDEX tasks_ops_tool ON tasks (tool, created_at DESC, task_id DESC);
+-- Used by: the operator's list of unread failures and their count (the dashboard's badge).
 CREATE INDEX tasks_ops_unread ON tasks (created_at DESC, task_id DESC)
   WHERE status = 'failed' AND retrieved_at IS NULL AND acknowledged_at IS NULL;
+-- Used by: the unread-failure alert scan (failures unread for longer than the alert's delay).
 CREATE INDEX tasks_ops_unread_due ON tasks (updated_at)
   WHERE status = 'failed' AND retrieved_at IS NULL AND acknowledged_at IS NULL AND unread_alert_at IS NULL;
+-- Used by: the dashboard's tasks waiting for input, longest waiting first (INDEXED BY: without
+-- statistics the planner would sort every waiting task read through tasks_ops_status).
 CREATE INDEX tasks_ops_waiting ON tasks (input_since) WHERE status = 'input_required';
 
 -- Counts by state, kept exact by the triggers below (a count(*) over a million rows is not a page load).
@@ -156,6 +177,7 @@ CREATE TABLE task_events (
   actor    TEXT,
   detail   TEXT
 );
+-- Used by: a task's history (the dashboard's task page), and the delete of its history when the task leaves.
 CREATE INDEX task_events_by_task ON task_events (task_id, event_id);
 
 -- Alerts: an outbox any replica delivers from. dedupe_key makes "at most once per cause" a constraint.
@@ -219,6 +241,7 @@ END;
 -- The creating call's trace context (W3C traceparent/tracestate as JSON): a run started from the row links to it.
 ALTER TABLE tasks ADD COLUMN trace_context TEXT;
 -- Finished tasks by when they finished, covering what the per-tool durations read (one bounded range, no row lookups).
+-- Used by: the per-tool durations (a range of recently finished tasks, read from the index alone).
 CREATE INDEX tasks_ops_finished ON tasks (updated_at DESC, tool, created_at, status) WHERE status IN ('completed','failed','cancelled');
 `,
   },
@@ -226,6 +249,7 @@ CREATE INDEX tasks_ops_finished ON tasks (updated_at DESC, tool, created_at, sta
     // Operations views of queued and parked work: parked tasks by when they are due.
     version: 7,
     sql: `
+-- Used by: the operator's list of parked tasks, by when they are due.
 CREATE INDEX tasks_ops_parked ON tasks (queued_at, task_id) WHERE parked_at IS NOT NULL;
 `,
   },
@@ -237,6 +261,8 @@ CREATE INDEX tasks_ops_parked ON tasks (queued_at, task_id) WHERE parked_at IS N
     version: 10,
     sql: `
 DROP INDEX tasks_queue_age;
+-- Used by: the queue's depth and a queued task's position (index only), the next wake (min(queued_at) > now), and
+-- the operator's list of queued tasks.
 CREATE INDEX tasks_queue_age ON tasks (queued_at, task_id, parked_at) WHERE queued_at IS NOT NULL;
 `,
   },
