@@ -6,6 +6,8 @@
  * - `hold`: a stall: bytes are buffered both ways and delivered, in order, when the mode returns to `pass` (a
  *   connection the client closed meanwhile is closed only after its held bytes reached the database);
  * - `reset`: every connection is reset now, and new ones are reset on arrival.
+ * With `swallowCancels`, a CancelRequest (a connection whose first packet asks to cancel a backend's statement) is
+ * closed without reaching the database, as a pooler that does not forward cancels would.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -32,7 +34,12 @@ export interface FaultProxy {
   close(): Promise<void>;
 }
 
-export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
+/** The first packet of a CancelRequest connection: length 16, then the cancel request code 80877102. */
+function isCancelRequest(b: Buffer): boolean {
+  return b.length >= 8 && b.readInt32BE(0) === 16 && b.readInt32BE(4) === 80877102;
+}
+
+export async function startFaultProxy(target: { host: string; port: number }, options: { swallowCancels?: boolean } = {}): Promise<FaultProxy> {
   let mode: FaultMode = 'pass';
   const pipes = new Set<Pipe>();
 
@@ -52,7 +59,10 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     const upstream = connect(target.port, target.host);
     const p: Pipe = { client, upstream, toUpstream: [], toClient: [], clientEnded: false };
     pipes.add(p);
+    let first = true;
     client.on('data', (b) => {
+      if (first && options.swallowCancels && isCancelRequest(b)) return void client.destroy();
+      first = false;
       if (mode === 'pass') upstream.write(b);
       else if (mode === 'hold') p.toUpstream.push(b);
     });

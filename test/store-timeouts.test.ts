@@ -36,6 +36,23 @@ describe('PostgreSQL store deadlines', () => {
     }
   });
 
+  it('refuses a store whose cancel requests never reach the database (a pooler that does not forward them), naming statement_timeout_ms=0; which then passes', async () => {
+    const proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(PG_URL).port || 5432) }, { swallowCancels: true });
+    const schema = freshSchema('to');
+    const store = postgresStoreFromUrl(`${proxy.url(PG_URL)}?schema=${schema}`);
+    const without = postgresStoreFromUrl(`${proxy.url(PG_URL)}?schema=${schema}&statement_timeout_ms=0`);
+    try {
+      await store.init();
+      await assert.rejects(store.selfCheck!(), /the store cannot keep its statement deadline \(statement_timeout_ms=8000\).*a cancel request sent after 1000 ms did not stop a statement.*set statement_timeout_ms=0 in the store URL/s);
+      await without.init();
+      await without.selfCheck!();
+    } finally {
+      await store.close();
+      await without.close();
+      await proxy.close();
+    }
+  });
+
   it('cancels a statement past its deadline on the server (nothing set on the session), and a query into a black hole fails within its deadline as StoreUnavailableError', async () => {
     const proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(PG_URL).port || 5432) });
     const schema = freshSchema('to');

@@ -418,14 +418,18 @@ export class PostgresTaskStore implements TaskStore {
         `${r.tasks ? `${r.unpinned} of its functions do not name it` : 'its tables are not there'} after the migrations (a migration replaced them without the schema): start the replica again, it pins them at start`);
     }
     if (this.timeouts.statementTimeoutMs > 0) {
-      const probeMs = 50;
-      const t0 = Date.now();
-      const err = await runStatement(pool, { text: 'SELECT pg_sleep(3)' }, probeMs).then(() => undefined, (e: unknown) => e as Error & { code?: string });
-      if (err?.code !== '57014') {
-        throw new Error(`the store cannot keep its statement deadline (statement_timeout_ms=${this.timeouts.statementTimeoutMs}) on ${describeConnection(this.connection)}: ` +
-          `a cancel request sent after ${probeMs} ms did not stop a statement (${err ? err.message : `it ran for ${Date.now() - t0} ms`}). ` +
-          'A pooler must forward cancel requests (PgBouncer does); or set statement_timeout_ms=0 in the store URL to run without server-side deadlines');
+      // A cancel that reaches the backend before the statement starts is ignored (the backend is idle), so on a loaded
+      // machine one early probe can miss: the check fails only when a cancel sent well after the start misses too.
+      let missed = '';
+      for (const probeMs of [50, 250, 1000]) {
+        const t0 = Date.now();
+        const err = await runStatement(pool, { text: 'SELECT pg_sleep(2)' }, probeMs).then(() => undefined, (e: unknown) => e as Error & { code?: string });
+        if (err?.code === '57014') return;
+        missed = `a cancel request sent after ${probeMs} ms did not stop a statement (${err ? err.message : `it ran for ${Date.now() - t0} ms`})`;
+        if (err) break;
       }
+      throw new Error(`the store cannot keep its statement deadline (statement_timeout_ms=${this.timeouts.statementTimeoutMs}) on ${describeConnection(this.connection)}: ` +
+        `${missed}. A pooler must forward cancel requests (PgBouncer does); or set statement_timeout_ms=0 in the store URL to run without server-side deadlines`);
     }
   }
 
