@@ -18,7 +18,7 @@ const ajv = new Ajv2020({ strict: false, allErrors: true });
 ajv.addSchema(JSON.parse(readFileSync(join(ROOT, '..', 'shared', 'schemas', 'mcp-core-2025-11-25.schema.json'), 'utf8')), 'core2025');
 const RELATED = 'io.modelcontextprotocol/related-task';
 
-function check2025(def: string, value: unknown): string | undefined {
+export function check2025(def: string, value: unknown): string | undefined {
   const v = ajv.getSchema(`core2025#/$defs/${def}`);
   if (!v) return `no schema ${def}`;
   return v(value) ? undefined : `${def}: ${ajv.errorsText(v.errors)} in ${JSON.stringify(value).slice(0, 400)}`;

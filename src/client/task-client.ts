@@ -43,6 +43,8 @@ import { Journal, type JournalEntry } from './journal.js';
 import { ListenSource, PollingSource, getTask, toDetailedTask, type ListenOptions, type PollingOptions, type StatusNote, type StatusSource } from './status.js';
 import { ToolCatalog, type ToolList } from './tool-catalog.js';
 import { RawDispatcher, type FetchLike, type RequestStats } from './transport.js';
+import { TaskReceiver, receiverCapabilities, type ReceiverOptions } from './receiver.js';
+import { LEGACY_PROTOCOL_VERSION } from '../protocol/legacy.js';
 
 /** A tool result as the server sent it (`content`, `structuredContent?`, `isError?`, `resultType`). */
 export type CallToolResult = JsonObject & { content?: Array<JsonObject>; isError?: boolean; structuredContent?: JsonObject };
@@ -93,6 +95,12 @@ export interface TaskClientOptions {
   /** Deadline of one tools/call round; a round with no answer is retried with the same idempotency key. Default
    *  60 000 ms (0: none). */
   callTimeoutMs?: number;
+  /** '2026-07-28' (default) or '2025-11-25': a session with a server of that revision, whose questions (elicitation,
+   *  sampling, roots) come as requests; asked with `params.task`, they are answered with a task of this client's own
+   *  (receiver.ts). Tool calls on such a session are plain calls, answered inline. */
+  protocolVersion?: '2026-07-28' | '2025-11-25';
+  /** The tasks this client keeps for a 2025-11-25 server's questions: retention and suggested poll interval. */
+  receiver?: ReceiverOptions;
 }
 
 export interface StartOptions {
@@ -369,17 +377,29 @@ export class TaskClient {
   /** This server's tools as last listed (for the `Mcp-Param-*` headers of each call). */
   private readonly tools = new ToolCatalog();
   private toolsRefresh: Promise<ToolList> | undefined;
+  /** A 2025-11-25 session's questions answered as tasks (undefined on the 2026-07-28 wire). */
+  private readonly receiver: TaskReceiver | undefined;
   private closed = false;
 
   constructor(options: TaskClientOptions) {
     this.options = options;
-    const capabilities: JsonObject = { extensions: { [TASKS_EXTENSION]: {} } };
-    if (options.elicitation) capabilities.elicitation = {};
+    const legacy = options.protocolVersion === LEGACY_PROTOCOL_VERSION;
+    const capabilities: JsonObject = legacy ? {} : { extensions: { [TASKS_EXTENSION]: {} } };
+    if (options.elicitation) capabilities.elicitation = legacy ? { form: {} } : {};
     if (options.sampling) capabilities.sampling = {};
     if (options.roots) capabilities.roots = {};
+    if (legacy) {
+      const handlers = { 'elicitation/create': options.elicitation, 'sampling/createMessage': options.sampling, 'roots/list': options.roots };
+      this.receiver = new TaskReceiver(handlers, (method, params) => this.dispatcher.notify(method, params), options.receiver);
+      const tasks = receiverCapabilities(handlers);
+      if (tasks) capabilities.tasks = tasks;
+    }
+    const receiver = this.receiver;
     this.dispatcher = new RawDispatcher({
       url: options.url,
       capabilities,
+      ...(options.protocolVersion ? { protocolVersion: options.protocolVersion } : {}),
+      ...(receiver ? { onServerRequest: (method: string, params: JsonObject, id: string | number) => receiver.serve(method, params, id) } : {}),
       ...(options.bearer !== undefined && !options.auth ? { bearer: options.bearer } : {}),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
       ...(options.auth
@@ -630,6 +650,7 @@ export class TaskClient {
     for (const c of this.calls.values()) c.detach();
     // Output readers stop at once; let them journal the last item delivered first.
     await Promise.all([...this.calls.values()].map((c) => c.outputDone));
+    this.receiver?.close();
     await this.dispatcher.close();
     if (this.ownsJournal) this.journal.close();
   }

@@ -10,6 +10,10 @@
  * `subscriptions/listen`, request counting, per-request headers (SEP-2243 `Mcp-Param-*`), and one retry when the
  * server refuses the protocol version but lists one this client speaks (-32022), and a CLIENT span per request whose
  * trace context goes out in `_meta` (request-spans.ts).
+ *
+ * With `protocolVersion: '2025-11-25'` it opens a session instead (`initialize`, then the transport's session id and
+ * GET stream) and sends requests without the 2026 envelope; requests the server sends on that session (elicitation,
+ * sampling, `tasks/*` of the client's own tasks) go to `onServerRequest` and its answer is posted back.
  */
 import { StreamableHTTPClientTransport, SdkHttpError, UnauthorizedError, type AuthProvider } from '@modelcontextprotocol/client';
 import {
@@ -23,6 +27,7 @@ import {
   type JsonObject,
   type JsonRpcErrorObject,
 } from '../protocol/index.js';
+import { LEGACY_PROTOCOL_VERSION } from '../protocol/legacy.js';
 import { RateLimitedError, RpcError, TransportError, UnsupportedVersionError } from './errors.js';
 import { startClientRequestSpan, type ClientRequestSpan } from './request-spans.js';
 
@@ -46,7 +51,16 @@ export interface DispatcherOptions {
    *  within its inline budget, so a call that gets no answer meets a wedged server; TaskClient retries it with the
    *  same idempotency key. */
   callTimeoutMs?: number;
+  /** '2026-07-28' (default: stateless, the `_meta` envelope on every request) or '2025-11-25' (a session opened
+   *  with `initialize`, for servers of that revision). */
+  protocolVersion?: typeof PROTOCOL_VERSION | typeof LEGACY_PROTOCOL_VERSION;
+  /** Answers a request the server sends (2025-11-25 sessions); throw an RpcError for a JSON-RPC error. Without it
+   *  every such request is answered -32601. */
+  onServerRequest?: ServerRequestHandler;
 }
+
+/** What answers a server→client request: its result, or an RpcError thrown. */
+export type ServerRequestHandler = (method: string, params: JsonObject, id: string | number) => Promise<JsonObject>;
 
 export interface RequestOptions {
   signal?: AbortSignal;
@@ -116,6 +130,8 @@ export class RawDispatcher {
   private nextId = 1;
   private started: Promise<void> | undefined;
   private closed = false;
+  /** The 2025-11-25 session's settings (undefined: the stateless 2026-07-28 wire). */
+  private readonly session: { capabilities: JsonObject; clientInfo: JsonObject; onServerRequest?: ServerRequestHandler } | undefined;
 
   constructor(options: DispatcherOptions) {
     let url: URL;
@@ -133,6 +149,15 @@ export class RawDispatcher {
       [CLIENT_CAPABILITIES_META]: options.capabilities,
       [CLIENT_INFO_META]: options.clientInfo ?? { name: 'outlast-client', version: '0.1.0' },
     };
+    if (options.protocolVersion === LEGACY_PROTOCOL_VERSION) {
+      this.session = {
+        capabilities: options.capabilities,
+        clientInfo: this.meta[CLIENT_INFO_META] as JsonObject,
+        ...(options.onServerRequest ? { onServerRequest: options.onServerRequest } : {}),
+      };
+    } else if (options.protocolVersion !== undefined && options.protocolVersion !== PROTOCOL_VERSION) {
+      throw new TypeError(`Unknown protocolVersion "${String(options.protocolVersion)}" (this client speaks ${PROTOCOL_VERSION} and ${LEGACY_PROTOCOL_VERSION})`);
+    }
     const base = options.fetch ?? fetch;
     const counted: FetchLike = async (u, init) => {
       let id: number | undefined;
@@ -178,10 +203,59 @@ export class RawDispatcher {
 
   private start(): Promise<void> {
     if (this.closed) return Promise.reject(new TransportError('The client is closed', { retryable: false }));
-    return (this.started ??= this.transport.start());
+    return (this.started ??= this.session ? this.openSession(this.session) : this.transport.start());
+  }
+
+  /** 2025-11-25: `initialize`, the version header from then on, and `notifications/initialized` (after which the
+   *  transport opens its GET stream, where the server's own requests may come). */
+  private async openSession(session: NonNullable<RawDispatcher['session']>): Promise<void> {
+    await this.transport.start();
+    const params = { protocolVersion: LEGACY_PROTOCOL_VERSION, capabilities: session.capabilities, clientInfo: session.clientInfo };
+    const span = startClientRequestSpan('initialize', params, this.url, undefined);
+    let result: JsonObject;
+    try {
+      result = await this.exchange('initialize', params, span.meta ? { meta: span.meta } : {}, LEGACY_PROTOCOL_VERSION, span);
+      span.ok(result);
+    } catch (e) {
+      span.failed(e);
+      throw e;
+    }
+    if (result.protocolVersion !== LEGACY_PROTOCOL_VERSION) {
+      throw new TransportError(`initialize: the server at ${this.url.href} answered protocol version ${JSON.stringify(result.protocolVersion)}; this session speaks ${LEGACY_PROTOCOL_VERSION}`, { retryable: false });
+    }
+    this.transport.setProtocolVersion(LEGACY_PROTOCOL_VERSION);
+    await this.transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' } as never);
+  }
+
+  /** Sends a notification (2025-11-25 sessions: e.g. `notifications/tasks/status`). */
+  async notify(method: string, params: JsonObject): Promise<void> {
+    await this.start();
+    await this.transport.send({ jsonrpc: '2.0', method, params } as never);
+  }
+
+  /** A request from the server: answered by the handler (or -32601), the answer posted back. */
+  private answerServerRequest(m: JsonRpcMessage & { id: string | number; method: string }): void {
+    const handler = this.session?.onServerRequest;
+    void (async () => {
+      let reply: JsonObject;
+      try {
+        if (!handler) throw new RpcError({ code: ErrorCode.MethodNotFound, message: `This client serves no requests (${m.method})` });
+        reply = { jsonrpc: '2.0', id: m.id, result: await handler(m.method, (m.params ?? {}) as JsonObject, m.id) };
+      } catch (e) {
+        const error = e instanceof RpcError ? e.toJSON() : { code: ErrorCode.InternalError, message: (e as Error)?.message ?? String(e) };
+        reply = { jsonrpc: '2.0', id: m.id, error: error as unknown as JsonObject };
+      }
+      if (this.closed) return;
+      // A lost answer cannot be retried from here: the server's request times out and says so.
+      await this.transport.send(reply as never).catch(() => undefined);
+    })();
   }
 
   private onMessage(m: JsonRpcMessage): void {
+    if (m.method !== undefined && m.id !== undefined) {
+      this.answerServerRequest(m as JsonRpcMessage & { id: string | number; method: string });
+      return;
+    }
     if (m.method !== undefined && m.id === undefined) {
       const sub = (m.params?._meta as JsonObject | undefined)?.[SUBSCRIPTION_ID_META];
       if (typeof sub === 'number') this.streams.get(sub)?.onNotification(m as { method: string; params?: JsonObject });
@@ -292,10 +366,16 @@ export class RawDispatcher {
 
   private async requestOnce(method: string, params: JsonObject, opts: RequestOptions, version: string, span: ClientRequestSpan): Promise<JsonObject> {
     await this.start();
+    return this.exchange(method, params, opts, this.session ? LEGACY_PROTOCOL_VERSION : version, span);
+  }
+
+  /** One request on a started transport: a session's carries only the caller's `_meta`, a stateless one the envelope. */
+  private async exchange(method: string, params: JsonObject, opts: RequestOptions, version: string, span: ClientRequestSpan): Promise<JsonObject> {
     opts.signal?.throwIfAborted();
     const id = this.nextId++;
     span.attempt(id, version);
-    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(opts.meta, version) } };
+    const meta = this.session ? opts.meta : this.envelope(opts.meta, version);
+    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, ...(meta ? { _meta: meta } : {}) } };
     const ctl = new AbortController();
     const timeoutMs = opts.timeoutMs ?? (method === 'tools/call' ? this.callTimeoutMs : this.timeoutMs);
     let timedOut = false;
@@ -383,6 +463,10 @@ export class RawDispatcher {
       this.pending.delete(id);
       p.reject(new TransportError('The client was closed before the answer came', { retryable: false }));
     }
-    if (this.started) await this.transport.close();
+    if (this.started) {
+      // A 2025-11-25 session is ended for the server too (DELETE), so it stops sending requests to it.
+      if (this.session) await this.transport.terminateSession().catch(() => undefined);
+      await this.transport.close();
+    }
   }
 }

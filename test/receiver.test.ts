@@ -1,0 +1,230 @@
+/**
+ * The client as receiver (2025-11-25): a real SDK v1 server, in its own process, asks TaskClient questions with
+ * `params.task`; TaskClient answers each with a task of its own at once, the person answers seconds later, and the
+ * server follows the task with tasks/get, tasks/result, tasks/list and tasks/cancel. Every answer TaskClient posts
+ * is checked against the published 2025-11-25 schema.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { TaskClient, type CallToolResult } from '../src/client/index.js';
+import { serviceProcess, stopAllServices, type ServiceProcess } from '../fixtures/service-process.js';
+import { ROOT, freePort, parseSse, sleep, textOf } from './helpers.js';
+import { check2025 } from './generations.js';
+import { join } from 'node:path';
+
+const RELATED = 'io.modelcontextprotocol/related-task';
+/** How long the person takes to answer: well past several polls of the server. */
+const THINKING_MS = 2500;
+
+/**
+ * A fetch that lets everything through, notes each request the server sends (on any SSE stream, GET included),
+ * and checks each answer and notification the client posts against the schema of what it answers.
+ */
+function checkedFetch() {
+  const asked = new Map<string | number, { method: string; params: Record<string, any> }>();
+  /** The method each task of the client was created for (what its tasks/result must return). */
+  const taskMethod = new Map<string, string>();
+  const failures: string[] = [];
+  const answered: Array<{ method: string; message: Record<string, any> }> = [];
+  const check = (def: string, value: unknown) => {
+    const f = check2025(def, value);
+    if (f) failures.push(f);
+  };
+  const onPosted = (m: Record<string, any>) => {
+    if (m.method === 'notifications/tasks/status') return check('TaskStatusNotification', m);
+    if (m.method !== undefined || m.id === undefined) return;
+    const request = asked.get(m.id);
+    if (!request) return failures.push(`an answer to a request nobody sent: ${JSON.stringify(m)}`);
+    answered.push({ method: request.method, message: m });
+    if (m.error) return check('JSONRPCErrorResponse', m);
+    check('JSONRPCResultResponse', m);
+    const task = request.params.task !== undefined;
+    switch (request.method) {
+      case 'elicitation/create':
+      case 'sampling/createMessage':
+        if (task) {
+          check('CreateTaskResult', m.result);
+          taskMethod.set(m.result.task.taskId, request.method);
+        } else check(request.method === 'elicitation/create' ? 'ElicitResult' : 'CreateMessageResult', m.result);
+        return;
+      case 'tasks/get':
+        return check('GetTaskResult', m.result);
+      case 'tasks/list':
+        return check('ListTasksResult', m.result);
+      case 'tasks/cancel':
+        return check('CancelTaskResult', m.result);
+      case 'tasks/result': {
+        const id = request.params.taskId;
+        if (m.result._meta?.[RELATED]?.taskId !== id) failures.push(`tasks/result of ${id} without related-task _meta`);
+        return check(taskMethod.get(id) === 'sampling/createMessage' ? 'CreateMessageResult' : 'ElicitResult', m.result);
+      }
+    }
+  };
+  const recording: typeof fetch = async (input, init) => {
+    if (typeof init?.body === 'string') onPosted(JSON.parse(init.body));
+    const res = await fetch(input, init);
+    if (!res.body || !(res.headers.get('content-type') ?? '').includes('text/event-stream')) return res;
+    let buf = '';
+    const inspect = new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        buf += Buffer.from(chunk).toString('utf8');
+        for (let i; (i = buf.indexOf('\n\n')) >= 0; buf = buf.slice(i + 2)) {
+          for (const m of parseSse(buf.slice(0, i + 2)) as Array<Record<string, any>>) {
+            if (typeof m.method === 'string' && m.id !== undefined) asked.set(m.id, { method: m.method, params: m.params ?? {} });
+          }
+        }
+        controller.enqueue(chunk);
+      },
+    });
+    return new Response(res.body.pipeThrough(inspect), { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+  return {
+    fetch: recording,
+    answered,
+    assertClean() {
+      assert.deepEqual(failures, [], 'every answer the client posted matches the 2025-11-25 schema');
+      assert.ok(answered.length > 0, 'answers were checked');
+    },
+  };
+}
+
+function reportOf(r: CallToolResult): Record<string, any> {
+  assert.notEqual(r.isError, true, textOf(r));
+  return JSON.parse(textOf(r));
+}
+
+describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its own', () => {
+  let server: ServiceProcess;
+  let url: string;
+  before(async () => {
+    const port = await freePort();
+    url = `http://127.0.0.1:${port}/mcp`;
+    const probe = () => fetch(url, { method: 'DELETE' }).then(() => true, () => false);
+    server = serviceProcess('SDK v1 server', process.execPath, [join(ROOT, 'dist', 'test', 'receiver-v1-server.js')], probe);
+    process.env.RECEIVER_V1_PORT = String(port); // serviceProcess passes the environment on
+    await server.start();
+  });
+  after(stopAllServices);
+
+  test('a task-augmented elicitation: a task at once, polled while the person thinks, then the late answer', async () => {
+    const wire = checkedFetch();
+    const asked: Array<{ message: unknown; key: string }> = [];
+    const client = new TaskClient({
+      url,
+      protocolVersion: '2025-11-25',
+      fetch: wire.fetch,
+      receiver: { pollIntervalMs: 300 },
+      elicitation: async (params, ctx) => {
+        asked.push({ message: params.message, key: ctx.key });
+        assert.equal(params.task, undefined, 'the handler sees the question, not the task wrapper');
+        await sleep(THINKING_MS); // a person, taking their time
+        return { action: 'accept', content: { answer: 'v2.4' } };
+      },
+    });
+    try {
+      const started = Date.now();
+      const seen = reportOf(await client.callTool('ask_as_task', { ttl: 120_000 }));
+      assert.ok(Date.now() - started >= THINKING_MS, 'the call waited for the person');
+      assert.deepEqual(asked.map((a) => a.message), ['Which release should ship?'], 'asked once');
+      assert.equal(seen.created.status, 'working');
+      assert.equal(seen.created.ttl, 120_000, 'the requested ttl is granted and reported');
+      assert.equal(seen.created.pollInterval, 300);
+      assert.equal(asked[0]!.key, seen.created.taskId, 'the handler is told its task id');
+      assert.ok(seen.statuses.filter((s: string) => s === 'working').length >= 3, `polled while the person thought: ${seen.statuses}`);
+      assert.equal(seen.statuses.at(-1), 'completed');
+      assert.deepEqual(seen.result, { action: 'accept', content: { answer: 'v2.4' }, _meta: { [RELATED]: { taskId: seen.created.taskId } } });
+      assert.equal(seen.error, undefined);
+      assert.ok(wire.answered.some((a) => a.method === 'tasks/result'), 'the server fetched the answer with tasks/result');
+      wire.assertClean();
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('a task-augmented sampling request, answered late the same way', async () => {
+    const wire = checkedFetch();
+    const client = new TaskClient({
+      url,
+      protocolVersion: '2025-11-25',
+      fetch: wire.fetch,
+      receiver: { pollIntervalMs: 300 },
+      sampling: async (params) => {
+        assert.equal((params.messages as Array<any>)[0].content.text, 'Name the release.');
+        await sleep(1500); // someone reviews the model's answer before it goes back
+        return { role: 'assistant', content: { type: 'text', text: 'Outlast 2.4' }, model: 'reviewed-by-a-person' };
+      },
+    });
+    try {
+      const seen = reportOf(await client.callTool('sample_as_task'));
+      assert.equal(seen.created.ttl, 60_000);
+      assert.ok(seen.statuses.length >= 3 && seen.statuses.at(-1) === 'completed', `${seen.statuses}`);
+      assert.equal(seen.result.content.text, 'Outlast 2.4');
+      assert.equal(seen.result._meta[RELATED].taskId, seen.created.taskId);
+      wire.assertClean();
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('tasks/list pages through this client’s tasks; tasks/cancel aborts the handler and the task stays cancelled', async () => {
+    const wire = checkedFetch();
+    const aborted: string[] = [];
+    const client = new TaskClient({
+      url,
+      protocolVersion: '2025-11-25',
+      fetch: wire.fetch,
+      receiver: { pageSize: 2 },
+      elicitation: (_params, ctx) =>
+        new Promise((_resolve, reject) => {
+          // The person never answers; the server's cancel closes the prompt.
+          ctx.signal.addEventListener('abort', () => (aborted.push(ctx.key), reject(ctx.signal.reason)), { once: true });
+        }),
+    });
+    try {
+      const seen = reportOf(await client.callTool('list_and_cancel', { count: 3 }));
+      assert.equal(seen.created.length, 3);
+      assert.deepEqual(seen.pages.map((p: { ids: string[] }) => p.ids), [seen.created.slice(0, 2), seen.created.slice(2)], 'two pages, in creation order');
+      assert.deepEqual(seen.badCursor, { code: -32602, message: 'MCP error -32602: Invalid cursor: pass the nextCursor of a previous page unchanged' });
+      assert.equal(seen.cancelled.status, 'cancelled', 'cancelled before the answer was sent');
+      assert.equal(seen.afterCancel.status, 'cancelled', 'and it stays cancelled (the handler’s rejection does not make it failed)');
+      assert.deepEqual(aborted, [seen.created[0]], 'the cancelled task’s handler was aborted, no other');
+      assert.deepEqual(seen.cancelAgain, { code: -32602, message: "MCP error -32602: Cannot cancel task: already in terminal status 'cancelled'" });
+      assert.equal(seen.resultOfCancelled.code, -32603);
+      assert.match(seen.resultOfCancelled.message, /was cancelled; it has no result/);
+      wire.assertClean();
+    } finally {
+      await client.close();
+    }
+    assert.deepEqual(aborted.length, 3, 'closing the client aborts the questions still open');
+  });
+
+  test('unknown task ids and a failing handler are JSON-RPC errors, per the spec', async () => {
+    const wire = checkedFetch();
+    const client = new TaskClient({
+      url,
+      protocolVersion: '2025-11-25',
+      fetch: wire.fetch,
+      elicitation: async (params) => {
+        await sleep(300);
+        throw new Error(`Cannot answer "${String(params.message)}": the form is closed`);
+      },
+    });
+    try {
+      const unknown = reportOf(await client.callTool('unknown_task'));
+      const notFound = { code: -32602, message: 'MCP error -32602: Failed to retrieve task: Task not found' };
+      assert.deepEqual(unknown, { get: notFound, result: notFound, cancel: notFound });
+      const failing = reportOf(await client.callTool('ask_failing'));
+      assert.deepEqual(failing.result, { code: -32603, message: 'MCP error -32603: Cannot answer "A question nobody can answer": the form is closed' }, 'tasks/result gives the error the request itself would have');
+      assert.equal(failing.after.status, 'failed');
+      assert.equal(failing.after.statusMessage, 'Cannot answer "A question nobody can answer": the form is closed');
+      wire.assertClean();
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('bad settings are refused when the client is made', () => {
+    assert.throws(() => new TaskClient({ url, protocolVersion: '2025-11-25', receiver: { pollIntervalMs: 0 } }), /receiver.pollIntervalMs must be a positive whole number/);
+    assert.throws(() => new TaskClient({ url, protocolVersion: '2024-01-01' as never }), /Unknown protocolVersion "2024-01-01"/);
+  });
+});
