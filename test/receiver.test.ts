@@ -88,6 +88,9 @@ function checkedFetch() {
   };
 }
 
+/** The probe serviceProcess waits on: anything answering HTTP there. */
+const answers = (url: string) => () => fetch(url, { method: 'GET' }).then(() => true, () => false);
+
 function reportOf(r: CallToolResult): Record<string, any> {
   assert.notEqual(r.isError, true, textOf(r));
   return JSON.parse(textOf(r));
@@ -99,9 +102,8 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
   before(async () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}/mcp`;
-    const probe = () => fetch(url, { method: 'DELETE' }).then(() => true, () => false);
-    server = serviceProcess('SDK v1 server', process.execPath, [join(ROOT, 'dist', 'test', 'receiver-v1-server.js')], probe);
-    process.env.RECEIVER_V1_PORT = String(port); // serviceProcess passes the environment on
+    // `env` execs node in its own process, so the process id serviceProcess stops is the server's.
+    server = serviceProcess('SDK v1 server', 'env', [`RECEIVER_V1_PORT=${port}`, process.execPath, join(ROOT, 'dist', 'test', 'receiver-v1-server.js')], answers(url));
     await server.start();
   });
   after(stopAllServices);
@@ -226,5 +228,63 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
   test('bad settings are refused when the client is made', () => {
     assert.throws(() => new TaskClient({ url, protocolVersion: '2025-11-25', receiver: { pollIntervalMs: 0 } }), /receiver.pollIntervalMs must be a positive whole number/);
     assert.throws(() => new TaskClient({ url, protocolVersion: '2024-01-01' as never }), /Unknown protocolVersion "2024-01-01"/);
+  });
+});
+
+describe('the official reference server (@modelcontextprotocol/server-everything) asks TaskClient as a task', () => {
+  let url: string;
+  before(async () => {
+    const port = await freePort();
+    url = `http://127.0.0.1:${port}/mcp`;
+    const bin = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
+    await serviceProcess('server-everything', 'env', [`PORT=${port}`, process.execPath, bin, 'streamableHttp'], answers(url)).start();
+  });
+  after(stopAllServices);
+
+  test('trigger-elicitation-request-async: the server polls the client’s task and gets the person’s late answer', async () => {
+    const wire = checkedFetch();
+    const client = new TaskClient({
+      url,
+      protocolVersion: '2025-11-25',
+      fetch: wire.fetch,
+      elicitation: async (params) => {
+        assert.match(String(params.message), /async task demo/);
+        await sleep(THINKING_MS);
+        return { action: 'accept', content: { name: 'Ada', favoriteColor: 'Blue', agreeToTerms: true } };
+      },
+    });
+    try {
+      const tools = await client.listTools();
+      assert.ok(tools.tools.some((t) => t.name === 'trigger-elicitation-request-async'), 'offered only to clients that take elicitations as tasks');
+      const text = textOf(await client.callTool('trigger-elicitation-request-async'));
+      assert.match(text, /\[COMPLETED\] User provided the requested information!/);
+      assert.match(text, /- Name: Ada\n- Favorite Color: Blue\n- Agreed to terms: true/);
+      assert.match(text, /Poll 1: working/, 'polled while the person thought');
+      assert.match(text, /Poll \d+: completed/);
+      wire.assertClean();
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('trigger-sampling-request-async: the same for sampling', async () => {
+    const wire = checkedFetch();
+    const client = new TaskClient({
+      url,
+      protocolVersion: '2025-11-25',
+      fetch: wire.fetch,
+      sampling: async () => {
+        await sleep(1200);
+        return { role: 'assistant', content: { type: 'text', text: 'A reviewed answer' }, model: 'person-in-the-loop' };
+      },
+    });
+    try {
+      const text = textOf(await client.callTool('trigger-sampling-request-async', { prompt: 'Say hi', maxTokens: 20 }));
+      assert.match(text, /\[COMPLETED\] Async sampling completed!/);
+      assert.match(text, /A reviewed answer/);
+      wire.assertClean();
+    } finally {
+      await client.close();
+    }
   });
 });
