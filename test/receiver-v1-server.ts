@@ -8,7 +8,7 @@ import { createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CreateTaskResultSchema, McpError, type ElicitRequestFormParams } from '@modelcontextprotocol/sdk/types.js';
+import { CreateTaskResultSchema, ElicitResultSchema, McpError, type ElicitRequestFormParams } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 const port = process.env.RECEIVER_V1_PORT;
@@ -83,6 +83,12 @@ function build(): McpServer {
     const cancelAgain = await tasks().cancelTask(created[0]!).then(() => undefined, refusal);
     const resultOfCancelled = await tasks().getTaskResult(created[0]!, z.object({}).loose() as never).then(() => undefined, refusal);
     return report({ created, pages, badCursor, cancelled, afterCancel, cancelAgain, resultOfCancelled });
+  });
+
+  // A plain question (no task) on the same session; with timeoutMs the server gives up and cancels it.
+  mcp.registerTool('ask_plain', { inputSchema: { timeoutMs: z.number().int().optional() } }, async ({ timeoutMs }, extra) => {
+    const asked = extra.sendRequest({ method: 'elicitation/create', params: question }, ElicitResultSchema, timeoutMs === undefined ? {} : { timeout: timeoutMs });
+    return report(await asked.then((result) => ({ result }), (e) => ({ error: refusal(e) })));
   });
 
   // Task ids this client never gave out.

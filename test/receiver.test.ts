@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TaskClient, type CallToolResult } from '../src/client/index.js';
 import { serviceProcess, stopAllServices, type ServiceProcess } from '../fixtures/service-process.js';
-import { ROOT, freePort, parseSse, sleep, textOf } from './helpers.js';
+import { ROOT, freePort, parseSse, sleep, textOf, until } from './helpers.js';
 import { check2025 } from './generations.js';
 import { join } from 'node:path';
 
@@ -26,12 +26,17 @@ function checkedFetch() {
   const taskMethod = new Map<string, string>();
   const failures: string[] = [];
   const answered: Array<{ method: string; message: Record<string, any> }> = [];
+  /** The tasks of `notifications/tasks/status` the client sent. */
+  const notified: Array<Record<string, any>> = [];
   const check = (def: string, value: unknown) => {
     const f = check2025(def, value);
     if (f) failures.push(f);
   };
   const onPosted = (m: Record<string, any>) => {
-    if (m.method === 'notifications/tasks/status') return check('TaskStatusNotification', m);
+    if (m.method === 'notifications/tasks/status') {
+      notified.push(m.params);
+      return check('TaskStatusNotification', m);
+    }
     if (m.method !== undefined || m.id === undefined) return;
     const request = asked.get(m.id);
     if (!request) return failures.push(`an answer to a request nobody sent: ${JSON.stringify(m)}`);
@@ -81,6 +86,7 @@ function checkedFetch() {
   return {
     fetch: recording,
     answered,
+    notified,
     assertClean() {
       assert.deepEqual(failures, [], 'every answer the client posted matches the 2025-11-25 schema');
       assert.ok(answered.length > 0, 'answers were checked');
@@ -137,6 +143,7 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
       assert.deepEqual(seen.result, { action: 'accept', content: { answer: 'v2.4' }, _meta: { [RELATED]: { taskId: seen.created.taskId } } });
       assert.equal(seen.error, undefined);
       assert.ok(wire.answered.some((a) => a.method === 'tasks/result'), 'the server fetched the answer with tasks/result');
+      assert.deepEqual(wire.notified.map((t) => [t.taskId, t.status]), [[seen.created.taskId, 'completed']], 'the client told the server when its task ended');
       wire.assertClean();
     } finally {
       await client.close();
@@ -219,6 +226,51 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
       assert.deepEqual(failing.result, { code: -32603, message: 'MCP error -32603: Cannot answer "A question nobody can answer": the form is closed' }, 'tasks/result gives the error the request itself would have');
       assert.equal(failing.after.status, 'failed');
       assert.equal(failing.after.statusMessage, 'Cannot answer "A question nobody can answer": the form is closed');
+      wire.assertClean();
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('a task the server lets expire: tasks/get says so, and the person’s prompt is closed', async () => {
+    const closed: string[] = [];
+    const client = new TaskClient({
+      url,
+      protocolVersion: '2025-11-25',
+      receiver: { pollIntervalMs: 200 },
+      elicitation: (_params, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => (closed.push(ctx.key), reject(ctx.signal.reason)), { once: true })),
+    });
+    try {
+      const seen = reportOf(await client.callTool('ask_as_task', { ttl: 700 }));
+      assert.equal(seen.created.ttl, 700);
+      assert.deepEqual(seen.error, { code: -32602, message: 'MCP error -32602: Failed to retrieve task: Task has expired' });
+      assert.deepEqual(closed, [seen.created.taskId]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('plain questions on the same session go to the same handler; one the server gives up on is aborted and not answered', async () => {
+    const wire = checkedFetch();
+    const aborted: string[] = [];
+    const client = new TaskClient({
+      url,
+      protocolVersion: '2025-11-25',
+      fetch: wire.fetch,
+      elicitation: (_params, ctx) =>
+        new Promise((resolve, reject) => {
+          const timer = setTimeout(() => resolve({ action: 'accept', content: { answer: 'v2.5' } }), 800);
+          ctx.signal.addEventListener('abort', () => (clearTimeout(timer), aborted.push(ctx.key), reject(ctx.signal.reason)), { once: true });
+        }),
+    });
+    try {
+      const answered = reportOf(await client.callTool('ask_plain'));
+      assert.deepEqual(answered, { result: { action: 'accept', content: { answer: 'v2.5' } } });
+      const givenUp = reportOf(await client.callTool('ask_plain', { timeoutMs: 300 }));
+      assert.equal(givenUp.error.code, -32001, 'the server timed out');
+      await until('the handler hears the cancel', () => aborted.length === 1);
+      await sleep(600); // past the moment the handler would have answered
+      assert.deepEqual(wire.answered.map((a) => a.method), ['elicitation/create'], 'the cancelled request got no answer');
       wire.assertClean();
     } finally {
       await client.close();

@@ -12,6 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { ErrorCode, isTerminal, type JsonObject, type JsonRpcErrorObject, type TaskStatus } from '../protocol/index.js';
 import { RELATED_TASK_META, type LegacyTask } from '../protocol/legacy.js';
 import { RpcError } from './errors.js';
+import { RequestCancelledByServer } from './transport.js';
 
 /** What a handler learns besides the request's params. */
 export interface ReceivedRequestContext {
@@ -79,6 +80,8 @@ export class TaskReceiver {
   private readonly tasks = new Map<string, ReceivedTask>();
   /** Ids of tasks removed at the end of their ttl, so the server hears "expired" rather than "not found". */
   private readonly expiredIds = new Set<string>();
+  /** Plain requests being answered, by JSON-RPC id: a `notifications/cancelled` for one aborts its handler. */
+  private readonly plain = new Map<string | number, AbortController>();
   private readonly closing = new AbortController();
   private readonly defaultTtlMs: number;
   private readonly maxTtlMs: number;
@@ -112,7 +115,19 @@ export class TaskReceiver {
         const { task, ...plain } = params;
         // roots/list is not task-augmentable: a `task` on it is ignored and the request answered as usual.
         if (task !== undefined && method !== 'roots/list') return this.create(method, plain, task, handler);
-        return handler(plain, { key: `request-${String(id)}`, taskId: relatedTaskId(params), tool: '', signal: this.closing.signal });
+        const controller = new AbortController();
+        this.plain.set(id, controller);
+        let result: JsonObject;
+        try {
+          const signal = AbortSignal.any([controller.signal, this.closing.signal]);
+          result = await handler(plain, { key: `request-${String(id)}`, taskId: relatedTaskId(params), tool: '', signal });
+        } catch (e) {
+          throw controller.signal.aborted ? controller.signal.reason : e;
+        } finally {
+          this.plain.delete(id);
+        }
+        if (controller.signal.aborted) throw controller.signal.reason; // the server gave up: it gets no answer
+        return resultObject(method, result);
       }
       case 'tasks/get':
         return { ...this.find(params).task };
@@ -125,6 +140,14 @@ export class TaskReceiver {
       default:
         throw new RpcError({ code: ErrorCode.MethodNotFound, message: `Method not found: ${method}` });
     }
+  }
+
+  /** A notification from the server: `notifications/cancelled` aborts the handler of that plain request (a task is
+   *  cancelled with tasks/cancel instead). */
+  notified(method: string, params: JsonObject): void {
+    if (method !== 'notifications/cancelled') return;
+    const id = params.requestId;
+    if (typeof id === 'string' || typeof id === 'number') this.plain.get(id)?.abort(new RequestCancelledByServer(`The server cancelled its request${typeof params.reason === 'string' ? `: ${params.reason}` : ''}`));
   }
 
   /** Aborts every handler still running and forgets every task. */
@@ -161,13 +184,16 @@ export class TaskReceiver {
     received.expiry.unref();
     this.tasks.set(taskId, received);
     const signal = AbortSignal.any([controller.signal, this.closing.signal]);
-    void handler(params, { key: taskId, taskId: relatedTaskId(params), tool: '', signal }).then(
-      (result) => this.finish(received, 'completed', { result }),
-      (e: unknown) => {
-        const error = e instanceof RpcError ? e.toJSON() : { code: ErrorCode.InternalError, message: (e as Error)?.message ?? String(e) };
-        this.finish(received, 'failed', { error }, error.message);
-      },
-    );
+    void Promise.resolve()
+      .then(() => handler(params, { key: taskId, taskId: relatedTaskId(params), tool: '', signal }))
+      .then((result) => resultObject(method, result))
+      .then(
+        (result) => this.finish(received, 'completed', { result }),
+        (e: unknown) => {
+          const error = e instanceof RpcError ? e.toJSON() : { code: ErrorCode.InternalError, message: (e as Error)?.message ?? String(e) };
+          this.finish(received, 'failed', { error }, error.message);
+        },
+      );
     return { task: { ...received.task } };
   }
 
@@ -238,6 +264,14 @@ export class TaskReceiver {
     t.controller.abort(new Error(`Task ${t.task.taskId} was cancelled by the server`));
     return { ...t.task };
   }
+}
+
+/** What a handler gave, if it is a result object; a handler bug is a clear error to the server, not a malformed answer. */
+function resultObject(method: string, result: unknown): JsonObject {
+  if (result === null || typeof result !== 'object' || Array.isArray(result)) {
+    throw new RpcError({ code: ErrorCode.InternalError, message: `The client's ${method} handler returned ${result === null ? 'null' : Array.isArray(result) ? 'an array' : typeof result}, not a result object` });
+  }
+  return result as JsonObject;
 }
 
 function relatedTaskId(params: JsonObject): string | undefined {

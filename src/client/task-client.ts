@@ -399,7 +399,9 @@ export class TaskClient {
       url: options.url,
       capabilities,
       ...(options.protocolVersion ? { protocolVersion: options.protocolVersion } : {}),
-      ...(receiver ? { onServerRequest: (method: string, params: JsonObject, id: string | number) => receiver.serve(method, params, id) } : {}),
+      ...(receiver
+        ? { onServerRequest: (method: string, params: JsonObject, id: string | number) => receiver.serve(method, params, id), onServerNotification: (method: string, params: JsonObject) => receiver.notified(method, params) }
+        : {}),
       ...(options.bearer !== undefined && !options.auth ? { bearer: options.bearer } : {}),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
       ...(options.auth

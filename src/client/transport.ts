@@ -57,6 +57,16 @@ export interface DispatcherOptions {
   /** Answers a request the server sends (2025-11-25 sessions); throw an RpcError for a JSON-RPC error. Without it
    *  every such request is answered -32601. */
   onServerRequest?: ServerRequestHandler;
+  /** Hears the notifications the server sends on a 2025-11-25 session (e.g. `notifications/cancelled`). */
+  onServerNotification?: (method: string, params: JsonObject) => void;
+}
+
+/** Thrown by a ServerRequestHandler for a request the server cancelled: no answer is sent (the spec's rule). */
+export class RequestCancelledByServer extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'RequestCancelledByServer';
+  }
 }
 
 /** What answers a server→client request: its result, or an RpcError thrown. */
@@ -131,7 +141,9 @@ export class RawDispatcher {
   private started: Promise<void> | undefined;
   private closed = false;
   /** The 2025-11-25 session's settings (undefined: the stateless 2026-07-28 wire). */
-  private readonly session: { capabilities: JsonObject; clientInfo: JsonObject; onServerRequest?: ServerRequestHandler } | undefined;
+  private readonly session:
+    | { capabilities: JsonObject; clientInfo: JsonObject; onServerRequest?: ServerRequestHandler; onServerNotification?: (method: string, params: JsonObject) => void }
+    | undefined;
 
   constructor(options: DispatcherOptions) {
     let url: URL;
@@ -154,6 +166,7 @@ export class RawDispatcher {
         capabilities: options.capabilities,
         clientInfo: this.meta[CLIENT_INFO_META] as JsonObject,
         ...(options.onServerRequest ? { onServerRequest: options.onServerRequest } : {}),
+        ...(options.onServerNotification ? { onServerNotification: options.onServerNotification } : {}),
       };
     } else if (options.protocolVersion !== undefined && options.protocolVersion !== PROTOCOL_VERSION) {
       throw new TypeError(`Unknown protocolVersion "${String(options.protocolVersion)}" (this client speaks ${PROTOCOL_VERSION} and ${LEGACY_PROTOCOL_VERSION})`);
@@ -242,6 +255,7 @@ export class RawDispatcher {
         if (!handler) throw new RpcError({ code: ErrorCode.MethodNotFound, message: `This client serves no requests (${m.method})` });
         reply = { jsonrpc: '2.0', id: m.id, result: await handler(m.method, (m.params ?? {}) as JsonObject, m.id) };
       } catch (e) {
+        if (e instanceof RequestCancelledByServer) return;
         const error = e instanceof RpcError ? e.toJSON() : { code: ErrorCode.InternalError, message: (e as Error)?.message ?? String(e) };
         reply = { jsonrpc: '2.0', id: m.id, error: error as unknown as JsonObject };
       }
@@ -259,6 +273,7 @@ export class RawDispatcher {
     if (m.method !== undefined && m.id === undefined) {
       const sub = (m.params?._meta as JsonObject | undefined)?.[SUBSCRIPTION_ID_META];
       if (typeof sub === 'number') this.streams.get(sub)?.onNotification(m as { method: string; params?: JsonObject });
+      else this.session?.onServerNotification?.(m.method, (m.params ?? {}) as JsonObject);
       return;
     }
     if (typeof m.id !== 'number') return;
