@@ -26,6 +26,18 @@ function refusal(e: unknown): { code: number | undefined; message: string } {
   return { code: e instanceof McpError ? e.code : undefined, message: (e as Error).message };
 }
 
+/** What the SDK's polling of a client's task yielded: the task created, each status polled, the end. */
+async function followed(stream: AsyncIterable<{ type: string; task?: { status: string }; result?: unknown; error?: unknown }>) {
+  const seen: { created?: unknown; statuses: string[]; result?: unknown; error?: unknown } = { statuses: [] };
+  for await (const m of stream) {
+    if (m.type === 'taskCreated') seen.created = m.task;
+    else if (m.type === 'taskStatus') seen.statuses.push(m.task!.status);
+    else if (m.type === 'result') seen.result = m.result;
+    else seen.error = refusal(m.error);
+  }
+  return seen;
+}
+
 function report(value: unknown) {
   return { content: [{ type: 'text' as const, text: JSON.stringify(value) }] };
 }
@@ -35,33 +47,21 @@ function build(): McpServer {
   const tasks = () => mcp.server.experimental.tasks;
 
   // A question the client answers as a task: created at once, polled until the person's late answer.
-  mcp.registerTool('ask_as_task', { inputSchema: { ttl: z.number().int().optional() } }, async ({ ttl }, extra) => {
-    const seen: { created?: unknown; statuses: string[]; result?: unknown; error?: unknown } = { statuses: [] };
-    const stream = tasks().elicitInputStream(question, { task: ttl === undefined ? {} : { ttl }, relatedRequestId: extra.requestId });
-    for await (const m of stream) {
-      if (m.type === 'taskCreated') seen.created = m.task;
-      else if (m.type === 'taskStatus') seen.statuses.push(m.task.status);
-      else if (m.type === 'result') seen.result = m.result;
-      else seen.error = refusal(m.error);
-    }
-    return report(seen);
-  });
+  mcp.registerTool('ask_as_task', { inputSchema: { ttl: z.number().int().optional() } }, async ({ ttl }, extra) =>
+    report(await followed(tasks().elicitInputStream(question, { task: ttl === undefined ? {} : { ttl }, relatedRequestId: extra.requestId }))),
+  );
 
   // The same for sampling.
-  mcp.registerTool('sample_as_task', {}, async (extra) => {
-    const seen: { created?: unknown; statuses: string[]; result?: unknown; error?: unknown } = { statuses: [] };
-    const stream = tasks().createMessageStream(
-      { messages: [{ role: 'user', content: { type: 'text', text: 'Name the release.' } }], maxTokens: 50 },
-      { task: { ttl: 60_000 }, relatedRequestId: extra.requestId },
-    );
-    for await (const m of stream) {
-      if (m.type === 'taskCreated') seen.created = m.task;
-      else if (m.type === 'taskStatus') seen.statuses.push(m.task.status);
-      else if (m.type === 'result') seen.result = m.result;
-      else seen.error = refusal(m.error);
-    }
-    return report(seen);
-  });
+  mcp.registerTool('sample_as_task', {}, async (extra) =>
+    report(
+      await followed(
+        tasks().createMessageStream(
+          { messages: [{ role: 'user', content: { type: 'text', text: 'Name the release.' } }], maxTokens: 50 },
+          { task: { ttl: 60_000 }, relatedRequestId: extra.requestId },
+        ),
+      ),
+    ),
+  );
 
   // Asks `count` questions as tasks, lists them page by page, cancels the first, and probes the errors.
   mcp.registerTool('list_and_cancel', { inputSchema: { count: z.number().int() } }, async ({ count }, extra) => {

@@ -6,8 +6,8 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TaskClient, type CallToolResult } from '../src/client/index.js';
-import { serviceProcess, stopAllServices, type ServiceProcess } from '../fixtures/service-process.js';
+import { TaskClient, type CallToolResult, type TaskClientOptions } from '../src/client/index.js';
+import { serviceProcess, stopAllServices } from '../fixtures/service-process.js';
 import { ROOT, freePort, parseSse, sleep, textOf, until } from './helpers.js';
 import { check2025 } from './generations.js';
 import { join } from 'node:path';
@@ -102,34 +102,50 @@ function reportOf(r: CallToolResult): Record<string, any> {
   return JSON.parse(textOf(r));
 }
 
+/**
+ * Runs `body` with a 2025-11-25 TaskClient on `url` whose posted answers are checked against the schema, and closes
+ * it after (also when `body` fails).
+ */
+async function withClient(
+  url: string,
+  options: Omit<TaskClientOptions, 'url' | 'protocolVersion' | 'fetch'>,
+  body: (client: TaskClient, wire: ReturnType<typeof checkedFetch>) => Promise<void>,
+): Promise<void> {
+  const wire = checkedFetch();
+  const client = new TaskClient({ url, protocolVersion: '2025-11-25', fetch: wire.fetch, ...options });
+  try {
+    await body(client, wire);
+    wire.assertClean();
+  } finally {
+    await client.close();
+  }
+}
+
+/** An elicitation handler for a person who never answers: the prompt stays open until its signal aborts. */
+function neverAnswered(closed: string[]): NonNullable<TaskClientOptions['elicitation']> {
+  return (_params, ctx) =>
+    new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => (closed.push(ctx.key), reject(ctx.signal.reason)), { once: true }));
+}
+
 describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its own', () => {
-  let server: ServiceProcess;
   let url: string;
   before(async () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}/mcp`;
     // `env` execs node in its own process, so the process id serviceProcess stops is the server's.
-    server = serviceProcess('SDK v1 server', 'env', [`RECEIVER_V1_PORT=${port}`, process.execPath, join(ROOT, 'dist', 'test', 'receiver-v1-server.js')], answers(url));
-    await server.start();
+    await serviceProcess('SDK v1 server', 'env', [`RECEIVER_V1_PORT=${port}`, process.execPath, join(ROOT, 'dist', 'test', 'receiver-v1-server.js')], answers(url)).start();
   });
   after(stopAllServices);
 
   test('a task-augmented elicitation: a task at once, polled while the person thinks, then the late answer', async () => {
-    const wire = checkedFetch();
     const asked: Array<{ message: unknown; key: string }> = [];
-    const client = new TaskClient({
-      url,
-      protocolVersion: '2025-11-25',
-      fetch: wire.fetch,
-      receiver: { pollIntervalMs: 300 },
-      elicitation: async (params, ctx) => {
-        asked.push({ message: params.message, key: ctx.key });
-        assert.equal(params.task, undefined, 'the handler sees the question, not the task wrapper');
-        await sleep(THINKING_MS); // a person, taking their time
-        return { action: 'accept', content: { answer: 'v2.4' } };
-      },
-    });
-    try {
+    const elicitation: TaskClientOptions['elicitation'] = async (params, ctx) => {
+      asked.push({ message: params.message, key: ctx.key });
+      assert.equal(params.task, undefined, 'the handler sees the question, not the task wrapper');
+      await sleep(THINKING_MS); // a person, taking their time
+      return { action: 'accept', content: { answer: 'v2.4' } };
+    };
+    await withClient(url, { receiver: { pollIntervalMs: 300 }, elicitation }, async (client, wire) => {
       const started = Date.now();
       const seen = reportOf(await client.callTool('ask_as_task', { ttl: 120_000 }));
       assert.ok(Date.now() - started >= THINKING_MS, 'the call waited for the person');
@@ -144,52 +160,27 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
       assert.equal(seen.error, undefined);
       assert.ok(wire.answered.some((a) => a.method === 'tasks/result'), 'the server fetched the answer with tasks/result');
       assert.deepEqual(wire.notified.map((t) => [t.taskId, t.status]), [[seen.created.taskId, 'completed']], 'the client told the server when its task ended');
-      wire.assertClean();
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test('a task-augmented sampling request, answered late the same way', async () => {
-    const wire = checkedFetch();
-    const client = new TaskClient({
-      url,
-      protocolVersion: '2025-11-25',
-      fetch: wire.fetch,
-      receiver: { pollIntervalMs: 300 },
-      sampling: async (params) => {
-        assert.equal((params.messages as Array<any>)[0].content.text, 'Name the release.');
-        await sleep(1500); // someone reviews the model's answer before it goes back
-        return { role: 'assistant', content: { type: 'text', text: 'Outlast 2.4' }, model: 'reviewed-by-a-person' };
-      },
-    });
-    try {
+    const sampling: TaskClientOptions['sampling'] = async (params) => {
+      assert.equal((params.messages as Array<any>)[0].content.text, 'Name the release.');
+      await sleep(1500); // someone reviews the model's answer before it goes back
+      return { role: 'assistant', content: { type: 'text', text: 'Outlast 2.4' }, model: 'reviewed-by-a-person' };
+    };
+    await withClient(url, { receiver: { pollIntervalMs: 300 }, sampling }, async (client) => {
       const seen = reportOf(await client.callTool('sample_as_task'));
       assert.equal(seen.created.ttl, 60_000);
       assert.ok(seen.statuses.length >= 3 && seen.statuses.at(-1) === 'completed', `${seen.statuses}`);
       assert.equal(seen.result.content.text, 'Outlast 2.4');
       assert.equal(seen.result._meta[RELATED].taskId, seen.created.taskId);
-      wire.assertClean();
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test('tasks/list pages through this client’s tasks; tasks/cancel aborts the handler and the task stays cancelled', async () => {
-    const wire = checkedFetch();
     const aborted: string[] = [];
-    const client = new TaskClient({
-      url,
-      protocolVersion: '2025-11-25',
-      fetch: wire.fetch,
-      receiver: { pageSize: 2 },
-      elicitation: (_params, ctx) =>
-        new Promise((_resolve, reject) => {
-          // The person never answers; the server's cancel closes the prompt.
-          ctx.signal.addEventListener('abort', () => (aborted.push(ctx.key), reject(ctx.signal.reason)), { once: true });
-        }),
-    });
-    try {
+    await withClient(url, { receiver: { pageSize: 2 }, elicitation: neverAnswered(aborted) }, async (client) => {
       const seen = reportOf(await client.callTool('list_and_cancel', { count: 3 }));
       assert.equal(seen.created.length, 3);
       assert.deepEqual(seen.pages.map((p: { ids: string[] }) => p.ids), [seen.created.slice(0, 2), seen.created.slice(2)], 'two pages, in creation order');
@@ -200,25 +191,16 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
       assert.deepEqual(seen.cancelAgain, { code: -32602, message: "MCP error -32602: Cannot cancel task: already in terminal status 'cancelled'" });
       assert.equal(seen.resultOfCancelled.code, -32603);
       assert.match(seen.resultOfCancelled.message, /was cancelled; it has no result/);
-      wire.assertClean();
-    } finally {
-      await client.close();
-    }
-    assert.deepEqual(aborted.length, 3, 'closing the client aborts the questions still open');
+    });
+    assert.equal(aborted.length, 3, 'closing the client aborts the questions still open');
   });
 
   test('unknown task ids and a failing handler are JSON-RPC errors, per the spec', async () => {
-    const wire = checkedFetch();
-    const client = new TaskClient({
-      url,
-      protocolVersion: '2025-11-25',
-      fetch: wire.fetch,
-      elicitation: async (params) => {
-        await sleep(300);
-        throw new Error(`Cannot answer "${String(params.message)}": the form is closed`);
-      },
-    });
-    try {
+    const elicitation: TaskClientOptions['elicitation'] = async (params) => {
+      await sleep(300);
+      throw new Error(`Cannot answer "${String(params.message)}": the form is closed`);
+    };
+    await withClient(url, { elicitation }, async (client) => {
       const unknown = reportOf(await client.callTool('unknown_task'));
       const notFound = { code: -32602, message: 'MCP error -32602: Failed to retrieve task: Task not found' };
       assert.deepEqual(unknown, { get: notFound, result: notFound, cancel: notFound });
@@ -226,44 +208,27 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
       assert.deepEqual(failing.result, { code: -32603, message: 'MCP error -32603: Cannot answer "A question nobody can answer": the form is closed' }, 'tasks/result gives the error the request itself would have');
       assert.equal(failing.after.status, 'failed');
       assert.equal(failing.after.statusMessage, 'Cannot answer "A question nobody can answer": the form is closed');
-      wire.assertClean();
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test('a task the server lets expire: tasks/get says so, and the person’s prompt is closed', async () => {
     const closed: string[] = [];
-    const client = new TaskClient({
-      url,
-      protocolVersion: '2025-11-25',
-      receiver: { pollIntervalMs: 200 },
-      elicitation: (_params, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => (closed.push(ctx.key), reject(ctx.signal.reason)), { once: true })),
-    });
-    try {
+    await withClient(url, { receiver: { pollIntervalMs: 200 }, elicitation: neverAnswered(closed) }, async (client) => {
       const seen = reportOf(await client.callTool('ask_as_task', { ttl: 700 }));
       assert.equal(seen.created.ttl, 700);
       assert.deepEqual(seen.error, { code: -32602, message: 'MCP error -32602: Failed to retrieve task: Task has expired' });
       assert.deepEqual(closed, [seen.created.taskId]);
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test('plain questions on the same session go to the same handler; one the server gives up on is aborted and not answered', async () => {
-    const wire = checkedFetch();
     const aborted: string[] = [];
-    const client = new TaskClient({
-      url,
-      protocolVersion: '2025-11-25',
-      fetch: wire.fetch,
-      elicitation: (_params, ctx) =>
-        new Promise((resolve, reject) => {
-          const timer = setTimeout(() => resolve({ action: 'accept', content: { answer: 'v2.5' } }), 800);
-          ctx.signal.addEventListener('abort', () => (clearTimeout(timer), aborted.push(ctx.key), reject(ctx.signal.reason)), { once: true });
-        }),
-    });
-    try {
+    const elicitation: TaskClientOptions['elicitation'] = (_params, ctx) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => resolve({ action: 'accept', content: { answer: 'v2.5' } }), 800);
+        ctx.signal.addEventListener('abort', () => (clearTimeout(timer), aborted.push(ctx.key), reject(ctx.signal.reason)), { once: true });
+      });
+    await withClient(url, { elicitation }, async (client, wire) => {
       const answered = reportOf(await client.callTool('ask_plain'));
       assert.deepEqual(answered, { result: { action: 'accept', content: { answer: 'v2.5' } } });
       const givenUp = reportOf(await client.callTool('ask_plain', { timeoutMs: 300 }));
@@ -271,10 +236,7 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
       await until('the handler hears the cancel', () => aborted.length === 1);
       await sleep(600); // past the moment the handler would have answered
       assert.deepEqual(wire.answered.map((a) => a.method), ['elicitation/create'], 'the cancelled request got no answer');
-      wire.assertClean();
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test('bad settings are refused when the client is made', () => {
@@ -294,18 +256,12 @@ describe('the official reference server (@modelcontextprotocol/server-everything
   after(stopAllServices);
 
   test('trigger-elicitation-request-async: the server polls the client’s task and gets the person’s late answer', async () => {
-    const wire = checkedFetch();
-    const client = new TaskClient({
-      url,
-      protocolVersion: '2025-11-25',
-      fetch: wire.fetch,
-      elicitation: async (params) => {
-        assert.match(String(params.message), /async task demo/);
-        await sleep(THINKING_MS);
-        return { action: 'accept', content: { name: 'Ada', favoriteColor: 'Blue', agreeToTerms: true } };
-      },
-    });
-    try {
+    const elicitation: TaskClientOptions['elicitation'] = async (params) => {
+      assert.match(String(params.message), /async task demo/);
+      await sleep(THINKING_MS);
+      return { action: 'accept', content: { name: 'Ada', favoriteColor: 'Blue', agreeToTerms: true } };
+    };
+    await withClient(url, { elicitation }, async (client) => {
       const tools = await client.listTools();
       assert.ok(tools.tools.some((t) => t.name === 'trigger-elicitation-request-async'), 'offered only to clients that take elicitations as tasks');
       const text = textOf(await client.callTool('trigger-elicitation-request-async'));
@@ -313,30 +269,18 @@ describe('the official reference server (@modelcontextprotocol/server-everything
       assert.match(text, /- Name: Ada\n- Favorite Color: Blue\n- Agreed to terms: true/);
       assert.match(text, /Poll 1: working/, 'polled while the person thought');
       assert.match(text, /Poll \d+: completed/);
-      wire.assertClean();
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test('trigger-sampling-request-async: the same for sampling', async () => {
-    const wire = checkedFetch();
-    const client = new TaskClient({
-      url,
-      protocolVersion: '2025-11-25',
-      fetch: wire.fetch,
-      sampling: async () => {
-        await sleep(1200);
-        return { role: 'assistant', content: { type: 'text', text: 'A reviewed answer' }, model: 'person-in-the-loop' };
-      },
-    });
-    try {
+    const sampling: TaskClientOptions['sampling'] = async () => {
+      await sleep(1200);
+      return { role: 'assistant', content: { type: 'text', text: 'A reviewed answer' }, model: 'person-in-the-loop' };
+    };
+    await withClient(url, { sampling }, async (client) => {
       const text = textOf(await client.callTool('trigger-sampling-request-async', { prompt: 'Say hi', maxTokens: 20 }));
       assert.match(text, /\[COMPLETED\] Async sampling completed!/);
       assert.match(text, /A reviewed answer/);
-      wire.assertClean();
-    } finally {
-      await client.close();
-    }
+    });
   });
 });
