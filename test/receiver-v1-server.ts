@@ -101,6 +101,18 @@ function build(): McpServer {
     });
   });
 
+  // Requests the client must refuse, each with its JSON-RPC error.
+  mcp.registerTool('bad_requests', {}, async (extra) => {
+    const send = (method: string, params: Record<string, unknown>) => extra.sendRequest({ method, params } as never, z.object({}).loose() as never).then(() => undefined, refusal);
+    return report({
+      fractionalTtl: await send('elicitation/create', { ...question, task: { ttl: 1.5 } }),
+      taskNotAnObject: await send('elicitation/create', { ...question, task: 'soon' }),
+      noTaskId: await send('tasks/get', {}),
+      unknownMethod: await send('tools/list', {}),
+      noHandler: await send('sampling/createMessage', { messages: [], maxTokens: 5, task: {} }),
+    });
+  });
+
   // A question whose answer fails on the client: the task ends failed, and tasks/result gives the error.
   mcp.registerTool('ask_failing', {}, async (extra) => {
     const r = await extra.sendRequest({ method: 'elicitation/create', params: { ...question, message: 'A question nobody can answer', task: {} } } as never, CreateTaskResultSchema);

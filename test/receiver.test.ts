@@ -195,7 +195,7 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
     assert.equal(aborted.length, 3, 'closing the client aborts the questions still open');
   });
 
-  test('unknown task ids and a failing handler are JSON-RPC errors, per the spec', async () => {
+  test('unknown task ids, bad requests and a failing handler are JSON-RPC errors, per the spec', async () => {
     const elicitation: TaskClientOptions['elicitation'] = async (params) => {
       await sleep(300);
       throw new Error(`Cannot answer "${String(params.message)}": the form is closed`);
@@ -204,6 +204,14 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
       const unknown = reportOf(await client.callTool('unknown_task'));
       const notFound = { code: -32602, message: 'MCP error -32602: Failed to retrieve task: Task not found' };
       assert.deepEqual(unknown, { get: notFound, result: notFound, cancel: notFound });
+      const bad = reportOf(await client.callTool('bad_requests'));
+      assert.deepEqual(bad, {
+        fractionalTtl: { code: -32602, message: 'MCP error -32602: elicitation/create: "task.ttl" must be a whole number of milliseconds' },
+        taskNotAnObject: { code: -32602, message: 'MCP error -32602: elicitation/create: "task" must be an object ({ttl?})' },
+        noTaskId: { code: -32602, message: 'MCP error -32602: Missing "taskId" (a string)' },
+        unknownMethod: { code: -32601, message: 'MCP error -32601: Method not found: tools/list' },
+        noHandler: { code: -32601, message: 'MCP error -32601: This client takes no sampling/createMessage requests (no handler was given)' },
+      });
       const failing = reportOf(await client.callTool('ask_failing'));
       assert.deepEqual(failing.result, { code: -32603, message: 'MCP error -32603: Cannot answer "A question nobody can answer": the form is closed' }, 'tasks/result gives the error the request itself would have');
       assert.equal(failing.after.status, 'failed');
@@ -237,6 +245,23 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
       await sleep(600); // past the moment the handler would have answered
       assert.deepEqual(wire.answered.map((a) => a.method), ['elicitation/create'], 'the cancelled request got no answer');
     });
+  });
+
+  test('a server not up yet, then restarted: the session opens with the first request after it is up, and again after the restart', async () => {
+    const port = await freePort();
+    const late = `http://127.0.0.1:${port}/mcp`;
+    const client = new TaskClient({ url: late, protocolVersion: '2025-11-25', retry: { attempts: 1 } });
+    try {
+      await assert.rejects(client.listTools(), /initialize: cannot reach/);
+      const server = serviceProcess('late SDK v1 server', 'env', [`RECEIVER_V1_PORT=${port}`, process.execPath, join(ROOT, 'dist', 'test', 'receiver-v1-server.js')], answers(late));
+      await server.start();
+      assert.ok((await client.listTools()).tools.some((t) => t.name === 'ask_as_task'));
+      await server.stop();
+      await server.start(); // it forgot the session: the next request gets a 404, and the client opens a new one
+      assert.ok((await client.listTools()).tools.some((t) => t.name === 'ask_as_task'));
+    } finally {
+      await client.close();
+    }
   });
 
   test('bad settings are refused when the client is made', () => {

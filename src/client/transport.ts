@@ -139,6 +139,7 @@ export class RawDispatcher {
   private readonly callTimeoutMs: number;
   private nextId = 1;
   private started: Promise<void> | undefined;
+  private transportStarted: Promise<void> | undefined;
   private closed = false;
   /** The 2025-11-25 session's settings (undefined: the stateless 2026-07-28 wire). */
   private readonly session:
@@ -216,13 +217,20 @@ export class RawDispatcher {
 
   private start(): Promise<void> {
     if (this.closed) return Promise.reject(new TransportError('The client is closed', { retryable: false }));
-    return (this.started ??= this.session ? this.openSession(this.session) : this.transport.start());
+    if (!this.started && this.session) {
+      // A session that could not open is tried again by the next request (the server may not be up yet).
+      this.started = this.openSession(this.session).catch((e: unknown) => {
+        this.started = undefined;
+        throw e;
+      });
+    }
+    return (this.started ??= this.transport.start());
   }
 
   /** 2025-11-25: `initialize`, the version header from then on, and `notifications/initialized` (after which the
    *  transport opens its GET stream, where the server's own requests may come). */
   private async openSession(session: NonNullable<RawDispatcher['session']>): Promise<void> {
-    await this.transport.start();
+    await (this.transportStarted ??= this.transport.start()); // once: a retried session reuses it
     const params = { protocolVersion: LEGACY_PROTOCOL_VERSION, capabilities: session.capabilities, clientInfo: session.clientInfo };
     const span = startClientRequestSpan('initialize', params, this.url, undefined);
     let result: JsonObject;
@@ -381,7 +389,16 @@ export class RawDispatcher {
 
   private async requestOnce(method: string, params: JsonObject, opts: RequestOptions, version: string, span: ClientRequestSpan): Promise<JsonObject> {
     await this.start();
-    return this.exchange(method, params, opts, this.session ? LEGACY_PROTOCOL_VERSION : version, span);
+    if (!this.session) return this.exchange(method, params, opts, version, span);
+    try {
+      return await this.exchange(method, params, opts, LEGACY_PROTOCOL_VERSION, span);
+    } catch (e) {
+      if (!(e instanceof TransportError) || e.httpStatus !== 404) throw e;
+      // The server forgot the session (it restarted): the spec says to open a new one; the request is sent again once.
+      this.started = undefined;
+      await this.start();
+      return this.exchange(method, params, opts, LEGACY_PROTOCOL_VERSION, span);
+    }
   }
 
   /** One request on a started transport: a session's carries only the caller's `_meta`, a stateless one the envelope. */
@@ -478,7 +495,7 @@ export class RawDispatcher {
       this.pending.delete(id);
       p.reject(new TransportError('The client was closed before the answer came', { retryable: false }));
     }
-    if (this.started) {
+    if (this.started || this.transportStarted) {
       // A 2025-11-25 session is ended for the server too (DELETE), so it stops sending requests to it.
       if (this.session) await this.transport.terminateSession().catch(() => undefined);
       await this.transport.close();
