@@ -264,6 +264,21 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
     }
   });
 
+  test('a call past its deadline is not sent again: the server has no idempotency key, and the person is asked once', async () => {
+    const asked: string[] = [];
+    const elicitation: TaskClientOptions['elicitation'] = async (_params, ctx) => {
+      asked.push(ctx.key);
+      await sleep(1200);
+      return { action: 'accept', content: { answer: 'v2.6' } };
+    };
+    await withClient(url, { elicitation, callTimeoutMs: 400 }, async (client) => {
+      await assert.rejects(client.callTool('ask_plain'), /tools\/call: no answer within 400 ms; a 2025-11-25 server keeps no idempotency key, so the call was not sent again/);
+      await sleep(1500); // time for a re-sent call to ask again
+      assert.equal(asked.length, 1);
+      assert.deepEqual(await client.resume(), [], 'nothing is left for resume to send again');
+    });
+  });
+
   test('bad settings are refused when the client is made', () => {
     assert.throws(() => new TaskClient({ url, protocolVersion: '2025-11-25', receiver: { pollIntervalMs: 0 } }), /receiver.pollIntervalMs must be a positive whole number/);
     assert.throws(() => new TaskClient({ url, protocolVersion: '2024-01-01' as never }), /Unknown protocolVersion "2024-01-01"/);

@@ -38,7 +38,7 @@ import {
   type TaskStatus,
 } from '../protocol/index.js';
 import { streamOutput, type OutputEvent, type OutputGap, type OutputOptions } from './output.js';
-import { DetachedError, RejectedToolError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError, isRateLimited } from './errors.js';
+import { DetachedError, RejectedToolError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError, isRateLimited, neverSent } from './errors.js';
 import { Journal, type JournalEntry } from './journal.js';
 import { ListenSource, PollingSource, getTask, toDetailedTask, type ListenOptions, type PollingOptions, type StatusNote, type StatusSource } from './status.js';
 import { ToolCatalog, type ToolList } from './tool-catalog.js';
@@ -93,7 +93,7 @@ export interface TaskClientOptions {
   /** Timeout of requests other than tools/call (and of a listen stream's headers). Default 30 000 ms. */
   requestTimeoutMs?: number;
   /** Deadline of one tools/call round; a round with no answer is retried with the same idempotency key. Default
-   *  60 000 ms (0: none). */
+   *  60 000 ms (0: none); none on a 2025-11-25 session. */
   callTimeoutMs?: number;
   /** '2026-07-28' (default) or '2025-11-25': a session with a server of that revision, whose questions (elicitation,
    *  sampling, roots) come as requests; asked with `params.task`, they are answered with a task of this client's own
@@ -151,16 +151,6 @@ export interface TaskCallEvents {
 }
 
 type Outcome = { ok: true; result: CallToolResult } | { ok: false; error: Error };
-
-/** Connection refused / unknown host: the request cannot have reached the server. */
-function neverSent(e: TransportError): boolean {
-  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause) {
-    const code = (c as { code?: unknown }).code;
-    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') return true;
-    if (typeof (c as Error).message === 'string' && /ECONNREFUSED|ENOTFOUND|bad port/.test((c as Error).message)) return true;
-  }
-  return false;
-}
 
 /** tools/list pages followed before giving up (a server whose cursors never end). */
 const MAX_TOOL_PAGES = 100;
@@ -411,7 +401,8 @@ export class TaskClient {
           : {}),
       ...(options.clientInfo ? { clientInfo: options.clientInfo } : {}),
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
-      ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
+      // A 2025-11-25 server's call may wait minutes for a person's answer, and cannot safely be sent again: no deadline.
+      ...(options.callTimeoutMs !== undefined || legacy ? { callTimeoutMs: options.callTimeoutMs ?? 0 } : {}),
     });
     this.url = this.dispatcher.url.href;
     this.ownsJournal = !(options.journal instanceof Journal);
@@ -702,6 +693,13 @@ export class TaskClient {
         if (e instanceof TransportError && neverSent(e)) {
           // Every attempt was refused before a byte reached the server: nothing can have started.
           const error = { code: -32603, message: `${e.message}; nothing was sent` };
+          this.journal.callRefused(call.callId, error);
+          call.finish({ ok: false, error: new TransportError(error.message, { cause: e, retryable: false }) });
+          throw new TransportError(error.message, { cause: e, retryable: false });
+        }
+        if (e instanceof TransportError && this.options.protocolVersion === LEGACY_PROTOCOL_VERSION) {
+          // No idempotency key on that revision: sending it again (now or by resume) could run the tool twice.
+          const error = { code: -32603, message: `${e.message}; a 2025-11-25 server keeps no idempotency key, so the call was not sent again (it may or may not have run)` };
           this.journal.callRefused(call.callId, error);
           call.finish({ ok: false, error: new TransportError(error.message, { cause: e, retryable: false }) });
           throw new TransportError(error.message, { cause: e, retryable: false });

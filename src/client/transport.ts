@@ -28,7 +28,7 @@ import {
   type JsonRpcErrorObject,
 } from '../protocol/index.js';
 import { LEGACY_PROTOCOL_VERSION } from '../protocol/legacy.js';
-import { RateLimitedError, RpcError, TransportError, UnsupportedVersionError } from './errors.js';
+import { RateLimitedError, RpcError, TransportError, UnsupportedVersionError, neverSent } from './errors.js';
 import { startClientRequestSpan, type ClientRequestSpan } from './request-spans.js';
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
@@ -393,11 +393,16 @@ export class RawDispatcher {
     try {
       return await this.exchange(method, params, opts, LEGACY_PROTOCOL_VERSION, span);
     } catch (e) {
-      if (!(e instanceof TransportError) || e.httpStatus !== 404) throw e;
-      // The server forgot the session (it restarted): the spec says to open a new one; the request is sent again once.
-      this.started = undefined;
-      await this.start();
-      return this.exchange(method, params, opts, LEGACY_PROTOCOL_VERSION, span);
+      if (!(e instanceof TransportError)) throw e;
+      if (e.httpStatus === 404) {
+        // The server forgot the session (it restarted): the spec says to open a new one; the request is sent again once.
+        this.started = undefined;
+        await this.start();
+        return this.exchange(method, params, opts, LEGACY_PROTOCOL_VERSION, span);
+      }
+      // That revision has no idempotency key: a call that may have reached the server is not sent again.
+      if (method === 'tools/call' && e.retryable && !neverSent(e)) throw new TransportError(e.message, { cause: e, retryable: false, ...(e.httpStatus ? { httpStatus: e.httpStatus } : {}) });
+      throw e;
     }
   }
 
