@@ -14,6 +14,8 @@
  * - `listTools` learns each tool's `x-mcp-header` declarations (SEP-2243) and every `tools/call` then carries the
  *   `Mcp-Param-*` headers they ask for; a call refused with -32020 (HeaderMismatch) refreshes the list and is
  *   sent again once if that changes its headers.
+ * - With `protocolVersion: '2025-11-25'` it speaks that revision instead (a session), and answers the server's
+ *   questions sent with `params.task` with tasks of its own (receiver.ts).
  */
 import { subscribeWebhook, unsubscribeWebhook, type SubscribeWebhookOptions, type WebhookSubscription } from './events.js';
 import { randomUUID } from 'node:crypto';
@@ -54,6 +56,7 @@ export interface InputContext {
   key: string;
   /** The task asking, or undefined for a synchronous (MRTR) round of `tools/call`. */
   taskId: string | undefined;
+  /** The tool called ('' for a question a 2025-11-25 server sends as a request of its own: it names no call). */
   tool: string;
   /** Aborts when the request stops being outstanding (answered elsewhere, timed out, task ended) or the handle detaches. */
   signal: AbortSignal;
@@ -690,16 +693,12 @@ export class TaskClient {
           this.journal.callRefused(call.callId, e.toJSON() as unknown as JsonObject);
           call.finish({ ok: false, error: e });
         }
-        if (e instanceof TransportError && neverSent(e)) {
-          // Every attempt was refused before a byte reached the server: nothing can have started.
-          const error = { code: -32603, message: `${e.message}; nothing was sent` };
-          this.journal.callRefused(call.callId, error);
-          call.finish({ ok: false, error: new TransportError(error.message, { cause: e, retryable: false }) });
-          throw new TransportError(error.message, { cause: e, retryable: false });
-        }
-        if (e instanceof TransportError && this.options.protocolVersion === LEGACY_PROTOCOL_VERSION) {
-          // No idempotency key on that revision: sending it again (now or by resume) could run the tool twice.
-          const error = { code: -32603, message: `${e.message}; a 2025-11-25 server keeps no idempotency key, so the call was not sent again (it may or may not have run)` };
+        const unsent = e instanceof TransportError && neverSent(e);
+        // Ended here, not left for resume: every attempt was refused before a byte reached the server (nothing can
+        // have started), or a 2025-11-25 server, which keeps no idempotency key, could run it twice.
+        if (e instanceof TransportError && (unsent || this.options.protocolVersion === LEGACY_PROTOCOL_VERSION)) {
+          const reason = unsent ? 'nothing was sent' : 'a 2025-11-25 server keeps no idempotency key, so the call was not sent again (it may or may not have run)';
+          const error = { code: -32603, message: `${e.message}; ${reason}` };
           this.journal.callRefused(call.callId, error);
           call.finish({ ok: false, error: new TransportError(error.message, { cause: e, retryable: false }) });
           throw new TransportError(error.message, { cause: e, retryable: false });
