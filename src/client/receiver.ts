@@ -115,19 +115,7 @@ export class TaskReceiver {
         const { task, ...plain } = params;
         // roots/list is not task-augmentable: a `task` on it is ignored and the request answered as usual.
         if (task !== undefined && method !== 'roots/list') return this.create(method, plain, task, handler);
-        const controller = new AbortController();
-        this.plain.set(id, controller);
-        let result: JsonObject;
-        try {
-          const signal = AbortSignal.any([controller.signal, this.closing.signal]);
-          result = await handler(plain, { key: `request-${String(id)}`, taskId: relatedTaskId(params), tool: '', signal });
-        } catch (e) {
-          throw controller.signal.aborted ? controller.signal.reason : e;
-        } finally {
-          this.plain.delete(id);
-        }
-        if (controller.signal.aborted) throw controller.signal.reason; // the server gave up: it gets no answer
-        return resultObject(method, result);
+        return this.answer(method, plain, id, handler);
       }
       case 'tasks/get':
         return { ...this.find(params).task };
@@ -158,6 +146,23 @@ export class TaskReceiver {
       t.settle();
     }
     this.tasks.clear();
+  }
+
+  /** A plain request: the handler's result is the answer, unless the server cancelled the request meanwhile. */
+  private async answer(method: string, params: JsonObject, id: string | number, handler: ReceivedRequestHandler): Promise<JsonObject> {
+    const controller = new AbortController();
+    this.plain.set(id, controller);
+    let result: JsonObject;
+    try {
+      const signal = AbortSignal.any([controller.signal, this.closing.signal]);
+      result = await handler(params, { key: `request-${String(id)}`, taskId: relatedTaskId(params), tool: '', signal });
+    } catch (e) {
+      throw controller.signal.aborted ? controller.signal.reason : e;
+    } finally {
+      this.plain.delete(id);
+    }
+    if (controller.signal.aborted) throw controller.signal.reason; // the server gave up: it gets no answer
+    return resultObject(method, result);
   }
 
   private create(method: TaskAugmentable, params: JsonObject, requested: unknown, handler: ReceivedRequestHandler): JsonObject {
