@@ -211,12 +211,14 @@ process.on('exit', () => {
   }
 });
 
-/** Runs a command line (`outlast ARGS…` by default) as a child process with pipes. */
-export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; command?: string; commandArgs?: string[] } = {}): CliRun {
+/** Runs a command line (`outlast ARGS…` by default) as a child process with pipes; `group`: in a process group of its
+ *  own (as a terminal's foreground job is), so `process.kill(-pid, 'SIGINT')` is the terminal's Ctrl-C. */
+export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; command?: string; commandArgs?: string[]; group?: boolean } = {}): CliRun {
   const proc = spawn(opts.command ?? process.execPath, opts.commandArgs ?? [BIN, ...args], {
     cwd: ROOT,
     env: { ...process.env, OUTLAST_BEARER: '', ...opts.env },
     stdio: ['pipe', 'pipe', 'pipe'],
+    ...(opts.group ? { detached: true } : {}),
   });
   running.add(proc);
   let out = '';

@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TaskClient, type CallToolResult, type TaskClientOptions } from '../src/client/index.js';
 import { serviceProcess, stopAllServices } from '../fixtures/service-process.js';
-import { ROOT, freePort, parseSse, sleep, textOf, until } from './helpers.js';
+import { ROOT, alive, freePort, parseSse, sleep, textOf, until } from './helpers.js';
 import { check2025 } from './generations.js';
 import { join } from 'node:path';
 
@@ -286,11 +286,11 @@ describe('TaskClient answers a 2025-11-25 server’s questions with tasks of its
 });
 
 describe('the official reference server (@modelcontextprotocol/server-everything) asks TaskClient as a task', () => {
+  const bin = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
   let url: string;
   before(async () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}/mcp`;
-    const bin = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
     await serviceProcess('server-everything', 'env', [`PORT=${port}`, process.execPath, bin, 'streamableHttp'], answers(url)).start();
   });
   after(stopAllServices);
@@ -322,5 +322,27 @@ describe('the official reference server (@modelcontextprotocol/server-everything
       assert.match(text, /\[COMPLETED\] Async sampling completed!/);
       assert.match(text, /A reviewed answer/);
     });
+  });
+
+  test('over stdio: the server TaskClient started asks on the pipe, the task is polled there, and close() stops it', async () => {
+    const elicitation: TaskClientOptions['elicitation'] = async () => {
+      await sleep(THINKING_MS);
+      return { action: 'accept', content: { name: 'Grace', favoriteColor: 'Green', agreeToTerms: true } };
+    };
+    const client = new TaskClient({ stdio: { command: process.execPath, args: [bin, 'stdio'], stderr: 'ignore' }, protocolVersion: '2025-11-25', elicitation });
+    let pid: number | undefined;
+    try {
+      const text = textOf(await client.callTool('trigger-elicitation-request-async'));
+      pid = (client.dispatcher as unknown as { channel: { pid: number } }).channel.pid;
+      assert.match(text, /\[COMPLETED\] User provided the requested information!/);
+      assert.match(text, /- Name: Grace\n- Favorite Color: Green\n- Agreed to terms: true/);
+      assert.match(text, /Poll 1: working/, 'polled while the person thought');
+      const sent = client.dispatcher.stats.byMethod;
+      assert.equal(sent['initialize'], 1, 'the session opened once, on the pipe');
+      assert.equal(sent['notifications/tasks/status'], 1, 'the task’s end was notified on the pipe');
+    } finally {
+      await client.close();
+    }
+    assert.equal(alive(pid!), false, 'close() stopped the server');
   });
 });

@@ -1,6 +1,7 @@
 /**
  * The client commands of the `outlast` CLI:
  *   outlast call URL TOOL [ARGS_JSON] [--bearer T] [--journal P] [--json] [--detach] [--cancel-on-interrupt] [--answers JSON] [--poll]
+ *   outlast call --stdio "CMD ARGS" TOOL [ARGS_JSON] [--env K=V]… [--cwd DIR] [same options]
  *   outlast tasks [--journal P] [--json]
  *   outlast resume [TASK_ID] [--bearer T] [--journal P] [--json] [--answers JSON] [--cancel-on-interrupt] [--poll]
  *   outlast cancel TASK_ID [--bearer T] [--journal P] [--url URL]
@@ -10,6 +11,9 @@
  * document): text items as their lines, other items as one JSON line each (output-lines.ts). `outlast call … > file`
  * so keeps what the tool produced, then its result, while the status stays on the terminal.
  *
+ * A server is named by its URL or, for `--stdio`, by its command, arguments and working directory (stdio-options.ts):
+ * that is what the journal keeps, so `resume`, `cancel` and `logs` reach a stdio server by starting it again.
+ *
  * Exit codes: 0 completed; 1 the tool reported an error, or the task failed / was cancelled / expired / is
  * unknown, or the server could not be reached; 2 bad usage; 3 the task waits for input this run cannot give
  * (detached; answer with `outlast resume ID --answers …` or on a terminal); 130 interrupted (Ctrl-C).
@@ -18,15 +22,19 @@ import { createInterface } from 'node:readline/promises';
 import { HelpRequested, UsageError, parseCommand } from './usage.js';
 import type { JsonObject } from '../protocol/index.js';
 import { Journal, defaultJournalPath, type JournalEntry } from '../client/journal.js';
-import { TaskClient, type CallToolResult, type ElicitationHandler, type TaskCall } from '../client/task-client.js';
+import { TaskClient, type CallToolResult, type ElicitationHandler, type TaskCall, type TaskClientOptions } from '../client/task-client.js';
 import { answersFromJson, resolveAnswer, type Answers, type FormSchema } from '../client/answers.js';
 import { OAUTH_HELP, OAUTH_OPTIONS, OAUTH_STRING_OPTIONS, cliOAuthProvider, login, logout, type OAuthFlagValues } from './oauth-commands.js';
 import { latestOutputSeq, type OutputEvent } from '../client/output.js';
 import { gapLine, outputLine } from './output-lines.js';
 import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError } from '../client/errors.js';
+import { commandLine, parseStdioTarget } from '../client/stdio-transport.js';
+import { STDIO_HELP, STDIO_OPTIONS, STDIO_STRING_OPTIONS, envFlags, stdioServerKey, type StdioFlagValues } from './stdio-options.js';
 
 export const CLIENT_HELP = `Client commands:
   outlast call URL TOOL [ARGS_JSON] [options]   call TOOL on the MCP server at URL; follow its task to the end
+  outlast call --stdio "CMD ARGS" TOOL [ARGS_JSON] [options]
+                                                 the same with a server started as CMD ARGS, over its stdin/stdout
   outlast tasks [--journal PATH] [--json]        list the calls in the journal
   outlast resume [TASK_ID] [options]             follow unfinished tasks (all, or one) to the end
   outlast cancel TASK_ID [--url URL]             ask the server to cancel a task
@@ -46,6 +54,7 @@ Options for call / resume / cancel / logs:
   --url URL                (cancel, logs) the server, for a task not in the journal
   --follow                 (logs) keep printing new output until the task ends
   --after N                (logs) only the output after sequence number N (default 0: all that is kept)
+${STDIO_HELP}
 The task's output (ctx.output) is printed as it comes: on stdout, text as lines and other items as one JSON line
 each, so \`outlast call … > file\` keeps it with the result; on stderr with --json.
 Exit codes: 0 done, 1 tool error / failed / cancelled / expired / unreachable, 2 usage, 3 needs input, 130 Ctrl-C
@@ -69,13 +78,13 @@ function err(line: string): void {
 
 function parse(argv: string[], command: string, allowed: string[] = []) {
   const r = parseAll(argv, command);
-  for (const only of ['detach', 'url', 'notify', 'notify-secret', 'follow', 'after'] as const) {
+  for (const only of ['detach', 'url', 'notify', 'notify-secret', 'follow', 'after', 'stdio', 'cwd', 'env'] as const) {
     if (r.values[only] !== undefined && !allowed.includes(only)) throw new UsageError(`--${only} is not an option of outlast ${command}`);
   }
   return r;
 }
 
-const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url', '--notify', '--notify-secret', '--after', ...OAUTH_STRING_OPTIONS]);
+const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url', '--notify', '--notify-secret', '--after', ...OAUTH_STRING_OPTIONS, ...STDIO_STRING_OPTIONS]);
 
 /** Task ids are base64url and may start with "-": a lone-dash token that is no option's value is a positional. */
 function positionalDashes(argv: string[]): string[] {
@@ -104,6 +113,7 @@ const CLIENT_OPTIONS = {
   follow: { type: 'boolean' },
   after: { type: 'string' },
   ...OAUTH_OPTIONS,
+  ...STDIO_OPTIONS,
 } as const;
 
 function parseAll(argv: string[], command: string) {
@@ -375,16 +385,31 @@ function onInterrupt(calls: () => TaskCall[], client: () => TaskClient[], cancel
   return () => process.off('SIGINT', handler);
 }
 
-/** The CLI's TaskClient for one server: form prompts (or --answers) for elicitation, push unless --poll. */
-function cliClient(url: string, journal: Journal, ui: Ui, bearer: string | undefined, poll: boolean | undefined, oauth: OAuthFlagValues = {}): TaskClient {
+type ServerFlagValues = { bearer?: string | undefined } & OAuthFlagValues & StdioFlagValues;
+
+/**
+ * How a TaskClient reaches the server a journal key names: a URL with the bearer token or OAuth, or a stdio server's
+ * command started again in its directory with this run's --env (its stderr to `stderr`, else this process's).
+ */
+function reach(server: string, values: ServerFlagValues, stderr?: (line: string) => void): Pick<TaskClientOptions, 'url' | 'stdio' | 'bearer' | 'auth'> {
+  const stdio = parseStdioTarget(server);
+  if (stdio) {
+    const env = envFlags(values.env);
+    return { stdio: { ...stdio, ...(env ? { env } : {}), ...(stderr ? { stderr } : {}) } };
+  }
+  const bearer = bearerOf(values);
+  // A static token wins; otherwise OAuth, which does nothing until the server asks for it.
+  return { url: server, ...(bearer ? { bearer } : { auth: cliOAuthProvider(server, values) }) };
+}
+
+/** The CLI's TaskClient for one server: form prompts (or --answers) for elicitation, push unless --poll (stdio polls). */
+function cliClient(server: string, journal: Journal, ui: Ui, values: ServerFlagValues & { poll?: boolean | undefined }): TaskClient {
   return new TaskClient({
-    url,
+    ...reach(server, values, (line) => ui.status.say(line)),
     journal,
-    status: poll ? 'poll' : 'listen',
+    ...(values.poll ? { status: 'poll' } : {}),
     elicitation: elicitationFor(ui),
     clientInfo: { name: 'outlast-cli', version: '0.1.0' },
-    // A static token wins; otherwise OAuth, which does nothing until the server asks for it.
-    ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, oauth) }),
   });
 }
 
@@ -420,8 +445,9 @@ function makeUi(values: { answers?: string | undefined }, onBlocked: () => void)
   return { status: new StatusLine(), interactive: !!process.stdin.isTTY && !!process.stderr.isTTY, answers, onBlocked };
 }
 
-/** When a question cannot be answered in this run: detach everything and say how to answer. */
-function blockedExit(ui: Ui): Exit {
+/** When a question cannot be answered in this run: detach everything and say how to answer (`stdio`: the server
+ *  was this run's child and stops with it). */
+function blockedExit(ui: Ui, stdio: boolean): Exit {
   if (ui.badAnswers) return new Exit(2, ui.badAnswers);
   const n = ui.needsInput!;
   const example = n.fields.length ? `'{"${n.fields[0]}": …}'` : `'{"${n.key}": {"action": "accept"}}'`;
@@ -430,16 +456,28 @@ function blockedExit(ui: Ui): Exit {
     `task ${n.taskId ?? '?'} needs input "${n.key}": ${n.message}${n.fields.length ? ` (fields: ${n.fields.join(', ')})` : ''}\n` +
       // The link ends its line: nothing a copy of it could take along.
       (n.url ? `Answer on this page: ${n.url}\n` : '') +
-      `It keeps waiting on the server. Answer with: outlast resume ${n.taskId ?? ''} --answers ${example}   (or run it on a terminal)`,
+      (stdio
+        ? "Its stdio server stops with this run: a durable tool's question waits in the server's store, another tool's ends with the process. "
+        : 'It keeps waiting on the server. ') +
+      `Answer with: outlast resume ${n.taskId ?? ''} --answers ${example}   (or run it on a terminal)`,
   );
 }
 
 // ---- commands --------------------------------------------------------------------------------------------
 
 export async function call(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, 'call', ['detach', 'notify', 'notify-secret']);
-  const [url, tool, argsJson, ...more] = positionals;
-  if (!url || !tool) throw new UsageError('usage: outlast call URL TOOL [ARGS_JSON] (e.g. outlast call http://127.0.0.1:3000/mcp reindex \'{"collection":"docs","documents":50000}\')');
+  const { values, positionals } = parse(argv, 'call', ['detach', 'notify', 'notify-secret', 'stdio', 'cwd', 'env']);
+  const stdioKey = stdioServerKey(values);
+  if (stdioKey && /^https?:\/\//i.test(positionals[0] ?? '')) throw new UsageError(`give the server as a URL or as --stdio "CMD ARGS", not both (got ${positionals[0]})`);
+  if (stdioKey && values.bearer !== undefined) throw new UsageError('--bearer is for a server reached by URL; a --stdio server takes its credentials from its environment (--env K=V)');
+  const [url, tool, argsJson, ...more] = stdioKey ? [stdioKey, ...positionals] : positionals;
+  if (!url || !tool) {
+    throw new UsageError(
+      stdioKey
+        ? 'usage: outlast call --stdio "CMD ARGS" TOOL [ARGS_JSON] (e.g. outlast call --stdio "node server.js" reindex \'{"collection":"docs"}\')'
+        : 'usage: outlast call URL TOOL [ARGS_JSON] (e.g. outlast call http://127.0.0.1:3000/mcp reindex \'{"collection":"docs","documents":50000}\')',
+    );
+  }
   if (more.length) throw new UsageError(`unexpected argument "${more[0]}"; ARGS_JSON must be one quoted JSON object`);
   let args: JsonObject = {};
   if (argsJson !== undefined) {
@@ -455,8 +493,7 @@ export async function call(argv: string[]): Promise<number> {
   const journal = openJournal(values.journal);
   let client: TaskClient;
   try {
-    const bearer = bearerOf(values);
-    client = cliClient(url, journal, ui, bearer, values.poll, values);
+    client = cliClient(url, journal, ui, values);
   } catch (e) {
     journal.close();
     throw new UsageError((e as Error).message);
@@ -465,7 +502,7 @@ export async function call(argv: string[]): Promise<number> {
   const blockedP = new Promise<'blocked'>((r) => (blocked = () => r('blocked')));
   const off = onInterrupt(() => (handle ? [handle] : []), () => [client], !!values['cancel-on-interrupt'], ui.status);
   try {
-    ui.status.set(`${tool}: calling ${url}`);
+    ui.status.set(`${tool}: calling ${stdioKey ? `${values.stdio} (stdio)` : url}`);
     try {
       handle = await client.start(tool, args, { follow: !values.detach, ...(values.detach ? {} : printOutput(ui, !!values.json, false)) });
     } catch (e) {
@@ -495,7 +532,7 @@ export async function call(argv: string[]): Promise<number> {
     ui.status.stop();
     if (f === 'blocked') {
       handle.detach();
-      throw blockedExit(ui);
+      throw blockedExit(ui, stdioKey !== undefined);
     }
     if (f.error instanceof DetachedError) return EXIT_INTERRUPT;
     if (values.json) process.stdout.write(JSON.stringify(f.result ?? errorJson(f.error!)) + '\n');
@@ -514,6 +551,12 @@ function age(ms: number): string {
   if (s < 7200) return `${Math.round(s / 60)}m`;
   if (s < 172_800) return `${Math.round(s / 3600)}h`;
   return `${Math.round(s / 86_400)}d`;
+}
+
+/** A journaled server as a person reads it: the URL, or a stdio server's command line and directory. */
+function serverLabel(server: string): string {
+  const stdio = parseStdioTarget(server);
+  return stdio ? `stdio: ${commandLine(stdio.command, stdio.args)} (in ${stdio.cwd})` : server;
 }
 
 export async function tasks(argv: string[]): Promise<number> {
@@ -535,7 +578,7 @@ export async function tasks(argv: string[]): Promise<number> {
       e.state + (e.finishedAt && !e.readAt ? ' (unread)' : '') + (e.cancelRequestedAt && !e.finishedAt ? ' (cancel requested)' : ''),
       e.tool,
       age(e.createdAt),
-      e.serverUrl,
+      serverLabel(e.serverUrl),
       e.statusMessage ?? '',
     ]);
     const header = ['TASK', 'STATE', 'TOOL', 'AGE', 'SERVER', 'STATUS'];
@@ -549,7 +592,7 @@ export async function tasks(argv: string[]): Promise<number> {
 }
 
 export async function resume(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, 'resume');
+  const { values, positionals } = parse(argv, 'resume', ['env']);
   if (positionals.length > 1) throw new UsageError('usage: outlast resume [TASK_ID]');
   const id = positionals[0];
   let blocked!: () => void;
@@ -576,11 +619,10 @@ export async function resume(argv: string[]): Promise<number> {
         return 0;
       }
     }
-    const bearer = bearerOf(values);
     const byServer = new Map<string, JournalEntry[]>();
     for (const e of entries) byServer.set(e.serverUrl, [...(byServer.get(e.serverUrl) ?? []), e]);
-    for (const [url, list] of byServer) {
-      const client = cliClient(url, journal, ui, bearer, values.poll, values);
+    for (const [server, list] of byServer) {
+      const client = cliClient(server, journal, ui, values);
       clients.push(client);
       for (const e of list) {
         try {
@@ -597,7 +639,8 @@ export async function resume(argv: string[]): Promise<number> {
     ui.status.stop();
     if (r === 'blocked') {
       for (const h of handles) h.detach();
-      throw blockedExit(ui);
+      const blockedOn = entries.find((e) => e.taskId !== undefined && e.taskId === ui.needsInput?.taskId);
+      throw blockedExit(ui, blockedOn !== undefined && parseStdioTarget(blockedOn.serverUrl) !== undefined);
     }
     let code = handles.length === entries.length ? 0 : 1;
     if (values.json) {
@@ -622,14 +665,13 @@ export async function resume(argv: string[]): Promise<number> {
 }
 
 /** The journal's entry for a task id (or a unique prefix), and a TaskClient for its server (or --url). */
-function clientForTask(id: string, journal: Journal, values: { url?: string | undefined; bearer?: string | undefined } & OAuthFlagValues, extra: { retry?: { attempts: number } }) {
+function clientForTask(id: string, journal: Journal, values: { url?: string | undefined } & ServerFlagValues, extra: { retry?: { attempts: number } }) {
   const entries = journal.find(id).filter((e) => e.taskId);
   const entry = entries.find((e) => e.taskId === id) ?? (entries.length === 1 ? entries[0] : undefined);
-  const url = values.url ?? entry?.serverUrl;
-  if (!url) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
+  const server = values.url ?? entry?.serverUrl;
+  if (!server) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
   try {
-    const bearer = bearerOf(values);
-    const client = new TaskClient({ url, journal, clientInfo: { name: 'outlast-cli', version: '0.1.0' }, ...(bearer ? { bearer } : { auth: cliOAuthProvider(url, values) }), ...extra });
+    const client = new TaskClient({ ...reach(server, values), journal, clientInfo: { name: 'outlast-cli', version: '0.1.0' }, ...extra });
     return { entry, taskId: entry?.taskId ?? id, client };
   } catch (e) {
     throw new UsageError((e as Error).message);
@@ -637,7 +679,7 @@ function clientForTask(id: string, journal: Journal, values: { url?: string | un
 }
 
 export async function cancel(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, 'cancel', ['url']);
+  const { values, positionals } = parse(argv, 'cancel', ['url', 'env']);
   const id = positionals[0];
   if (!id || positionals.length > 1) throw new UsageError('usage: outlast cancel TASK_ID [--url URL]');
   const journal = openJournal(values.journal);
@@ -660,7 +702,7 @@ export async function cancel(argv: string[]): Promise<number> {
 
 /** `outlast logs TASK_ID [--follow] [--after N]`: a task's output, like `docker logs`. */
 export async function logs(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, 'logs', ['url', 'follow', 'after']);
+  const { values, positionals } = parse(argv, 'logs', ['url', 'follow', 'after', 'env']);
   const id = positionals[0];
   if (!id || positionals.length > 1) throw new UsageError('usage: outlast logs TASK_ID [--follow] [--after N] [--url URL]');
   let after = 0;

@@ -304,7 +304,11 @@ async function serve(argv: string[]): Promise<void> {
     process.exit(0);
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  if (values.stdio && !process.stdin.isTTY) {
+    // Started by a client: a Ctrl-C on its terminal reaches us too (the whole foreground group), but it is the
+    // client's to act on. The client stops us by closing stdin (we finish what runs, then exit) or with SIGTERM.
+    process.on('SIGINT', () => log.info('SIGINT ignored: a stdio server under a client stops when its stdin closes, or on SIGTERM'));
+  } else process.on('SIGINT', () => void shutdown('SIGINT'));
   try {
     if (values['no-http']) {
       await outlast.start();

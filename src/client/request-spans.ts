@@ -36,19 +36,17 @@ const NONE: ClientRequestSpan = { meta: undefined, attempt() {}, ok() {}, failed
  * Starts the span of `method` (under the active context) and returns it with the trace context to send. A caller
  * that put its own `traceparent` in the request's `_meta` keeps it (and gets no span: it owns the trace).
  */
-export function startClientRequestSpan(method: string, params: JsonObject, url: URL, callerMeta: JsonObject | undefined): ClientRequestSpan {
+export function startClientRequestSpan(method: string, params: JsonObject, url: URL | undefined, callerMeta: JsonObject | undefined): ClientRequestSpan {
   if (callerMeta && typeof callerMeta.traceparent === 'string') return NONE;
   const active = context.active();
   if (UNSPANNED.has(method)) {
     const meta = carrier(active);
     return meta ? { ...NONE, meta } : NONE;
   }
-  const attributes: Attributes = {
-    'mcp.method.name': method,
-    'server.address': url.hostname,
-    'network.transport': 'tcp',
-  };
-  if (url.port) attributes['server.port'] = Number(url.port);
+  // No URL: a server spoken to over its stdin and stdout (a pipe, no address).
+  const attributes: Attributes = { 'mcp.method.name': method, 'network.transport': url ? 'tcp' : 'pipe' };
+  if (url) attributes['server.address'] = url.hostname;
+  if (url?.port) attributes['server.port'] = Number(url.port);
   let target: string | undefined;
   if (method === 'tools/call' && typeof params.name === 'string') {
     target = clip(params.name);

@@ -47,6 +47,7 @@ import { ToolCatalog, type ToolList } from './tool-catalog.js';
 import { RawDispatcher, type FetchLike, type RequestStats } from './transport.js';
 import { TaskReceiver, receiverCapabilities, type ReceiverOptions } from './receiver.js';
 import { LEGACY_PROTOCOL_VERSION } from '../protocol/legacy.js';
+import { StdioChannel, type StdioServerOptions } from './stdio-transport.js';
 
 /** A tool result as the server sent it (`content`, `structuredContent?`, `isError?`, `resultType`). */
 export type CallToolResult = JsonObject & { content?: Array<JsonObject>; isError?: boolean; structuredContent?: JsonObject };
@@ -70,7 +71,11 @@ export type SamplingHandler = (params: JsonObject, ctx: InputContext) => Promise
 export type RootsHandler = (params: JsonObject, ctx: InputContext) => Promise<JsonObject>;
 
 export interface TaskClientOptions {
-  url: string | URL;
+  /** The server's Streamable HTTP endpoint; or `stdio`. */
+  url?: string | URL;
+  /** Or a server this client starts and speaks to over its stdin/stdout (stdio-transport.ts); it is stopped on
+   *  close(). The HTTP options (bearer, auth, authProvider, fetch) do not apply to it. */
+  stdio?: StdioServerOptions;
   /** Ask the server to push each state change of this client's tasks to a destination its operator configured
    *  (`_meta["outlast/push"]`); verify and read deliveries with `verifyWebhook`. */
   push?: string;
@@ -83,7 +88,8 @@ export interface TaskClientOptions {
   clientInfo?: { name: string; version: string };
   /** A Journal, a path to one, or nothing (an in-memory journal: no crash recovery). */
   journal?: Journal | string;
-  /** How status arrives: 'listen' (default; push with polling as fallback), 'poll', or your own source. */
+  /** How status arrives: 'listen' (default over HTTP; push with polling as fallback), 'poll' (default over stdio),
+   *  or your own source. */
   status?: 'listen' | 'poll' | ((dispatcher: RawDispatcher, polling: PollingSource) => StatusSource);
   polling?: PollingOptions;
   listen?: ListenOptions;
@@ -100,7 +106,7 @@ export interface TaskClientOptions {
   callTimeoutMs?: number;
   /** '2026-07-28' (default) or '2025-11-25': a session with a server of that revision, whose questions (elicitation,
    *  sampling, roots) come as requests; asked with `params.task`, they are answered with a task of this client's own
-   *  (receiver.ts). Tool calls on such a session are plain calls, answered inline. */
+   *  (receiver.ts). Tool calls on such a session are plain calls, answered inline. Over HTTP or over `stdio`. */
   protocolVersion?: '2026-07-28' | '2025-11-25';
   /** The tasks this client keeps for a 2025-11-25 server's questions: retention and suggested poll interval. */
   receiver?: ReceiverOptions;
@@ -361,7 +367,7 @@ export class TaskClient {
   readonly journal: Journal;
   readonly statusSource: StatusSource;
   readonly polling: PollingSource;
-  /** The server URL as journaled (normalised). */
+  /** The server as journaled: its URL (normalised), or `stdio:{command, args, cwd}` (stdio-transport.ts). */
   readonly url: string;
   private readonly ownsJournal: boolean;
   private readonly options: TaskClientOptions;
@@ -381,6 +387,7 @@ export class TaskClient {
     if (options.elicitation) capabilities.elicitation = legacy ? { form: {} } : {};
     if (options.sampling) capabilities.sampling = {};
     if (options.roots) capabilities.roots = {};
+    if ((options.url === undefined) === (options.stdio === undefined)) throw new TypeError('TaskClient needs a server: give either url or stdio');
     if (legacy) {
       const handlers = { 'elicitation/create': options.elicitation, 'sampling/createMessage': options.sampling, 'roots/list': options.roots };
       this.receiver = new TaskReceiver(handlers, (method, params) => this.dispatcher.notify(method, params), options.receiver);
@@ -389,7 +396,7 @@ export class TaskClient {
     }
     const receiver = this.receiver;
     this.dispatcher = new RawDispatcher({
-      url: options.url,
+      ...(options.stdio ? { channel: new StdioChannel(options.stdio) } : { url: options.url! }),
       capabilities,
       ...(options.protocolVersion ? { protocolVersion: options.protocolVersion } : {}),
       ...(receiver
@@ -397,7 +404,7 @@ export class TaskClient {
         : {}),
       ...(options.bearer !== undefined && !options.auth ? { bearer: options.bearer } : {}),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
-      ...(options.auth
+      ...(options.auth && options.url !== undefined
         ? { fetch: oauthFetch(options.auth, options.url, options.fetch) }
         : options.fetch
           ? { fetch: options.fetch }
@@ -407,11 +414,11 @@ export class TaskClient {
       // A 2025-11-25 server's call may wait minutes for a person's answer, and cannot safely be sent again: no deadline.
       ...(options.callTimeoutMs !== undefined || legacy ? { callTimeoutMs: options.callTimeoutMs ?? 0 } : {}),
     });
-    this.url = this.dispatcher.url.href;
+    this.url = this.dispatcher.target;
     this.ownsJournal = !(options.journal instanceof Journal);
     this.journal = options.journal instanceof Journal ? options.journal : new Journal(options.journal ?? ':memory:');
     this.polling = new PollingSource(this.dispatcher, options.polling);
-    const s = options.status ?? 'listen';
+    const s = options.status ?? (options.stdio ? 'poll' : 'listen'); // Outlast's stdio front pushes nothing: poll the pipe
     this.statusSource =
       s === 'poll' ? this.polling : s === 'listen' ? new ListenSource(this.dispatcher, this.polling, options.listen) : s(this.dispatcher, this.polling);
     this.retry = {

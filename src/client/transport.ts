@@ -11,9 +11,13 @@
  * server refuses the protocol version but lists one this client speaks (-32022), and a CLIENT span per request whose
  * trace context goes out in `_meta` (request-spans.ts).
  *
- * With `protocolVersion: '2025-11-25'` it opens a session instead (`initialize`, then the transport's session id and
- * GET stream) and sends requests without the 2026 envelope; requests the server sends on that session (elicitation,
- * sampling, `tasks/*` of the client's own tasks) go to `onServerRequest` and its answer is posted back.
+ * The same dispatcher runs over any other carrier given as a MessageChannel (stdio: stdio-transport.ts), where every
+ * answer comes back as a message and the end of the carrier fails what is pending.
+ *
+ * With `protocolVersion: '2025-11-25'` it opens a session instead (`initialize`; over HTTP also the transport's
+ * session id and GET stream) and sends requests without the 2026 envelope; requests the server sends on that session
+ * (elicitation, sampling, `tasks/*` of the client's own tasks) go to `onServerRequest` and its answer goes back on
+ * the same carrier.
  */
 import { StreamableHTTPClientTransport, SdkHttpError, UnauthorizedError, type AuthProvider } from '@modelcontextprotocol/client';
 import {
@@ -33,8 +37,27 @@ import { startClientRequestSpan, type ClientRequestSpan } from './request-spans.
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
+/**
+ * A message carrier other than HTTP (stdio-transport.ts): requests go out with send(), every answer and notification
+ * comes back through onmessage, and onclose reports the carrier's end with the error every pending request gets.
+ */
+export interface MessageChannel {
+  /** What the journal and error messages name the server by (for stdio: the command, args and cwd). */
+  readonly target: string;
+  /** Rejects with a TransportError when the carrier cannot be opened (a command that cannot start). */
+  start(): Promise<void>;
+  /** Rejects with a TransportError once the carrier is gone. */
+  send(message: JsonObject): Promise<void>;
+  close(): Promise<void>;
+  onmessage?: (message: JsonObject) => void;
+  onclose?: (error: TransportError) => void;
+}
+
 export interface DispatcherOptions {
-  url: string | URL;
+  /** The server's Streamable HTTP endpoint; or give `channel` instead. */
+  url?: string | URL;
+  /** Another carrier (stdio); the HTTP options below (bearer, authProvider, fetch) do not apply to it. */
+  channel?: MessageChannel;
   /** A static bearer token (sent as `Authorization: Bearer …`). */
   bearer?: string;
   /** Or any SDK auth provider (OAuth included); wins over `bearer`. */
@@ -127,9 +150,13 @@ function networkCause(e: unknown): string {
 }
 
 export class RawDispatcher {
-  readonly url: URL;
+  /** The HTTP endpoint (undefined over a channel). */
+  readonly url: URL | undefined;
+  /** What the server is named by: the URL, or the channel's target. */
+  readonly target: string;
   readonly stats: RequestStats = { total: 0, byMethod: {} };
-  private readonly transport: StreamableHTTPClientTransport;
+  private readonly transport: StreamableHTTPClientTransport | undefined;
+  private readonly channel: MessageChannel | undefined;
   private readonly pending = new Map<number, Pending>();
   private readonly streams = new Map<number, StreamHandlers & { end(how: 'result' | 'cut', error?: unknown): void }>();
   /** Per request id: Retry-After of a 429, and whether the answer is an SSE stream. */
@@ -139,7 +166,8 @@ export class RawDispatcher {
   private readonly callTimeoutMs: number;
   private nextId = 1;
   private started: Promise<void> | undefined;
-  private transportStarted: Promise<void> | undefined;
+  /** The HTTP transport's or the channel's start, once. */
+  private carrierStarted: Promise<void> | undefined;
   private closed = false;
   /** The 2025-11-25 session's settings (undefined: the stateless 2026-07-28 wire). */
   private readonly session:
@@ -147,14 +175,6 @@ export class RawDispatcher {
     | undefined;
 
   constructor(options: DispatcherOptions) {
-    let url: URL;
-    try {
-      url = new URL(String(options.url));
-    } catch {
-      throw new TypeError(`Not a URL: "${String(options.url)}" (expected e.g. http://127.0.0.1:3000/mcp)`);
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`Not an http(s) URL: "${url.href}"`);
-    this.url = url;
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.meta = {
@@ -172,6 +192,23 @@ export class RawDispatcher {
     } else if (options.protocolVersion !== undefined && options.protocolVersion !== PROTOCOL_VERSION) {
       throw new TypeError(`Unknown protocolVersion "${String(options.protocolVersion)}" (this client speaks ${PROTOCOL_VERSION} and ${LEGACY_PROTOCOL_VERSION})`);
     }
+    if (options.channel) {
+      if (options.url !== undefined) throw new TypeError('Give the server as a url or as a channel (stdio), not both');
+      this.channel = options.channel;
+      this.target = options.channel.target;
+      this.channel.onmessage = (m) => this.onMessage(m as unknown as JsonRpcMessage);
+      this.channel.onclose = (error) => this.channelEnded(error);
+      return;
+    }
+    let url: URL;
+    try {
+      url = new URL(String(options.url));
+    } catch {
+      throw new TypeError(`Not a URL: "${String(options.url)}" (expected e.g. http://127.0.0.1:3000/mcp)`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`Not an http(s) URL: "${url.href}"`);
+    this.url = url;
+    this.target = url.href;
     const base = options.fetch ?? fetch;
     const counted: FetchLike = async (u, init) => {
       let id: number | undefined;
@@ -224,13 +261,39 @@ export class RawDispatcher {
         throw e;
       });
     }
-    return (this.started ??= this.transport.start());
+    return (this.started ??= this.startCarrier());
+  }
+
+  /** Starts the HTTP transport or the channel, once (a session opened again reuses it). */
+  private startCarrier(): Promise<void> {
+    return (this.carrierStarted ??= (this.channel ?? this.transport!).start());
+  }
+
+  /** Sends one message that is not a request of ours (a notification, an answer to the server) on the carrier. */
+  private post(message: JsonRpcMessage): Promise<void> {
+    return this.channel ? this.sendOnChannel(message) : this.transport!.send(message as never);
+  }
+
+  /** Sends one message over the channel, counted as an HTTP POST would be. */
+  private sendOnChannel(message: JsonRpcMessage): Promise<void> {
+    this.stats.total++;
+    this.stats.byMethod[message.method ?? '?'] = (this.stats.byMethod[message.method ?? '?'] ?? 0) + 1;
+    return this.channel!.send(message as unknown as JsonObject);
+  }
+
+  /** The channel ended (the server process exited): what was pending fails with its error, streams are cut. */
+  private channelEnded(error: TransportError): void {
+    for (const s of [...this.streams.values()]) s.end('cut', error);
+    for (const [id, p] of [...this.pending]) {
+      this.pending.delete(id);
+      p.reject(error);
+    }
   }
 
   /** 2025-11-25: `initialize`, the version header from then on, and `notifications/initialized` (after which the
    *  transport opens its GET stream, where the server's own requests may come). */
   private async openSession(session: NonNullable<RawDispatcher['session']>): Promise<void> {
-    await (this.transportStarted ??= this.transport.start()); // once: a retried session reuses it
+    await this.startCarrier();
     const params = { protocolVersion: LEGACY_PROTOCOL_VERSION, capabilities: session.capabilities, clientInfo: session.clientInfo };
     const span = startClientRequestSpan('initialize', params, this.url, undefined);
     let result: JsonObject;
@@ -242,16 +305,16 @@ export class RawDispatcher {
       throw e;
     }
     if (result.protocolVersion !== LEGACY_PROTOCOL_VERSION) {
-      throw new TransportError(`initialize: the server at ${this.url.href} answered protocol version ${JSON.stringify(result.protocolVersion)}; this session speaks ${LEGACY_PROTOCOL_VERSION}`, { retryable: false });
+      throw new TransportError(`initialize: the server at ${this.target} answered protocol version ${JSON.stringify(result.protocolVersion)}; this session speaks ${LEGACY_PROTOCOL_VERSION}`, { retryable: false });
     }
-    this.transport.setProtocolVersion(LEGACY_PROTOCOL_VERSION);
-    await this.transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' } as never);
+    this.transport?.setProtocolVersion(LEGACY_PROTOCOL_VERSION); // a channel has no headers
+    await this.post({ jsonrpc: '2.0', method: 'notifications/initialized' });
   }
 
   /** Sends a notification (2025-11-25 sessions: e.g. `notifications/tasks/status`). */
   async notify(method: string, params: JsonObject): Promise<void> {
     await this.start();
-    await this.transport.send({ jsonrpc: '2.0', method, params } as never);
+    await this.post({ jsonrpc: '2.0', method, params });
   }
 
   /** A request from the server: answered by the handler (or -32601), the answer posted back. */
@@ -269,7 +332,7 @@ export class RawDispatcher {
       }
       if (this.closed) return;
       // A lost answer cannot be retried from here: the server's request times out and says so.
-      await this.transport.send(reply as never).catch(() => undefined);
+      await this.post(reply as unknown as JsonRpcMessage).catch(() => undefined);
     })();
   }
 
@@ -310,7 +373,7 @@ export class RawDispatcher {
     if (e instanceof RpcError || e instanceof TransportError) return e;
     if ((e as Error)?.name === 'AbortError') return e;
     if (e instanceof UnauthorizedError) {
-      return new TransportError(`The server at ${this.url.href} refused the request (HTTP 401): give a valid bearer token (--bearer TOKEN)`, {
+      return new TransportError(`The server at ${this.target} refused the request (HTTP 401): give a valid bearer token (--bearer TOKEN)`, {
         cause: e,
         httpStatus: 401,
         retryable: false,
@@ -324,7 +387,7 @@ export class RawDispatcher {
           const body = JSON.parse(text) as JsonRpcMessage;
           if (body && typeof body === 'object' && body.error && typeof body.error.code === 'number') {
             if (status === 401) {
-              return new TransportError(`The server at ${this.url.href} refused the request (HTTP 401: ${body.error.message}): give a valid bearer token (--bearer TOKEN)`, {
+              return new TransportError(`The server at ${this.target} refused the request (HTTP 401: ${body.error.message}): give a valid bearer token (--bearer TOKEN)`, {
                 httpStatus: 401,
                 retryable: false,
               });
@@ -337,17 +400,17 @@ export class RawDispatcher {
         }
       }
       if (status === 502 || status === 503 || status === 504 || status === 500 || status === 408) {
-        return new TransportError(`${method}: HTTP ${status} from ${this.url.href}`, { httpStatus: status });
+        return new TransportError(`${method}: HTTP ${status} from ${this.target}`, { httpStatus: status });
       }
       if (status === 429) return this.toError(id, { code: RATE_LIMITED_CODE, message: 'Too many requests' }, 429);
       return new TransportError(
         status === 404 || status === 405
-          ? `No MCP endpoint at ${this.url.href} (HTTP ${status}); check the URL (Outlast serves /mcp)`
-          : `${method}: HTTP ${status} from ${this.url.href}${typeof text === 'string' && text ? `: ${text.slice(0, 200)}` : ''}`,
+          ? `No MCP endpoint at ${this.target} (HTTP ${status}); check the URL (Outlast serves /mcp)`
+          : `${method}: HTTP ${status} from ${this.target}${typeof text === 'string' && text ? `: ${text.slice(0, 200)}` : ''}`,
         { httpStatus: status, retryable: false, cause: e },
       );
     }
-    if (e instanceof TypeError) return new TransportError(`${method}: cannot reach ${this.url.href} (${networkCause(e)})`, { cause: e });
+    if (e instanceof TypeError) return new TransportError(`${method}: cannot reach ${this.target} (${networkCause(e)})`, { cause: e });
     return new TransportError(`${method}: ${(e as Error)?.message ?? String(e)}`, { cause: e, retryable: false });
   }
 
@@ -383,7 +446,7 @@ export class RawDispatcher {
     const listed = (e.data as { supported?: unknown } | undefined)?.supported;
     const supported = Array.isArray(listed) ? listed.filter((v): v is string => typeof v === 'string') : [];
     const common = SPOKEN_VERSIONS.find((v) => supported.includes(v));
-    if (common === undefined || retried) throw new UnsupportedVersionError(this.url.href, e.toJSON(), supported, SPOKEN_VERSIONS, common !== undefined, e.httpStatus);
+    if (common === undefined || retried) throw new UnsupportedVersionError(this.target, e.toJSON(), supported, SPOKEN_VERSIONS, common !== undefined, e.httpStatus);
     return common;
   }
 
@@ -429,17 +492,17 @@ export class RawDispatcher {
         ctl.signal.addEventListener('abort', () =>
           fail(timedOut ? new TransportError(`${method}: no answer within ${timeoutMs} ms`) : (opts.signal?.reason ?? new DOMException('Aborted', 'AbortError'))),
         );
-        this.transport
-          .send(message as never, {
-            requestSignal: ctl.signal,
-            ...(opts.headers ? { headers: opts.headers } : {}),
-            onRequestStreamEnd: () => fail(new TransportError(`${method}: the response stream ended before the response`)),
-          })
-          .then(() => {
-            // A JSON answer was delivered before send() resolved; a JSON-less, stream-less answer never comes.
-            if (this.pending.has(id) && !this.seen.get(id)?.sse) fail(new TransportError(`${method}: the server sent no response`));
-          })
-          .catch((e) => fail(this.classify(id, e, method)));
+        const sent = this.channel
+          ? this.sendOnChannel(message) // the answer comes as a message, or the channel's end fails it
+          : this.transport!.send(message as never, {
+              requestSignal: ctl.signal,
+              ...(opts.headers ? { headers: opts.headers } : {}),
+              onRequestStreamEnd: () => fail(new TransportError(`${method}: the response stream ended before the response`)),
+            }).then(() => {
+              // A JSON answer was delivered before send() resolved; a JSON-less, stream-less answer never comes.
+              if (this.pending.has(id) && !this.seen.get(id)?.sse) fail(new TransportError(`${method}: the server sent no response`));
+            });
+        sent.catch((e) => fail(this.classify(id, e, method)));
       });
     } finally {
       clearTimeout(timer);
@@ -471,11 +534,12 @@ export class RawDispatcher {
     ended.catch(() => undefined); // observed by the caller; never an unhandled rejection
     this.streams.set(id, { onNotification: (m) => handlers.onNotification(m), end: (how, error) => settle(how, error) });
     const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(startClientRequestSpan(method, params, this.url, undefined).meta) } };
+    if (this.channel) return this.openChannelStream(id, message, ended, settle);
     // A server that never answers the stream's headers is a failure, not a wait: the caller reconnects or polls.
     let timedOut = false;
     const timer = this.timeoutMs > 0 ? setTimeout(() => ((timedOut = true), ctl.abort()), this.timeoutMs) : undefined;
     try {
-      await this.transport.send(message as never, { requestSignal: ctl.signal, onRequestStreamEnd: () => settle('cut') });
+      await this.transport!.send(message as never, { requestSignal: ctl.signal, onRequestStreamEnd: () => settle('cut') });
       if (!this.seen.get(id)?.sse) settle('cut'); // answered with plain JSON (an error was routed already)
     } catch (e) {
       settle('cut', timedOut ? new TransportError(`${method}: no response within ${this.timeoutMs} ms`) : ctl.signal.aborted ? undefined : this.classify(id, e, method));
@@ -492,6 +556,23 @@ export class RawDispatcher {
     };
   }
 
+  /** A stream over the channel: its notifications and its result come as messages; closing it cancels the request. */
+  private async openChannelStream(id: number, message: JsonRpcMessage, ended: Promise<'result' | 'cut' | 'closed'>, settle: (how: 'result' | 'cut' | 'closed', error?: unknown) => void): Promise<OpenStream> {
+    try {
+      await this.sendOnChannel(message);
+    } catch (e) {
+      settle('cut', this.classify(id, e, message.method ?? '?'));
+    }
+    return {
+      id,
+      ended,
+      close: () => {
+        if (this.streams.has(id)) void this.sendOnChannel({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id } }).catch(() => undefined);
+        settle('closed');
+      },
+    };
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -500,10 +581,10 @@ export class RawDispatcher {
       this.pending.delete(id);
       p.reject(new TransportError('The client was closed before the answer came', { retryable: false }));
     }
-    if (this.started || this.transportStarted) {
-      // A 2025-11-25 session is ended for the server too (DELETE), so it stops sending requests to it.
-      if (this.session) await this.transport.terminateSession().catch(() => undefined);
-      await this.transport.close();
+    if (this.carrierStarted) {
+      // A 2025-11-25 session over HTTP is ended for the server too (DELETE), so it stops sending requests to it.
+      if (this.session && this.transport) await this.transport.terminateSession().catch(() => undefined);
+      await (this.channel ?? this.transport!).close();
     }
   }
 }

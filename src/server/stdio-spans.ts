@@ -10,46 +10,20 @@ import type { Span, Context } from '@opentelemetry/api';
 import type { Transport } from '@modelcontextprotocol/server';
 import { w3cCarrier } from '../protocol/trace-context.js';
 import { endRequestSpan, startRequestSpan, type Answer } from './request-spans.js';
+import { WrappedTransport, type Message, type OnMessage } from './wrapped-transport.js';
 
-type Message = Parameters<Transport['send']>[0];
-type OnMessage = NonNullable<Transport['onmessage']>;
-
-export class TracedTransport implements Transport {
-  onclose?: () => void;
-  onerror?: (error: Error) => void;
-  onmessage?: OnMessage;
+export class TracedTransport extends WrappedTransport {
   /** Spans of requests not answered yet, by JSON-RPC id. */
   private readonly open = new Map<string | number, Span>();
 
   constructor(
-    private readonly inner: Transport,
+    inner: Transport,
     private readonly options: { polls?: boolean } = {},
   ) {
-    inner.onclose = () => {
-      this.endOpen();
-      this.onclose?.();
-    };
-    inner.onerror = (e) => this.onerror?.(e);
-    inner.onmessage = ((message, extra) => this.receive(message, extra)) as OnMessage;
+    super(inner);
   }
 
-  get sessionId(): string | undefined {
-    return this.inner.sessionId;
-  }
-
-  get setProtocolVersion(): Transport['setProtocolVersion'] {
-    return this.inner.setProtocolVersion?.bind(this.inner);
-  }
-
-  get setSupportedProtocolVersions(): Transport['setSupportedProtocolVersions'] {
-    return this.inner.setSupportedProtocolVersions?.bind(this.inner);
-  }
-
-  start(): Promise<void> {
-    return this.inner.start();
-  }
-
-  async send(message: Message, options?: Parameters<Transport['send']>[1]): Promise<void> {
+  override async send(message: Message, options?: Parameters<Transport['send']>[1]): Promise<void> {
     const m = message as { id?: string | number; method?: unknown };
     if (m.method === undefined && m.id !== undefined) {
       const span = this.open.get(m.id);
@@ -61,24 +35,19 @@ export class TracedTransport implements Transport {
     return this.inner.send(message, options);
   }
 
-  async close(): Promise<void> {
-    await this.inner.close();
-    this.endOpen();
-  }
-
-  private receive(message: Message, extra: Parameters<OnMessage>[1]): void {
+  protected receive(message: Message, extra: Parameters<OnMessage>[1]): void {
     const started = startRequestSpan(message, { polls: this.options.polls, network: 'pipe' });
-    if (!started) return this.onmessage?.(message, extra);
+    if (!started) return this.deliver(message, extra);
     const id = (message as { id: string | number }).id;
     if (started.span.isRecording()) {
       this.open.get(id)?.end(); // a reused id: the earlier request is not answered any more
       this.open.set(id, started.span);
     }
-    this.onmessage?.(carrying(message, started.context), extra);
+    this.deliver(carrying(message, started.context), extra);
   }
 
   /** The connection ended: requests it never answered end their spans as they are. */
-  private endOpen(): void {
+  protected override ended(): void {
     for (const span of this.open.values()) span.end();
     this.open.clear();
   }

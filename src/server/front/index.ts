@@ -5,10 +5,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import type { Outlast } from '../outlast.js';
-import { createFront, type OutlastHandlerOptions, type ServerFactory } from './handler.js';
+import { createFront } from './handler.js';
+import type { OutlastHandlerOptions, ServerFactory } from './types.js';
 import { nodeAdapter } from './node.js';
 
-export { DEFAULT_MAX_BODY_BYTES, type OutlastHandlerOptions, type ServerFactory, type NodeMount } from './handler.js';
+export { DEFAULT_MAX_BODY_BYTES, type OutlastHandlerOptions, type ServerFactory, type NodeMount } from './types.js';
 
 export interface OutlastHandler {
   /** Serves one web-standard request. `authInfo`: who the caller is, when your app authenticated it. */

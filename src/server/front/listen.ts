@@ -8,6 +8,7 @@ import { ErrorCode, SUBSCRIPTION_ID_META, TaskProtocolError, type JsonObject } f
 import { SSE_HEADERS, refuseTaskStream } from './envelope.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { jsonRpcError } from './answers.js';
+import { isRequestObject, type MessageRoute } from './route.js';
 
 export interface ListenRequest {
   id?: unknown;
@@ -129,4 +130,13 @@ export async function serveTaskListen(host: TaskListenHost, request: Request, ms
 function gone(cleanup: () => void): Response {
   cleanup();
   return new Response(null, { status: 499 });
+}
+
+/** The front's route for `subscriptions/listen` with `notifications.taskIds` (other listens go to the SDK). */
+export function taskListenRoute(host: TaskListenHost): MessageRoute {
+  return ({ request, msg, who, streaming }) => {
+    if (!isRequestObject(msg) || msg.method !== 'subscriptions/listen') return undefined;
+    if ((msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds === undefined) return undefined;
+    return serveTaskListen(host, request, msg as ListenRequest, who).then(streaming);
+  };
 }

@@ -13,6 +13,7 @@ import { SSE_HEADERS, refuseTaskStream } from './envelope.js';
 import { checkAfter, followOutput } from '../../runtime/output-follow.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { jsonRpcError } from './answers.js';
+import { isRequestObject, type MessageRoute } from './route.js';
 import type { ListenStream } from './listen.js';
 
 export interface TaskStreamHost {
@@ -126,4 +127,10 @@ export async function serveTaskStream(host: TaskStreamHost, request: Request, ms
     cancel: cleanup,
   }, new CountQueuingStrategy({ highWaterMark: STREAM_HIGH_WATER }));
   return new Response(body, { status: 200, headers: SSE_HEADERS });
+}
+
+/** The front's route for `tasks/stream`. */
+export function taskStreamRoute(host: TaskStreamHost): MessageRoute {
+  return ({ request, msg, who, streaming }) =>
+    isRequestObject(msg) && msg.method === TASKS_STREAM_METHOD ? serveTaskStream(host, request, msg as TaskStreamRequest, who).then(streaming) : undefined;
 }

@@ -1,0 +1,30 @@
+/** What the dashboard is configured with, and what it is to the front that mounts it. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { SignalBus } from '../../store/local-bus.js';
+import type { TaskStore } from '../../store/types.js';
+import type { OperatorTokens } from './auth.js';
+
+export interface DashboardOptions extends OperatorTokens {
+  store: TaskStore;
+  bus: SignalBus;
+  /** The interface the server listens on: without operator tokens the dashboard refuses anything but loopback. */
+  host: string;
+  /** Default /dashboard. */
+  basePath?: string;
+  /** A replica whose heartbeat is older than this is shown lost. Default 30 000 ms. */
+  leaseMs?: number;
+  /** Show task arguments and results on task pages. Default false. */
+  showPayloads?: boolean;
+  /** Shown in the header (an environment badge, e.g. "production"). Default: the store's backend. */
+  title?: string;
+  /** Actions are logged here (who did what). */
+  log?: (msg: string, extra: Record<string, unknown>) => void;
+}
+
+export interface Dashboard {
+  readonly basePath: string;
+  /** Whether this request is for the dashboard (its path is under basePath). */
+  owns(pathname: string): boolean;
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  close(): void;
+}

@@ -1,0 +1,78 @@
+/**
+ * Who may reach the front: DNS-rebinding protection (Host and Origin, as the SDK's adapters check them) and the
+ * caller's credentials (a configured bearer token, else a verified OAuth token, else what the app's own
+ * authentication gave).
+ */
+import { hostHeaderValidationResponse, originValidationResponse, type AuthInfo } from '@modelcontextprotocol/server';
+import { ErrorCode } from '../../protocol/index.js';
+import type { Outlast } from '../outlast.js';
+import { createOAuthResourceServer, type OAuthResourceServer } from '../oauth/index.js';
+import { jsonRpcError } from './answers.js';
+import type { FrontExtra, OutlastHandlerOptions } from './types.js';
+
+export interface FrontAuth {
+  /** A refusal (403) when the Host or Origin is not allowed, else undefined. */
+  refusedHost(request: Request): Response | undefined;
+  /** The caller's auth, or the refusal (401) to answer. */
+  authenticate(request: Request, extra: FrontExtra | undefined): Promise<AuthInfo | Response | undefined>;
+  /** The OAuth resource server in front, when configured. */
+  readonly oauth: OAuthResourceServer | undefined;
+  /** Resolves once the OAuth issuers' metadata is there (at once without OAuth). */
+  readonly ready: Promise<void> | undefined;
+}
+
+/** Host header values the SDK's check passed are remembered, at most this many (the header is the caller's). */
+const HOST_VALUES_MAX = 256;
+
+export function createFrontAuth(outlast: Outlast, options: OutlastHandlerOptions): FrontAuth {
+  const bearer = options.bearer && Object.keys(options.bearer).length > 0 ? new Map(Object.entries(options.bearer)) : undefined;
+  const oauth = options.oauth ? createOAuthResourceServer(options.oauth) : undefined;
+  // Discovery starts now; the first request waits for it (and serveHttp before it listens).
+  const ready = oauth?.ready();
+  ready?.catch(() => undefined);
+  /** A client sends the same Host on every request, and the check parses a URL each time. Full, it is emptied;
+   *  refusals are never remembered. */
+  const allowedHostValues = new Set<string>();
+
+  function refusedHost(request: Request): Response | undefined {
+    if (options.allowedHosts) {
+      const host = request.headers.get('host');
+      if (host === null || !allowedHostValues.has(host)) {
+        const refused = hostHeaderValidationResponse(request, options.allowedHosts);
+        if (refused) return refused;
+        if (host !== null) {
+          if (allowedHostValues.size >= HOST_VALUES_MAX) allowedHostValues.clear();
+          allowedHostValues.add(host);
+        }
+      }
+    }
+    return (options.allowedOrigins && originValidationResponse(request, options.allowedOrigins)) || undefined;
+  }
+
+  async function authenticate(request: Request, extra: FrontExtra | undefined): Promise<AuthInfo | Response | undefined> {
+    if (!bearer && !oauth) return extra?.authInfo;
+    const m = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '');
+    const principal = m && bearer ? bearer.get(m[1]!.trim()) : undefined;
+    if (!principal && oauth) {
+      await ready;
+      const verdict = await oauth.authenticate(request);
+      if ('authInfo' in verdict) return verdict.authInfo;
+      // The reason only (the SDK puts it in the challenge); never the token.
+      outlast.runtime.log.debug('OAuth: request refused', { status: verdict.response.status, reason: challengeReason(verdict.response) });
+      return verdict.response;
+    }
+    if (!principal) {
+      return jsonRpcError(401, null, ErrorCode.InvalidRequest, m ? 'Unknown bearer token' : 'Authorization: Bearer <token> is required', undefined, {
+        'www-authenticate': 'Bearer realm="outlast"',
+      });
+    }
+    return { token: m![1]!.trim(), clientId: principal, scopes: [], extra: { principal } };
+  }
+
+  return { refusedHost, authenticate, oauth, ready };
+}
+
+/** The error_description of a refusal's Bearer challenge, if it carries one. */
+export function challengeReason(response: Response): string | null {
+  return /error_description="([^"]*)"/.exec(response.headers.get('www-authenticate') ?? '')?.[1] ?? null;
+}

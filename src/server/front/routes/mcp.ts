@@ -1,0 +1,73 @@
+/**
+ * The MCP endpoint: the checks every request gets (Host and Origin, credentials, the body limit), request metrics and
+ * the server span, then the message routes in order; the first that answers wins, the SDK's handler last.
+ */
+import { context } from '@opentelemetry/api';
+import type { McpHttpHandler } from '@modelcontextprotocol/server';
+import type { Outlast } from '../../outlast.js';
+import { urlModeSessionId } from '../../url-elicitation.js';
+import { requestMetrics } from '../../request-metrics.js';
+import { requestSpans } from '../../request-spans.js';
+import type { FrontAuth } from '../auth.js';
+import { parseBody } from '../body.js';
+import type { MessageRoute, Route, RpcCall, RpcMessage } from '../route.js';
+
+export interface McpEndpointOptions {
+  path: string;
+  maxBody: number;
+  auth: FrontAuth;
+  sdk: McpHttpHandler;
+  /** Tried in order before the SDK's handler. */
+  messages: MessageRoute[];
+  tracePolls: boolean | undefined;
+}
+
+export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route {
+  const { path, maxBody, auth, sdk, messages } = o;
+  const observe = requestMetrics();
+  const traceRequest = requestSpans({ polls: o.tracePolls });
+  /** Answers whose body may still be streaming (the SDK's, listen streams); the front's own are complete. */
+  const streaming = new WeakSet<Response>();
+  const markStreaming = (r: Response) => (streaming.add(r), r);
+
+  async function answer(call: RpcCall): Promise<Response> {
+    for (const route of messages) {
+      const answered = route(call);
+      // Most message routes pass synchronously: no await (and no microtask) for those.
+      const r = answered instanceof Promise ? await answered : answered;
+      if (r) return r;
+    }
+    return markStreaming(await sdk.fetch(call.request, { parsedBody: call.parsed, ...(call.auth ? { authInfo: call.auth } : {}) }));
+  }
+
+  return {
+    async serve(request, extra, pathname) {
+      if (pathname !== path) return undefined;
+      const refused = auth.refusedHost(request);
+      if (refused) return refused;
+      const who = await auth.authenticate(request, extra);
+      if (who instanceof Response) return who;
+      if (request.method !== 'POST') return sdk.fetch(request, who ? { authInfo: who } : undefined);
+      const body = await parseBody(request, extra, maxBody);
+      if (body instanceof Response) return body;
+      const msg = body.parsed as RpcMessage;
+      const measured = observe(msg);
+      const call: RpcCall = { request, msg, parsed: body.parsed, who: outlast.principalOfAuth(who), auth: who, streaming: markStreaming };
+      // The request's server span (when it gets one) is the context it is answered in: a handler's span hangs under it.
+      const traced = traceRequest(msg, request);
+      let response = traced ? await context.with(traced.context, () => answer(call)) : await answer(call);
+      // A client that declared URL-mode elicitation carries that declaration on its later stateless requests.
+      const urlSession = outlast.answers && outlast.handles ? urlModeSessionId(msg) : undefined;
+      if (urlSession && response.ok && !response.headers.has('mcp-session-id')) {
+        const headers = new Headers(response.headers);
+        headers.set('mcp-session-id', urlSession);
+        const tracked = streaming.has(response);
+        response = new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+        if (tracked) streaming.add(response);
+      }
+      const streams = streaming.has(response);
+      if (traced) response = traced.answered(response);
+      return measured ? measured(response, streams) : response;
+    },
+  };
+}
