@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { TaskClient, type CallToolResult, type TaskClientOptions } from '../src/client/index.js';
 import { serviceProcess, stopAllServices } from '../fixtures/service-process.js';
 import { ROOT, alive, freePort, parseSse, sleep, textOf, until } from './helpers.js';
-import { check2025 } from './generations.js';
+import { TASK_METHOD_RESULTS, check2025 } from './generations.js';
 import { join } from 'node:path';
 
 const RELATED = 'io.modelcontextprotocol/related-task';
@@ -52,17 +52,13 @@ function checkedFetch() {
           taskMethod.set(m.result.task.taskId, request.method);
         } else check(request.method === 'elicitation/create' ? 'ElicitResult' : 'CreateMessageResult', m.result);
         return;
-      case 'tasks/get':
-        return check('GetTaskResult', m.result);
-      case 'tasks/list':
-        return check('ListTasksResult', m.result);
-      case 'tasks/cancel':
-        return check('CancelTaskResult', m.result);
       case 'tasks/result': {
         const id = request.params.taskId;
         if (m.result._meta?.[RELATED]?.taskId !== id) failures.push(`tasks/result of ${id} without related-task _meta`);
         return check(taskMethod.get(id) === 'sampling/createMessage' ? 'CreateMessageResult' : 'ElicitResult', m.result);
       }
+      default:
+        if (TASK_METHOD_RESULTS[request.method]) check(TASK_METHOD_RESULTS[request.method]!, m.result);
     }
   };
   const recording: typeof fetch = async (input, init) => {
