@@ -15,7 +15,7 @@ import { TaskClient } from '../src/client/index.js';
 import { TransportError } from '../src/client/errors.js';
 import { Journal } from '../src/client/journal.js';
 import { commandLine, parseStdioTarget } from '../src/client/stdio-transport.js';
-import { BIN, FIXTURES, ROOT, sleep, tempDir, until } from './helpers.js';
+import { BIN, FIXTURES, ROOT, alive, sleep, tempDir, until } from './helpers.js';
 import { runCli, serverTaskCount, type CliRun } from './client-helpers.js';
 import { docBlock } from './doc-blocks.js';
 import { splitCommandLine } from '../src/cli/stdio-options.js';
@@ -25,15 +25,6 @@ function fixtureServer(dir = tempDir('outlast-stdio-')): { args: string[]; line:
   const db = join(dir, 'tasks.db');
   const args = [BIN, 'serve', FIXTURES, '--stdio', '--store', `sqlite:${db}`, '--park-after-ms', '300', '--poll-interval-ms', '200'];
   return { args, line: commandLine(process.execPath, args), db };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The processes a CLI run started (its children). */

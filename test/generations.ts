@@ -18,7 +18,7 @@ const ajv = new Ajv2020({ strict: false, allErrors: true });
 ajv.addSchema(JSON.parse(readFileSync(join(ROOT, '..', 'shared', 'schemas', 'mcp-core-2025-11-25.schema.json'), 'utf8')), 'core2025');
 const RELATED = 'io.modelcontextprotocol/related-task';
 
-function check2025(def: string, value: unknown): string | undefined {
+export function check2025(def: string, value: unknown): string | undefined {
   const v = ajv.getSchema(`core2025#/$defs/${def}`);
   if (!v) return `no schema ${def}`;
   return v(value) ? undefined : `${def}: ${ajv.errorsText(v.errors)} in ${JSON.stringify(value).slice(0, 400)}`;
@@ -98,6 +98,9 @@ export function recordingFetch(): { fetch: typeof fetch; wire: Wire } {
   return { fetch: recording, wire };
 }
 
+/** The 2025-11-25 schema of the result of each tasks/* method whose result is the same whoever answers it. */
+export const TASK_METHOD_RESULTS: Readonly<Record<string, string>> = { 'tasks/get': 'GetTaskResult', 'tasks/list': 'ListTasksResult', 'tasks/cancel': 'CancelTaskResult' };
+
 /** Why `m`, the server's answer to `request` on the 2025-11-25 wire, breaks the published schema (undefined: it does not). */
 export function check2025Message(request: Record<string, any>, m: Record<string, any>): string | undefined {
   if (m.error) return check2025('JSONRPCErrorResponse', m);
@@ -120,17 +123,11 @@ export function check2025Message(request: Record<string, any>, m: Record<string,
       return check2025('ListToolsResult', m.result);
     case 'tools/call':
       return request.params?.task !== undefined ? check2025('CreateTaskResult', m.result) : check2025('CallToolResult', m.result);
-    case 'tasks/get':
-      return check2025('GetTaskResult', m.result);
-    case 'tasks/list':
-      return check2025('ListTasksResult', m.result);
-    case 'tasks/cancel':
-      return check2025('CancelTaskResult', m.result);
     case 'tasks/result':
       if (m.result?._meta?.[RELATED]?.taskId !== request.params?.taskId) return 'a tasks/result result must carry related-task _meta naming its task';
       return check2025('CallToolResult', m.result);
     default:
-      return undefined;
+      return TASK_METHOD_RESULTS[request.method] ? check2025(TASK_METHOD_RESULTS[request.method]!, m.result) : undefined;
   }
 }
 

@@ -331,6 +331,16 @@ export async function until<T>(what: string, f: () => T | undefined | false | Pr
   }
 }
 
+/** Whether a process with this id still runs (signal 0 checks without sending anything). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export { freePort } from '../fixtures/service-process.js';
 
 // ---- PostgreSQL ---------------------------------------------------------------------------------------------

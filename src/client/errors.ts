@@ -72,6 +72,17 @@ export class TransportError extends Error {
   }
 }
 
+/** Connection refused / unknown host / a stdio server that could not start: the request cannot have reached the server. */
+export function neverSent(e: TransportError): boolean {
+  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause) {
+    const code = (c as { code?: unknown }).code;
+    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') return true;
+    if (typeof (c as Error).message === 'string' && /ECONNREFUSED|ENOTFOUND|bad port/.test((c as Error).message)) return true;
+    if (String((c as { syscall?: unknown }).syscall).startsWith('spawn')) return true; // a stdio server that could not start
+  }
+  return false;
+}
+
 /** The server refused a poll as too fast (HTTP 429 and/or JSON-RPC -31429). */
 export class RateLimitedError extends RpcError {
   /** How long the server asked us to wait, from Retry-After or `data.retryAfterMs`. */

@@ -5,7 +5,8 @@ export { TaskClient, TaskCall, type TaskClientOptions, type StartOptions, type C
 export { latestOutputSeq, streamOutput, type OutputEvent, type OutputGap, type OutputOptions } from './output.js';
 export { Journal, defaultJournalPath, JOURNAL_MIGRATIONS, UNFINISHED_STATES, type JournalEntry, type JournalState, type JournalOptions } from './journal.js';
 export { PollingSource, ListenSource, getTask, toDetailedTask, type StatusSource, type StatusNote, type FollowObserver, type PollingOptions, type ListenOptions } from './status.js';
-export { RawDispatcher, SPOKEN_VERSIONS, type DispatcherOptions, type MessageChannel, type RequestStats, type FetchLike } from './transport.js';
+export { RawDispatcher, SPOKEN_VERSIONS, RequestCancelledByServer, type DispatcherOptions, type MessageChannel, type RequestStats, type FetchLike, type ServerRequestHandler } from './transport.js';
+export { TaskReceiver, receiverCapabilities, type ReceiverOptions, type ReceiverHandlers, type ReceivedRequestContext, type ReceivedRequestHandler } from './receiver.js';
 export { StdioChannel, stdioTarget, parseStdioTarget, type StdioServerOptions, type StdioTarget } from './stdio-transport.js';
 export type { ToolDefinition, ToolList, RejectedTool } from './tool-catalog.js';
 export { RpcError, TransportError, RateLimitedError, TaskGoneError, TaskFailedError, TaskCancelledError, DetachedError, UnsupportedVersionError, RejectedToolError, OutputGoneError } from './errors.js';

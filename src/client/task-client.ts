@@ -14,6 +14,8 @@
  * - `listTools` learns each tool's `x-mcp-header` declarations (SEP-2243) and every `tools/call` then carries the
  *   `Mcp-Param-*` headers they ask for; a call refused with -32020 (HeaderMismatch) refreshes the list and is
  *   sent again once if that changes its headers.
+ * - With `protocolVersion: '2025-11-25'` it speaks that revision instead (a session), and answers the server's
+ *   questions sent with `params.task` with tasks of its own (receiver.ts).
  */
 import { subscribeWebhook, unsubscribeWebhook, type SubscribeWebhookOptions, type WebhookSubscription } from './events.js';
 import { randomUUID } from 'node:crypto';
@@ -38,11 +40,13 @@ import {
   type TaskStatus,
 } from '../protocol/index.js';
 import { streamOutput, type OutputEvent, type OutputGap, type OutputOptions } from './output.js';
-import { DetachedError, RejectedToolError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError, isRateLimited } from './errors.js';
+import { DetachedError, RejectedToolError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError, isRateLimited, neverSent } from './errors.js';
 import { Journal, type JournalEntry } from './journal.js';
 import { ListenSource, PollingSource, getTask, toDetailedTask, type ListenOptions, type PollingOptions, type StatusNote, type StatusSource } from './status.js';
 import { ToolCatalog, type ToolList } from './tool-catalog.js';
 import { RawDispatcher, type FetchLike, type RequestStats } from './transport.js';
+import { TaskReceiver, receiverCapabilities, type ReceiverOptions } from './receiver.js';
+import { LEGACY_PROTOCOL_VERSION } from '../protocol/legacy.js';
 import { StdioChannel, type StdioServerOptions } from './stdio-transport.js';
 
 /** A tool result as the server sent it (`content`, `structuredContent?`, `isError?`, `resultType`). */
@@ -53,6 +57,7 @@ export interface InputContext {
   key: string;
   /** The task asking, or undefined for a synchronous (MRTR) round of `tools/call`. */
   taskId: string | undefined;
+  /** The tool called ('' for a question a 2025-11-25 server sends as a request of its own: it names no call). */
   tool: string;
   /** Aborts when the request stops being outstanding (answered elsewhere, timed out, task ended) or the handle detaches. */
   signal: AbortSignal;
@@ -97,8 +102,14 @@ export interface TaskClientOptions {
   /** Timeout of requests other than tools/call (and of a listen stream's headers). Default 30 000 ms. */
   requestTimeoutMs?: number;
   /** Deadline of one tools/call round; a round with no answer is retried with the same idempotency key. Default
-   *  60 000 ms (0: none). */
+   *  60 000 ms (0: none); none on a 2025-11-25 session. */
   callTimeoutMs?: number;
+  /** '2026-07-28' (default) or '2025-11-25': a session with a server of that revision, whose questions (elicitation,
+   *  sampling, roots) come as requests; asked with `params.task`, they are answered with a task of this client's own
+   *  (receiver.ts). Tool calls on such a session are plain calls, answered inline. Over HTTP or over `stdio`. */
+  protocolVersion?: '2026-07-28' | '2025-11-25';
+  /** The tasks this client keeps for a 2025-11-25 server's questions: retention and suggested poll interval. */
+  receiver?: ReceiverOptions;
 }
 
 export interface StartOptions {
@@ -149,17 +160,6 @@ export interface TaskCallEvents {
 }
 
 type Outcome = { ok: true; result: CallToolResult } | { ok: false; error: Error };
-
-/** Connection refused / unknown host: the request cannot have reached the server. */
-function neverSent(e: TransportError): boolean {
-  for (let c: unknown = e; c; c = (c as { cause?: unknown }).cause) {
-    const code = (c as { code?: unknown }).code;
-    if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') return true;
-    if (typeof (c as Error).message === 'string' && /ECONNREFUSED|ENOTFOUND|bad port/.test((c as Error).message)) return true;
-    if (String((c as { syscall?: unknown }).syscall).startsWith('spawn')) return true; // a stdio server that could not start
-  }
-  return false;
-}
 
 /** tools/list pages followed before giving up (a server whose cursors never end). */
 const MAX_TOOL_PAGES = 100;
@@ -376,18 +376,32 @@ export class TaskClient {
   /** This server's tools as last listed (for the `Mcp-Param-*` headers of each call). */
   private readonly tools = new ToolCatalog();
   private toolsRefresh: Promise<ToolList> | undefined;
+  /** A 2025-11-25 session's questions answered as tasks (undefined on the 2026-07-28 wire). */
+  private readonly receiver: TaskReceiver | undefined;
   private closed = false;
 
   constructor(options: TaskClientOptions) {
     this.options = options;
-    const capabilities: JsonObject = { extensions: { [TASKS_EXTENSION]: {} } };
-    if (options.elicitation) capabilities.elicitation = {};
+    const legacy = options.protocolVersion === LEGACY_PROTOCOL_VERSION;
+    const capabilities: JsonObject = legacy ? {} : { extensions: { [TASKS_EXTENSION]: {} } };
+    if (options.elicitation) capabilities.elicitation = legacy ? { form: {} } : {};
     if (options.sampling) capabilities.sampling = {};
     if (options.roots) capabilities.roots = {};
     if ((options.url === undefined) === (options.stdio === undefined)) throw new TypeError('TaskClient needs a server: give either url or stdio');
+    if (legacy) {
+      const handlers = { 'elicitation/create': options.elicitation, 'sampling/createMessage': options.sampling, 'roots/list': options.roots };
+      this.receiver = new TaskReceiver(handlers, (method, params) => this.dispatcher.notify(method, params), options.receiver);
+      const tasks = receiverCapabilities(handlers);
+      if (tasks) capabilities.tasks = tasks;
+    }
+    const receiver = this.receiver;
     this.dispatcher = new RawDispatcher({
       ...(options.stdio ? { channel: new StdioChannel(options.stdio) } : { url: options.url! }),
       capabilities,
+      ...(options.protocolVersion ? { protocolVersion: options.protocolVersion } : {}),
+      ...(receiver
+        ? { onServerRequest: (method: string, params: JsonObject, id: string | number) => receiver.serve(method, params, id), onServerNotification: (method: string, params: JsonObject) => receiver.notified(method, params) }
+        : {}),
       ...(options.bearer !== undefined && !options.auth ? { bearer: options.bearer } : {}),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
       ...(options.auth && options.url !== undefined
@@ -397,7 +411,8 @@ export class TaskClient {
           : {}),
       ...(options.clientInfo ? { clientInfo: options.clientInfo } : {}),
       ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
-      ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
+      // A 2025-11-25 server's call may wait minutes for a person's answer, and cannot safely be sent again: no deadline.
+      ...(options.callTimeoutMs !== undefined || legacy ? { callTimeoutMs: options.callTimeoutMs ?? 0 } : {}),
     });
     this.url = this.dispatcher.target;
     this.ownsJournal = !(options.journal instanceof Journal);
@@ -638,6 +653,7 @@ export class TaskClient {
     for (const c of this.calls.values()) c.detach();
     // Output readers stop at once; let them journal the last item delivered first.
     await Promise.all([...this.calls.values()].map((c) => c.outputDone));
+    this.receiver?.close();
     await this.dispatcher.close();
     if (this.ownsJournal) this.journal.close();
   }
@@ -684,9 +700,12 @@ export class TaskClient {
           this.journal.callRefused(call.callId, e.toJSON() as unknown as JsonObject);
           call.finish({ ok: false, error: e });
         }
-        if (e instanceof TransportError && neverSent(e)) {
-          // Every attempt was refused before a byte reached the server: nothing can have started.
-          const error = { code: -32603, message: `${e.message}; nothing was sent` };
+        const unsent = e instanceof TransportError && neverSent(e);
+        // Ended here, not left for resume: every attempt was refused before a byte reached the server (nothing can
+        // have started), or a 2025-11-25 server, which keeps no idempotency key, could run it twice.
+        if (e instanceof TransportError && (unsent || this.options.protocolVersion === LEGACY_PROTOCOL_VERSION)) {
+          const reason = unsent ? 'nothing was sent' : 'a 2025-11-25 server keeps no idempotency key, so the call was not sent again (it may or may not have run)';
+          const error = { code: -32603, message: `${e.message}; ${reason}` };
           this.journal.callRefused(call.callId, error);
           call.finish({ ok: false, error: new TransportError(error.message, { cause: e, retryable: false }) });
           throw new TransportError(error.message, { cause: e, retryable: false });

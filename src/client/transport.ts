@@ -13,6 +13,11 @@
  *
  * The same dispatcher runs over any other carrier given as a MessageChannel (stdio: stdio-transport.ts), where every
  * answer comes back as a message and the end of the carrier fails what is pending.
+ *
+ * With `protocolVersion: '2025-11-25'` it opens a session instead (`initialize`; over HTTP also the transport's
+ * session id and GET stream) and sends requests without the 2026 envelope; requests the server sends on that session
+ * (elicitation, sampling, `tasks/*` of the client's own tasks) go to `onServerRequest` and its answer goes back on
+ * the same carrier.
  */
 import { StreamableHTTPClientTransport, SdkHttpError, UnauthorizedError, type AuthProvider } from '@modelcontextprotocol/client';
 import {
@@ -26,7 +31,8 @@ import {
   type JsonObject,
   type JsonRpcErrorObject,
 } from '../protocol/index.js';
-import { RateLimitedError, RpcError, TransportError, UnsupportedVersionError } from './errors.js';
+import { LEGACY_PROTOCOL_VERSION } from '../protocol/legacy.js';
+import { RateLimitedError, RpcError, TransportError, UnsupportedVersionError, neverSent } from './errors.js';
 import { startClientRequestSpan, type ClientRequestSpan } from './request-spans.js';
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
@@ -68,7 +74,26 @@ export interface DispatcherOptions {
    *  within its inline budget, so a call that gets no answer meets a wedged server; TaskClient retries it with the
    *  same idempotency key. */
   callTimeoutMs?: number;
+  /** '2026-07-28' (default: stateless, the `_meta` envelope on every request) or '2025-11-25' (a session opened
+   *  with `initialize`, for servers of that revision). */
+  protocolVersion?: typeof PROTOCOL_VERSION | typeof LEGACY_PROTOCOL_VERSION;
+  /** Answers a request the server sends (2025-11-25 sessions); throw an RpcError for a JSON-RPC error. Without it
+   *  every such request is answered -32601. */
+  onServerRequest?: ServerRequestHandler;
+  /** Hears the notifications the server sends on a 2025-11-25 session (e.g. `notifications/cancelled`). */
+  onServerNotification?: (method: string, params: JsonObject) => void;
 }
+
+/** Thrown by a ServerRequestHandler for a request the server cancelled: no answer is sent (the spec's rule). */
+export class RequestCancelledByServer extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'RequestCancelledByServer';
+  }
+}
+
+/** What answers a server→client request: its result, or an RpcError thrown. */
+export type ServerRequestHandler = (method: string, params: JsonObject, id: string | number) => Promise<JsonObject>;
 
 export interface RequestOptions {
   signal?: AbortSignal;
@@ -141,7 +166,13 @@ export class RawDispatcher {
   private readonly callTimeoutMs: number;
   private nextId = 1;
   private started: Promise<void> | undefined;
+  /** The HTTP transport's or the channel's start, once. */
+  private carrierStarted: Promise<void> | undefined;
   private closed = false;
+  /** The 2025-11-25 session's settings (undefined: the stateless 2026-07-28 wire). */
+  private readonly session:
+    | { capabilities: JsonObject; clientInfo: JsonObject; onServerRequest?: ServerRequestHandler; onServerNotification?: (method: string, params: JsonObject) => void }
+    | undefined;
 
   constructor(options: DispatcherOptions) {
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -151,6 +182,16 @@ export class RawDispatcher {
       [CLIENT_CAPABILITIES_META]: options.capabilities,
       [CLIENT_INFO_META]: options.clientInfo ?? { name: 'outlast-client', version: '0.1.0' },
     };
+    if (options.protocolVersion === LEGACY_PROTOCOL_VERSION) {
+      this.session = {
+        capabilities: options.capabilities,
+        clientInfo: this.meta[CLIENT_INFO_META] as JsonObject,
+        ...(options.onServerRequest ? { onServerRequest: options.onServerRequest } : {}),
+        ...(options.onServerNotification ? { onServerNotification: options.onServerNotification } : {}),
+      };
+    } else if (options.protocolVersion !== undefined && options.protocolVersion !== PROTOCOL_VERSION) {
+      throw new TypeError(`Unknown protocolVersion "${String(options.protocolVersion)}" (this client speaks ${PROTOCOL_VERSION} and ${LEGACY_PROTOCOL_VERSION})`);
+    }
     if (options.channel) {
       if (options.url !== undefined) throw new TypeError('Give the server as a url or as a channel (stdio), not both');
       this.channel = options.channel;
@@ -213,7 +254,24 @@ export class RawDispatcher {
 
   private start(): Promise<void> {
     if (this.closed) return Promise.reject(new TransportError('The client is closed', { retryable: false }));
-    return (this.started ??= (this.channel ?? this.transport!).start());
+    if (!this.started && this.session) {
+      // A session that could not open is tried again by the next request (the server may not be up yet).
+      this.started = this.openSession(this.session).catch((e: unknown) => {
+        this.started = undefined;
+        throw e;
+      });
+    }
+    return (this.started ??= this.startCarrier());
+  }
+
+  /** Starts the HTTP transport or the channel, once (a session opened again reuses it). */
+  private startCarrier(): Promise<void> {
+    return (this.carrierStarted ??= (this.channel ?? this.transport!).start());
+  }
+
+  /** Sends one message that is not a request of ours (a notification, an answer to the server) on the carrier. */
+  private post(message: JsonRpcMessage): Promise<void> {
+    return this.channel ? this.sendOnChannel(message) : this.transport!.send(message as never);
   }
 
   /** Sends one message over the channel, counted as an HTTP POST would be. */
@@ -232,10 +290,61 @@ export class RawDispatcher {
     }
   }
 
+  /** 2025-11-25: `initialize`, the version header from then on, and `notifications/initialized` (after which the
+   *  transport opens its GET stream, where the server's own requests may come). */
+  private async openSession(session: NonNullable<RawDispatcher['session']>): Promise<void> {
+    await this.startCarrier();
+    const params = { protocolVersion: LEGACY_PROTOCOL_VERSION, capabilities: session.capabilities, clientInfo: session.clientInfo };
+    const span = startClientRequestSpan('initialize', params, this.url, undefined);
+    let result: JsonObject;
+    try {
+      result = await this.exchange('initialize', params, span.meta ? { meta: span.meta } : {}, LEGACY_PROTOCOL_VERSION, span);
+      span.ok(result);
+    } catch (e) {
+      span.failed(e);
+      throw e;
+    }
+    if (result.protocolVersion !== LEGACY_PROTOCOL_VERSION) {
+      throw new TransportError(`initialize: the server at ${this.target} answered protocol version ${JSON.stringify(result.protocolVersion)}; this session speaks ${LEGACY_PROTOCOL_VERSION}`, { retryable: false });
+    }
+    this.transport?.setProtocolVersion(LEGACY_PROTOCOL_VERSION); // a channel has no headers
+    await this.post({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  }
+
+  /** Sends a notification (2025-11-25 sessions: e.g. `notifications/tasks/status`). */
+  async notify(method: string, params: JsonObject): Promise<void> {
+    await this.start();
+    await this.post({ jsonrpc: '2.0', method, params });
+  }
+
+  /** A request from the server: answered by the handler (or -32601), the answer posted back. */
+  private answerServerRequest(m: JsonRpcMessage & { id: string | number; method: string }): void {
+    const handler = this.session?.onServerRequest;
+    void (async () => {
+      let reply: JsonObject;
+      try {
+        if (!handler) throw new RpcError({ code: ErrorCode.MethodNotFound, message: `This client serves no requests (${m.method})` });
+        reply = { jsonrpc: '2.0', id: m.id, result: await handler(m.method, (m.params ?? {}) as JsonObject, m.id) };
+      } catch (e) {
+        if (e instanceof RequestCancelledByServer) return;
+        const error = e instanceof RpcError ? e.toJSON() : { code: ErrorCode.InternalError, message: (e as Error)?.message ?? String(e) };
+        reply = { jsonrpc: '2.0', id: m.id, error: error as unknown as JsonObject };
+      }
+      if (this.closed) return;
+      // A lost answer cannot be retried from here: the server's request times out and says so.
+      await this.post(reply as unknown as JsonRpcMessage).catch(() => undefined);
+    })();
+  }
+
   private onMessage(m: JsonRpcMessage): void {
+    if (m.method !== undefined && m.id !== undefined) {
+      this.answerServerRequest(m as JsonRpcMessage & { id: string | number; method: string });
+      return;
+    }
     if (m.method !== undefined && m.id === undefined) {
       const sub = (m.params?._meta as JsonObject | undefined)?.[SUBSCRIPTION_ID_META];
       if (typeof sub === 'number') this.streams.get(sub)?.onNotification(m as { method: string; params?: JsonObject });
+      else this.session?.onServerNotification?.(m.method, (m.params ?? {}) as JsonObject);
       return;
     }
     if (typeof m.id !== 'number') return;
@@ -343,10 +452,30 @@ export class RawDispatcher {
 
   private async requestOnce(method: string, params: JsonObject, opts: RequestOptions, version: string, span: ClientRequestSpan): Promise<JsonObject> {
     await this.start();
+    if (!this.session) return this.exchange(method, params, opts, version, span);
+    try {
+      return await this.exchange(method, params, opts, LEGACY_PROTOCOL_VERSION, span);
+    } catch (e) {
+      if (!(e instanceof TransportError)) throw e;
+      if (e.httpStatus === 404) {
+        // The server forgot the session (it restarted): the spec says to open a new one; the request is sent again once.
+        this.started = undefined;
+        await this.start();
+        return this.exchange(method, params, opts, LEGACY_PROTOCOL_VERSION, span);
+      }
+      // That revision has no idempotency key: a call that may have reached the server is not sent again.
+      if (method === 'tools/call' && e.retryable && !neverSent(e)) throw new TransportError(e.message, { cause: e, retryable: false, ...(e.httpStatus ? { httpStatus: e.httpStatus } : {}) });
+      throw e;
+    }
+  }
+
+  /** One request on a started transport: a session's carries only the caller's `_meta`, a stateless one the envelope. */
+  private async exchange(method: string, params: JsonObject, opts: RequestOptions, version: string, span: ClientRequestSpan): Promise<JsonObject> {
     opts.signal?.throwIfAborted();
     const id = this.nextId++;
     span.attempt(id, version);
-    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, _meta: this.envelope(opts.meta, version) } };
+    const meta = this.session ? opts.meta : this.envelope(opts.meta, version);
+    const message = { jsonrpc: '2.0' as const, id, method, params: { ...params, ...(meta ? { _meta: meta } : {}) } };
     const ctl = new AbortController();
     const timeoutMs = opts.timeoutMs ?? (method === 'tools/call' ? this.callTimeoutMs : this.timeoutMs);
     let timedOut = false;
@@ -452,6 +581,10 @@ export class RawDispatcher {
       this.pending.delete(id);
       p.reject(new TransportError('The client was closed before the answer came', { retryable: false }));
     }
-    if (this.started) await (this.channel ?? this.transport!).close();
+    if (this.carrierStarted) {
+      // A 2025-11-25 session over HTTP is ended for the server too (DELETE), so it stops sending requests to it.
+      if (this.session && this.transport) await this.transport.terminateSession().catch(() => undefined);
+      await (this.channel ?? this.transport!).close();
+    }
   }
 }
