@@ -5,6 +5,7 @@
 import { after, before } from 'node:test';
 import { PG_URL, tempDir } from './helpers.js';
 import { startPgBouncer as startOn, type PgBouncer } from '../fixtures/pgbouncer.js';
+export { pgBouncerLoginDeadlines } from '../fixtures/pgbouncer.js';
 import { startRedis, type RedisServer } from '../fixtures/redis-server.js';
 import { stopAllServices } from '../fixtures/service-process.js';
 

@@ -54,7 +54,7 @@ import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
 import { QualifiedStatements, beginInSchema, pinFunctionsSql, qualify, unpinnedFunctionsSql } from './schema-names.js';
-import { PREPARED_MODES, poolerRefusal, reachesServerDirectly, runStatement, type PreparedMode } from './statements.js';
+import { DatabaseAnswers, PREPARED_MODES, poolerRefusal, reachesServerDirectly, runStatement, type PreparedMode } from './statements.js';
 
 export { PgSignalBus } from './bus.js';
 export { DEFAULT_PG_TIMEOUTS, type PgTimeouts } from './timeouts.js';
@@ -284,6 +284,8 @@ export class PostgresTaskStore implements TaskStore {
   readonly preparedMode: PreparedMode;
   /** Whether named prepared statements are used (decided at open from preparedMode). */
   prepared = false;
+  /** When the database last answered: a statement past its deadline is cancelled only on a database that answers. */
+  private readonly answers: DatabaseAnswers;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? 'outlast';
@@ -301,10 +303,15 @@ export class PostgresTaskStore implements TaskStore {
     this.sql = Object.fromEntries(Object.entries(Q).map(([k, v]) => [k, qualify(v, schema)])) as Record<QueryName, string>;
     this.qualified = new QualifiedStatements(schema);
     const notOpen = () => new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
+    // On the heartbeat lane: a pool full of slow statements must not hold back the probe that lets them be cancelled.
+    this.answers = new DatabaseAnswers(() => {
+      const lane = this.control ?? this.pool;
+      return lane ? runStatement(lane, { text: 'SELECT 1' }, 0) : Promise.reject(notOpen());
+    });
     const query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> => {
       if (!this.pool) return Promise.reject(notOpen());
       const sql = this.qualified.of(text);
-      return runStatement<R>(this.pool, this.prepared ? { name, text: sql, values } : { text: sql, values }, this.timeouts.statementTimeoutMs);
+      return runStatement<R>(this.pool, this.prepared ? { name, text: sql, values } : { text: sql, values }, this.timeouts.statementTimeoutMs, this.answers);
     };
     this.ops = postgresOps(query, (taskId) => this.get(taskId));
     this.output = postgresOutput(query);
@@ -423,7 +430,7 @@ export class PostgresTaskStore implements TaskStore {
       let missed = '';
       for (const probeMs of [50, 250, 1000]) {
         const t0 = Date.now();
-        const err = await runStatement(pool, { text: 'SELECT pg_sleep(2)' }, probeMs).then(() => undefined, (e: unknown) => e as Error & { code?: string });
+        const err = await runStatement(pool, { text: 'SELECT pg_sleep(2)' }, probeMs, this.answers).then(() => undefined, (e: unknown) => e as Error & { code?: string });
         if (err?.code === '57014') return;
         missed = `a cancel request sent after ${probeMs} ms did not stop a statement (${err ? err.message : `it ran for ${Date.now() - t0} ms`})`;
         if (err) break;
@@ -453,7 +460,7 @@ export class PostgresTaskStore implements TaskStore {
     if (!lane) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
     try {
       const text = this.sql[name];
-      return await runStatement<R>(lane, this.prepared ? { name: `outlast_${name}`, text, values } : { text, values }, this.timeouts.statementTimeoutMs);
+      return await runStatement<R>(lane, this.prepared ? { name: `outlast_${name}`, text, values } : { text, values }, this.timeouts.statementTimeoutMs, this.answers);
     } catch (e) {
       throw isUnreachable(e) ? new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describeConnection(this.connection)})`, { cause: e }) : e;
     }

@@ -6,6 +6,9 @@
  *   refuses or forgets start-up parameters): past it, a cancel request goes to the address the connection was opened
  *   to (PostgreSQL, or the pooler, which forwards it to the server connection running the statement), and the
  *   statement fails with PostgreSQL's own 57014. The client-side `query_timeout` stays the black-hole deadline.
+ *   The cancel is sent only once the database is seen to answer (a statement answered after this one was sent, or
+ *   a probe): a cancel for a statement lost in a black hole cancels nothing, and through PgBouncer it costs the pool
+ *   its one connection attempt and restarts its `server_login_retry` wait, so the pooler came back a retry later.
  * - Prepared statements: named ones (parsed once per connection) only when they are kept. `prepared_statements=on`
  *   (a direct connection, or a pooler that keeps them per client: PgBouncer ≥ 1.21 with `max_prepared_statements`),
  *   `off` (unnamed statements: parse, bind and execute in one round trip, which any pooler passes), or `auto` (the
@@ -13,7 +16,9 @@
  *   the ones this process connected to), off otherwise, so Debian's PgBouncer 1.18 works as configured by default.
  */
 import { createConnection } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
+import { sqlStateOf } from './timeouts.js';
 
 export type PreparedMode = 'on' | 'off' | 'auto';
 export const PREPARED_MODES: readonly PreparedMode[] = ['on', 'off', 'auto'];
@@ -52,10 +57,39 @@ export function sendCancel(client: pg.ClientBase, timeoutMs = 2000): void {
 }
 
 /**
- * Runs one statement on a connection of `pool`; past `deadlineMs` (0: none) it is cancelled on the server. Errors
- * drop the connection, as `pool.query` does (a timed-out one may be in any state), and so does a cancel sent.
+ * When the database last answered one of the store's statements, and whether it answers now: a statement past its
+ * deadline is cancelled only if the database answered anything after that statement was sent (its connections are
+ * alive, the statement is slow), else after `probe` (a trivial statement) is answered. One probe at a time.
  */
-export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, config: pg.QueryConfig, deadlineMs: number): Promise<pg.QueryResult<R>> {
+export class DatabaseAnswers {
+  private lastAt = -Infinity;
+  private probing: Promise<void> | undefined;
+
+  constructor(private readonly probe: () => Promise<unknown>) {}
+
+  /** A statement got an answer (rows, or an error from the server). */
+  answered(): void {
+    this.lastAt = performance.now();
+  }
+
+  /** Whether the database answered after `since` (performance.now()), probing it if nothing did. */
+  async answeredSince(since: number): Promise<boolean> {
+    if (this.lastAt > since) return true;
+    this.probing ??= this.probe().then(
+      () => this.answered(),
+      () => undefined,
+    ).finally(() => (this.probing = undefined));
+    await this.probing;
+    return this.lastAt > since;
+  }
+}
+
+/**
+ * Runs one statement on a connection of `pool`; past `deadlineMs` (0: none) it is cancelled on the server (once
+ * `answers` says the database answers; without it, at once). Errors drop the connection, as `pool.query` does (a
+ * timed-out one may be in any state), and so does a cancel sent.
+ */
+export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, config: pg.QueryConfig, deadlineMs: number, answers?: DatabaseAnswers): Promise<pg.QueryResult<R>> {
   const client = await pool.connect();
   let timer: NodeJS.Timeout | undefined;
   let failed: Error | undefined;
@@ -64,18 +98,29 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
   const onError = (e: Error) => (failed ??= e);
   client.on('error', onError);
   let cancelSent = false;
+  let settled = false;
+  const sentAt = performance.now();
   try {
     if (deadlineMs > 0) {
       timer = setTimeout(() => {
-        cancelSent = true;
-        sendCancel(client);
+        void (answers ? answers.answeredSince(sentAt) : Promise.resolve(true)).then((live) => {
+          // Checked when sending: once released, the connection may run another caller's statement.
+          if (!live || settled) return;
+          cancelSent = true;
+          sendCancel(client);
+        });
       }, deadlineMs);
     }
-    return await client.query<R>(config);
+    const result = await client.query<R>(config);
+    answers?.answered();
+    return result;
   } catch (e) {
     failed = e as Error;
+    // An error with a SQLSTATE is the server's answer, if a refusal.
+    if (sqlStateOf(e) !== undefined) answers?.answered();
     throw e;
   } finally {
+    settled = true;
     if (timer) clearTimeout(timer);
     client.removeListener('error', onError);
     // A cancel on its way may land on whatever this connection runs next: it is not reused.

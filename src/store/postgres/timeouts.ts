@@ -76,8 +76,14 @@ export function withTimeouts(config: pg.ClientConfig, t: PgTimeouts, queryTimeou
  * opposed to refusing the statement). Errors with no SQLSTATE are the driver's own: refused, reset, timed out.
  */
 export function isUnreachable(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
+  const code = sqlStateOf(e);
   // 08 connection exception, 53 insufficient resources, 57 operator intervention (incl. 57014 statement timeout), 58 system error.
-  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return /^(08|53|57|58)/.test(code);
+  if (code !== undefined) return /^(08|53|57|58)/.test(code);
   return e instanceof Error;
+}
+
+/** The SQLSTATE of an error the server sent; undefined for the driver's own errors (refused, reset, timed out). */
+export function sqlStateOf(e: unknown): string | undefined {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
