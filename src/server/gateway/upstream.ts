@@ -1,0 +1,142 @@
+/**
+ * One connection to an upstream MCP server (a stdio process, or a Streamable HTTP session) through the official SDK
+ * client. It declares elicitation and sampling, so the upstream may ask during a call; whoever leases the connection
+ * (one call at a time, see pool.ts) receives those requests through `relay`. A connection that breaks (its process
+ * ended, it wrote what is not JSON-RPC, its session failed) says why in `broken`, and is never used again.
+ */
+import { PassThrough } from 'node:stream';
+import { Client, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
+import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
+import type { JsonObject } from '../../protocol/index.js';
+import type { Logger } from '../../runtime/types.js';
+
+export type UpstreamSpec =
+  | { kind: 'stdio'; name: string; command: string; args: string[]; env?: Record<string, string>; cwd?: string }
+  | { kind: 'http'; name: string; url: string; headers?: Record<string, string> };
+
+/** What a call that leases the connection answers for the upstream: its questions, while the call runs. */
+export interface CallRelay {
+  elicit(params: JsonObject, signal: AbortSignal): Promise<JsonObject>;
+  sample(params: JsonObject, signal: AbortSignal): Promise<JsonObject>;
+  /** A log message the upstream sent during the call. */
+  log(params: JsonObject): void;
+}
+
+export interface UpstreamEvents {
+  /** The upstream said its tool (prompt, resource) list changed. */
+  toolsChanged(): void;
+  promptsChanged(): void;
+  resourcesChanged(): void;
+  log: Logger;
+}
+
+/** What the gateway calls itself when it connects upstream. */
+const CLIENT_INFO = { name: 'outlast-gateway', version: '1' };
+/** The last stderr kept per connection, for the reason a failure gives. */
+const STDERR_TAIL = 2000;
+
+/** Words for a stdio upstream in messages: its name and command line. */
+export function describeUpstream(spec: UpstreamSpec): string {
+  return spec.kind === 'stdio' ? `upstream "${spec.name}" (${[spec.command, ...spec.args].join(' ')})` : `upstream "${spec.name}" (${spec.url})`;
+}
+
+export class UpstreamConnection {
+  /** Set while a call holds the lease: where the upstream's questions go. */
+  relay: CallRelay | undefined;
+  /** Why this connection can serve no more (undefined while it can). */
+  broken: Error | undefined;
+  private stderrTail = '';
+
+  private constructor(
+    readonly spec: UpstreamSpec,
+    readonly client: Client,
+    private readonly transport: Transport,
+    readonly pid: number | undefined,
+  ) {}
+
+  /** Starts the process (or session) and initializes; rejects with a reason that names the upstream. */
+  static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number): Promise<UpstreamConnection> {
+    const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+    const stderr = new PassThrough();
+    const transport: Transport =
+      spec.kind === 'stdio'
+        ? new StdioClientTransport({ command: spec.command, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env }, ...(spec.cwd ? { cwd: spec.cwd } : {}), stderr })
+        : new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: spec.headers ?? {} } });
+    const conn = new UpstreamConnection(spec, client, transport, undefined);
+    // Its stderr goes to the gateway's log, a line at a time, prefixed by the upstream's name.
+    let partial = '';
+    stderr.on('data', (d: Buffer) => {
+      const text = partial + d.toString('utf8');
+      conn.stderrTail = (conn.stderrTail + d.toString('utf8')).slice(-STDERR_TAIL);
+      const lines = text.split('\n');
+      partial = lines.pop() ?? '';
+      for (const l of lines) if (l.trim()) events.log.info(`[${spec.name}] ${l}`);
+    });
+    let failOpen: (e: Error) => void = () => {};
+    const openFailed = new Promise<never>((_, reject) => (failOpen = reject));
+    openFailed.catch(() => undefined);
+    client.onerror = (e) => {
+      // Garbage on stdout: the stream is not MCP, so nothing more it says can be trusted.
+      if (e instanceof SyntaxError || (e as { name?: string }).name === 'ZodError' || /JSON|parse/i.test(e.message)) {
+        conn.breakWith(new Error(`${describeUpstream(spec)} wrote something that is not JSON-RPC on its stdout (${e.message.slice(0, 200)}); the connection was closed`));
+        failOpen(conn.broken!);
+        void conn.close();
+        return;
+      }
+      events.log.warn(`[${spec.name}] ${e.message}`);
+    };
+    client.onclose = () => {
+      conn.breakWith(new Error(`${describeUpstream(spec)}${conn.pidText()} ended its connection${conn.stderrTail.trim() ? `; its last stderr: ${conn.stderrTail.trim().slice(-300)}` : ''}`));
+      failOpen(conn.broken!);
+    };
+    client.setNotificationHandler('notifications/tools/list_changed', () => events.toolsChanged());
+    client.setNotificationHandler('notifications/prompts/list_changed', () => events.promptsChanged());
+    client.setNotificationHandler('notifications/resources/list_changed', () => events.resourcesChanged());
+    client.setNotificationHandler('notifications/message', (n) => conn.relay?.log(n.params as unknown as JsonObject));
+    client.setRequestHandler('elicitation/create', async (req, ctx) => conn.answer('elicit', req.params as unknown as JsonObject, ctx.mcpReq.signal) as never);
+    client.setRequestHandler('sampling/createMessage', async (req, ctx) => conn.answer('sample', req.params as unknown as JsonObject, ctx.mcpReq.signal) as never);
+    try {
+      await Promise.race([client.connect(transport, { timeout: connectTimeoutMs }), openFailed]);
+    } catch (e) {
+      await conn.close();
+      // A settled stderr tail (the process may still be flushing it) makes the reason worth reading.
+      await new Promise((r) => setTimeout(r, 50));
+      const err = e as Error;
+      const why = conn.broken && conn.broken !== err ? conn.broken.message : err.message;
+      const tail = conn.stderrTail.trim() && !why.includes('stderr') ? `; its stderr: ${conn.stderrTail.trim().slice(-300)}` : '';
+      throw new Error(why.startsWith('upstream') ? why : `${describeUpstream(spec)} could not start: ${why}${tail}`);
+    }
+    (conn as { pid: number | undefined }).pid = transport instanceof StdioClientTransport ? (transport.pid ?? undefined) : undefined;
+    return conn;
+  }
+
+  private pidText(): string {
+    return this.pid ? ` (pid ${this.pid})` : '';
+  }
+
+  private breakWith(e: Error): void {
+    this.broken ??= e;
+  }
+
+  private async answer(kind: 'elicit' | 'sample', params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+    const relay = this.relay;
+    // Association is by lease: a question with no call in flight on this connection belongs to nobody.
+    if (!relay) throw new Error(`The gateway has no call in flight on this connection to answer ${kind === 'elicit' ? 'elicitation/create' : 'sampling/createMessage'}`);
+    return kind === 'elicit' ? relay.elicit(params, signal) : relay.sample(params, signal);
+  }
+
+  /** Marks it unusable (e.g. a call on it was cancelled or timed out: what it may still send belongs to nobody). */
+  retire(why: string): void {
+    this.breakWith(new Error(why));
+  }
+
+  async close(): Promise<void> {
+    this.breakWith(new Error(`${describeUpstream(this.spec)}: the connection was closed`));
+    try {
+      if (this.transport instanceof StreamableHTTPClientTransport) await this.transport.terminateSession().catch(() => undefined);
+      await this.client.close();
+    } catch {
+      /* already closed */
+    }
+  }
+}
