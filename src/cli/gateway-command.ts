@@ -68,7 +68,15 @@ function defaultName(command: string, args: string[]): string {
   const cmd = basename(command);
   if (!INTERPRETERS.has(cmd)) return cmd;
   const script = args.find((a) => !a.startsWith('-'));
-  return script ? basename(script, extname(script)) : cmd;
+  if (!script) return cmd;
+  // node …/server-everything/dist/index.js → server-everything: the package, not its entry file.
+  const parts = script.split(/[\\/]/).filter(Boolean);
+  let i = parts.length - 1;
+  if (/^(index|main|server|cli)$/.test(basename(parts[i]!, extname(parts[i]!)))) {
+    for (i--; i >= 0 && /^(dist|build|lib|src|bin|out)$/.test(parts[i]!); i--);
+    if (i >= 0) return parts[i]!;
+  }
+  return basename(script, extname(script));
 }
 
 export async function gatewayCommand(values: FrontValues, fail: (message: string) => never): Promise<void> {

@@ -31,8 +31,13 @@ export interface UpstreamToolOptions {
 }
 
 /** Progress notifications → the task's status (latest wins, one write at a time) and an output item each. */
-function progressRelay(ctx: TaskContext, log: Logger): { on(p: JsonObject): void } {
+function progressRelay(ctx: TaskContext, log: Logger): { on(p: JsonObject): void; settled(): Promise<unknown> } {
   let latest: JsonObject | undefined;
+  const pending = new Set<Promise<unknown>>();
+  const track = (p: Promise<unknown>) => {
+    pending.add(p);
+    void p.finally(() => pending.delete(p));
+  };
   const writeStatus = coalesced(async () => {
     const p = latest!;
     const of = typeof p.total === 'number' ? ` of ${p.total}` : '';
@@ -41,9 +46,11 @@ function progressRelay(ctx: TaskContext, log: Logger): { on(p: JsonObject): void
   return {
     on(p) {
       latest = p;
-      writeStatus().catch((e) => log.debug('could not record upstream progress as status', { error: String(e) }));
-      ctx.output({ type: 'outlast.gateway/progress', data: p }).catch((e) => log.debug('could not record upstream progress as output', { error: String(e) }));
+      track(writeStatus().catch((e) => log.debug('could not record upstream progress as status', { error: String(e) })));
+      track(ctx.output({ type: 'outlast.gateway/progress', data: p }).catch((e) => log.debug('could not record upstream progress as output', { error: String(e) })));
     },
+    /** The writes of the progress heard so far, done (the result must not overtake them). */
+    settled: () => Promise.allSettled([...pending]),
   };
 }
 
@@ -85,6 +92,7 @@ export function upstreamToolHandler(o: UpstreamToolOptions): ToolHandler {
       const result = (await conn.client.request({ method: 'tools/call', params } as never, ANY_RESULT, options)) as JsonObject;
       const task = result.task as { taskId?: unknown; pollInterval?: unknown } | undefined;
       if (task && typeof task.taskId === 'string') return await followUpstreamTask(conn, task.taskId, task.pollInterval, ctx, options);
+      await progress.settled();
       return result;
     } catch (e) {
       const err = e as { code?: unknown };

@@ -4,7 +4,6 @@
  * (one call at a time, see pool.ts) receives those requests through `relay`. A connection that breaks (its process
  * ended, it wrote what is not JSON-RPC, its session failed) says why in `broken`, and is never used again.
  */
-import { PassThrough } from 'node:stream';
 import { Client, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
 import type { JsonObject } from '../../protocol/index.js';
@@ -57,15 +56,15 @@ export class UpstreamConnection {
   /** Starts the process (or session) and initializes; rejects with a reason that names the upstream. */
   static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number): Promise<UpstreamConnection> {
     const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
-    const stderr = new PassThrough();
     const transport: Transport =
       spec.kind === 'stdio'
-        ? new StdioClientTransport({ command: spec.command, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env }, ...(spec.cwd ? { cwd: spec.cwd } : {}), stderr })
+        ? new StdioClientTransport({ command: spec.command, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env }, ...(spec.cwd ? { cwd: spec.cwd } : {}), stderr: 'pipe' })
         : new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: spec.headers ?? {} } });
+    const stderr = transport instanceof StdioClientTransport ? transport.stderr : null;
     const conn = new UpstreamConnection(spec, client, transport, undefined);
     // Its stderr goes to the gateway's log, a line at a time, prefixed by the upstream's name.
     let partial = '';
-    stderr.on('data', (d: Buffer) => {
+    stderr?.on('data', (d: Buffer) => {
       const text = partial + d.toString('utf8');
       conn.stderrTail = (conn.stderrTail + d.toString('utf8')).slice(-STDERR_TAIL);
       const lines = text.split('\n');
@@ -98,11 +97,12 @@ export class UpstreamConnection {
     try {
       await Promise.race([client.connect(transport, { timeout: connectTimeoutMs }), openFailed]);
     } catch (e) {
+      const err = e as Error;
+      // What broke it first (garbage, an early exit) says more than the SDK's "connection closed".
+      const why = conn.broken ? conn.broken.message : err.message;
       await conn.close();
       // A settled stderr tail (the process may still be flushing it) makes the reason worth reading.
       await new Promise((r) => setTimeout(r, 50));
-      const err = e as Error;
-      const why = conn.broken && conn.broken !== err ? conn.broken.message : err.message;
       const tail = conn.stderrTail.trim() && !why.includes('stderr') ? `; its stderr: ${conn.stderrTail.trim().slice(-300)}` : '';
       throw new Error(why.startsWith('upstream') ? why : `${describeUpstream(spec)} could not start: ${why}${tail}`);
     }
