@@ -27,8 +27,14 @@ export interface UpstreamToolOptions {
   /** The upstream requires a task (2025-11-25 execution.taskSupport "required"): call it task-augmented. */
   taskRequired: boolean;
   callTimeoutMs: number | undefined;
+  /** Safe to run again: a call whose upstream connection died under it is run once more on a fresh one. */
+  retrySafe: boolean;
   log: Logger;
 }
+
+/** An upstream connection that died under a call (its process crashed, its session ended): not a cancel, not a
+ *  timeout, not an error the upstream answered. */
+class UpstreamLost extends TaskProtocolError {}
 
 /** Progress notifications → the task's status (latest wins, one write at a time) and an output item each. */
 function progressRelay(ctx: TaskContext, log: Logger): { on(p: JsonObject): void; settled(): Promise<unknown> } {
@@ -64,7 +70,7 @@ function upstreamFailure(e: unknown, conn: UpstreamConnection, what: string, cal
     });
   }
   if (conn.broken && (err?.code === 'CONNECTION_CLOSED' || err?.code === 'NOT_CONNECTED' || err?.code === 'SEND_FAILED' || typeof err?.code !== 'number')) {
-    return new TaskProtocolError(ErrorCode.InternalError, `${what} was lost: ${conn.broken.message}`, { reason: 'upstream_lost' });
+    return new UpstreamLost(ErrorCode.InternalError, `${what} was lost: ${conn.broken.message}`, { reason: 'upstream_lost' });
   }
   if (typeof err?.code === 'number') {
     return new TaskProtocolError(err.code, `${what} failed upstream: ${err.message ?? 'error'}`, err.data === undefined ? undefined : err.data);
@@ -74,6 +80,20 @@ function upstreamFailure(e: unknown, conn: UpstreamConnection, what: string, cal
 
 export function upstreamToolHandler(o: UpstreamToolOptions): ToolHandler {
   const what = `the call of "${o.tool}" on upstream "${o.pool.spec.name}"`;
+  const once = callOnce(o, what);
+  return async (args, ctx) => {
+    try {
+      return await once(args, ctx);
+    } catch (e) {
+      if (!(e instanceof UpstreamLost) || !o.retrySafe || ctx.signal.aborted) throw e;
+      o.log.warn(`${e.message}; it is safe to re-run, so it runs again on a fresh connection`, { taskId: ctx.taskId ?? null });
+      await ctx.status(`The upstream connection was lost; running the call again`).catch(() => undefined);
+      return once(args, ctx);
+    }
+  };
+}
+
+function callOnce(o: UpstreamToolOptions, what: string): ToolHandler {
   return async (args, ctx) => {
     let lease;
     try {

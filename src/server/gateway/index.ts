@@ -71,6 +71,8 @@ export async function mountGateway(outlast: Outlast, o: GatewayOptions): Promise
   };
   mirror = new ToolMirror({ outlast, pool, control: controlConnection, retrySafeTools: new Set(o.retrySafeTools ?? []), callTimeoutMs: o.callTimeoutMs, log });
   await mirror.refresh();
+  // One connection ready for the first call, when the upstream could be listed (else the first call says why).
+  if (!(await mirror.unavailable())) await pool.warm();
   outlast.toolsUnavailable = () => mirror!.unavailable();
   const info: Implementation = { name: `outlast-gateway:${upstream.name}`, version: '1', description: `Outlast in front of ${describeUpstream(upstream)}` };
   const surface = { capabilities: () => capabilities, control: controlConnection };

@@ -105,7 +105,7 @@ export class ToolMirror {
         retrySafe,
         lostWork: `the call of "${t.name}" on upstream "${this.o.pool.spec.name}"`,
       },
-      upstreamToolHandler({ pool: this.o.pool, tool: t.name, taskRequired: t.execution?.taskSupport === 'required', callTimeoutMs: this.o.callTimeoutMs, log: this.o.log }),
+      upstreamToolHandler({ pool: this.o.pool, tool: t.name, taskRequired: t.execution?.taskSupport === 'required', callTimeoutMs: this.o.callTimeoutMs, retrySafe, log: this.o.log }),
     );
   }
 }

@@ -62,6 +62,17 @@ export class UpstreamPool {
     });
   }
 
+  /** Opens one connection ahead of the first call (so it does not pay the upstream's start); a failure is left to
+   *  the call that needs it. */
+  async warm(): Promise<void> {
+    if (this.count > 0) return;
+    try {
+      this.idle.push(await this.openOne());
+    } catch {
+      /* said again by the first call */
+    }
+  }
+
   private async openOne(): Promise<UpstreamConnection> {
     this.opening++;
     try {
@@ -92,6 +103,8 @@ export class UpstreamPool {
       // A waiter gets a fresh connection in the place of the closed one.
       const w = this.takeWaiter();
       if (w) this.openOne().then((c) => w.resolve(this.leaseOf(c)), (e) => w.reject(e));
+      // Restarted ahead of the next call, as at start.
+      else if (!this.closed && this.count === 0) void this.warm();
       return;
     }
     const w = this.takeWaiter();

@@ -5,7 +5,8 @@
  * ended, it wrote what is not JSON-RPC, its session failed) says why in `broken`, and is never used again.
  */
 import { Client, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
-import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
+import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
+import { UpstreamStdioTransport } from './stdio-transport.js';
 import type { JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
 
@@ -33,6 +34,9 @@ export interface UpstreamEvents {
 const CLIENT_INFO = { name: 'outlast-gateway', version: '1' };
 /** The last stderr kept per connection, for the reason a failure gives. */
 const STDERR_TAIL = 2000;
+/** After a line on stdout that is not JSON-RPC, how long a proper answer to initialize may still come (a banner is
+ *  tolerated; a stream of nothing else is not). */
+const GARBAGE_GRACE_MS = 1000;
 
 /** Words for a stdio upstream in messages: its name and command line. */
 export function describeUpstream(spec: UpstreamSpec): string {
@@ -44,48 +48,61 @@ export class UpstreamConnection {
   relay: CallRelay | undefined;
   /** Why this connection can serve no more (undefined while it can). */
   broken: Error | undefined;
+  /** The stdio transport (its process), for a stdio upstream. */
+  readonly stdio: UpstreamStdioTransport | undefined;
   private stderrTail = '';
 
   private constructor(
     readonly spec: UpstreamSpec,
     readonly client: Client,
     private readonly transport: Transport,
-    readonly pid: number | undefined,
   ) {}
+
+  /** The upstream process's id (stdio). */
+  get pid(): number | undefined {
+    return this.stdio?.pid;
+  }
 
   /** Starts the process (or session) and initializes; rejects with a reason that names the upstream. */
   static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number): Promise<UpstreamConnection> {
     const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
     const transport: Transport =
       spec.kind === 'stdio'
-        ? new StdioClientTransport({ command: spec.command, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env }, ...(spec.cwd ? { cwd: spec.cwd } : {}), stderr: 'pipe' })
+        ? new UpstreamStdioTransport({ command: spec.command, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env }, ...(spec.cwd ? { cwd: spec.cwd } : {}) })
         : new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: spec.headers ?? {} } });
-    const stderr = transport instanceof StdioClientTransport ? transport.stderr : null;
-    const conn = new UpstreamConnection(spec, client, transport, undefined);
+    const conn = new UpstreamConnection(spec, client, transport);
+    let failOpen: (e: Error) => void = () => {};
+    const openFailed = new Promise<never>((_, reject) => (failOpen = reject));
+    openFailed.catch(() => undefined);
+    let connected = false;
+    if (transport instanceof UpstreamStdioTransport) {
+      transport.onGarbage = (line) => {
+        events.log.warn(`[${spec.name}] stdout, not JSON-RPC: ${line.slice(0, 300)}`);
+        if (connected) return;
+        const garbage = new Error(`${describeUpstream(spec)} wrote something that is not JSON-RPC on its stdout ("${line.slice(0, 200)}") and no answer to initialize`);
+        setTimeout(() => {
+          if (connected) return;
+          conn.breakWith(garbage);
+          failOpen(garbage);
+        }, GARBAGE_GRACE_MS).unref();
+      };
+    }
+    (conn as { stdio: UpstreamStdioTransport | undefined }).stdio = transport instanceof UpstreamStdioTransport ? transport : undefined;
+    if (transport instanceof UpstreamStdioTransport) transport.onStderr = (d) => onStderr(d);
     // Its stderr goes to the gateway's log, a line at a time, prefixed by the upstream's name.
     let partial = '';
-    stderr?.on('data', (d: Buffer) => {
+    const onStderr = (d: Buffer) => {
       const text = partial + d.toString('utf8');
       conn.stderrTail = (conn.stderrTail + d.toString('utf8')).slice(-STDERR_TAIL);
       const lines = text.split('\n');
       partial = lines.pop() ?? '';
       for (const l of lines) if (l.trim()) events.log.info(`[${spec.name}] ${l}`);
-    });
-    let failOpen: (e: Error) => void = () => {};
-    const openFailed = new Promise<never>((_, reject) => (failOpen = reject));
-    openFailed.catch(() => undefined);
-    client.onerror = (e) => {
-      // Garbage on stdout: the stream is not MCP, so nothing more it says can be trusted.
-      if (e instanceof SyntaxError || (e as { name?: string }).name === 'ZodError' || /JSON|parse/i.test(e.message)) {
-        conn.breakWith(new Error(`${describeUpstream(spec)} wrote something that is not JSON-RPC on its stdout (${e.message.slice(0, 200)}); the connection was closed`));
-        failOpen(conn.broken!);
-        void conn.close();
-        return;
-      }
-      events.log.warn(`[${spec.name}] ${e.message}`);
     };
+    client.onerror = (e) => events.log.warn(`[${spec.name}] ${e.message}`);
     client.onclose = () => {
-      conn.breakWith(new Error(`${describeUpstream(spec)}${conn.pidText()} ended its connection${conn.stderrTail.trim() ? `; its last stderr: ${conn.stderrTail.trim().slice(-300)}` : ''}`));
+      const exit = conn.stdio?.exit;
+      const how = exit ? (exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`) : 'ended its connection';
+      conn.breakWith(new Error(`${describeUpstream(spec)}${conn.pidText()} ${how}${conn.stderrTail.trim() ? `; its last stderr: ${conn.stderrTail.trim().slice(-300)}` : ''}`));
       failOpen(conn.broken!);
     };
     client.setNotificationHandler('notifications/tools/list_changed', () => events.toolsChanged());
@@ -95,7 +112,10 @@ export class UpstreamConnection {
     client.setRequestHandler('elicitation/create', async (req, ctx) => conn.answer('elicit', req.params as unknown as JsonObject, ctx.mcpReq.signal) as never);
     client.setRequestHandler('sampling/createMessage', async (req, ctx) => conn.answer('sample', req.params as unknown as JsonObject, ctx.mcpReq.signal) as never);
     try {
-      await Promise.race([client.connect(transport, { timeout: connectTimeoutMs }), openFailed]);
+      const connecting = client.connect(transport, { timeout: connectTimeoutMs });
+      void connecting.catch(() => undefined);
+      await Promise.race([connecting, openFailed]);
+      connected = true;
     } catch (e) {
       const err = e as Error;
       // What broke it first (garbage, an early exit) says more than the SDK's "connection closed".
@@ -106,7 +126,6 @@ export class UpstreamConnection {
       const tail = conn.stderrTail.trim() && !why.includes('stderr') ? `; its stderr: ${conn.stderrTail.trim().slice(-300)}` : '';
       throw new Error(why.startsWith('upstream') ? why : `${describeUpstream(spec)} could not start: ${why}${tail}`);
     }
-    (conn as { pid: number | undefined }).pid = transport instanceof StdioClientTransport ? (transport.pid ?? undefined) : undefined;
     return conn;
   }
 
