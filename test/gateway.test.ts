@@ -44,6 +44,13 @@ function upstreamCall(log: string, tool: string, matches: (args: Record<string, 
   return tapped(log).filter((t) => t.dir === '>' && t.msg.method === 'tools/call' && t.msg.params?.name === tool && matches(t.msg.params.arguments ?? {})).at(-1);
 }
 
+/** The real upstream process under the tap `tapPid`. */
+function upstreamPid(log: string, tapPid: number): number {
+  const m = new RegExp(`^${tapPid} child (\\d+)$`, 'm').exec(readFileSync(log, 'utf8'));
+  assert.ok(m, `the tap ${tapPid} logged its child`);
+  return Number(m[1]);
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -213,7 +220,7 @@ describe('gateway in front of server-everything over stdio', () => {
     const taskId = r.result.taskId as string;
     await waitForTask(gw.url, taskId, (t) => /^progress/.test(t.statusMessage ?? ''));
     const first = upstreamCall(log, 'trigger-long-running-operation', (a) => a.duration === 3)!;
-    process.kill(first.pid, 'SIGKILL');
+    process.kill(upstreamPid(log, first.pid), 'SIGKILL');
     const done = await waitForTask(gw.url, taskId, undefined, { timeoutMs: 15_000 });
     assert.equal(done.status, 'completed', JSON.stringify(done));
     assert.equal(textOf(done.result), 'Long running operation completed. Duration: 3 seconds, Steps: 3.');
@@ -224,7 +231,7 @@ describe('gateway in front of server-everything over stdio', () => {
     const qId = q.result.taskId as string;
     await waitForTask(gw.url, qId, (t) => t.status === 'input_required');
     const asking = upstreamCall(log, 'trigger-elicitation-request')!;
-    process.kill(asking.pid, 'SIGKILL');
+    process.kill(upstreamPid(log, asking.pid), 'SIGKILL');
     const failed = await waitForTask(gw.url, qId);
     assert.equal(failed.status, 'failed');
     assert.match(failed.error.message, /the call of "trigger-elicitation-request" on upstream "everything" was lost: upstream "everything" .*\(pid \d+\) was killed by SIGKILL/);

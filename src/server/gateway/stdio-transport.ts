@@ -48,10 +48,20 @@ export class UpstreamStdioTransport implements Transport {
         if (child.pid === undefined) reject(e);
         else this.onerror?.(e);
       });
-      child.once('close', (code, signal) => {
-        this.exit = { code, signal };
+      // The process's exit ends the connection, once its stdout was read to the end (or shortly after): 'close' alone
+      // could wait for a helper process that inherited its stderr.
+      let closed = false;
+      const close = () => {
+        if (closed) return;
+        closed = true;
         this.onclose?.();
+      };
+      const stdoutEnded = new Promise<void>((r) => child.stdout.once('end', () => r()));
+      child.once('exit', (code, signal) => {
+        this.exit = { code, signal };
+        void Promise.race([stdoutEnded, new Promise<void>((r) => setTimeout(r, 200).unref())]).then(close);
       });
+      child.once('close', close);
       child.stdin.on('error', (e) => this.onerror?.(e));
       child.stdout.on('data', (d: Buffer) => this.read(d.toString('utf8')));
       child.stderr.on('data', (d: Buffer) => this.onStderr?.(d));
@@ -87,7 +97,7 @@ export class UpstreamStdioTransport implements Transport {
   async close(): Promise<void> {
     const child = this.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const gone = new Promise<void>((r) => child.once('close', () => r()));
+    const gone = new Promise<void>((r) => child.once('exit', () => r()));
     const within = (ms: number) => Promise.race([gone.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
     child.stdin.end();
     if (await within(2000)) return;
