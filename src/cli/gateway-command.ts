@@ -79,9 +79,11 @@ function defaultName(command: string, args: string[]): string {
   return basename(script, extname(script));
 }
 
-export async function gatewayCommand(values: FrontValues, fail: (message: string) => never): Promise<void> {
+export async function gatewayCommand(values: FrontValues, failed: (message: string) => never): Promise<void> {
+  // The upstream's flags are usage mistakes, said as the parser says its own: one line, pointing to the help.
+  const fail: (m: string) => never = (m) => failed(`outlast gateway: ${m}; run outlast help`);
   const { stdio, env, cwd, http, header, name, ...front } = values;
-  if (!stdio === !http) fail('gateway needs one upstream: --stdio "CMD ARGS…" or --http URL');
+  if (!stdio === !http) fail('one upstream is needed: --stdio "CMD ARGS…" or --http URL');
   let upstream: UpstreamSpec;
   if (typeof stdio === 'string') {
     if (header?.length) fail('--header is for an --http upstream');
@@ -128,5 +130,5 @@ export async function gatewayCommand(values: FrontValues, fail: (message: string
       retrySafeTools,
     });
     return { outlast, factory: gateway.factory, info: gateway.info, describe: `upstream "${upstream.name}"`, close: () => gateway.close() };
-  }, fail);
+  }, failed);
 }

@@ -28,7 +28,9 @@ ${CLIENT_HELP}`;
 /** What `outlast COMMAND --help` prints. */
 const COMMAND_HELP: Record<string, string> = {
   serve: SERVE_USAGE,
-  gateway: GATEWAY_HELP,
+  gateway: `${GATEWAY_HELP}
+Front options (as for serve):
+${FRONT_HELP}`,
   dashboard: DASHBOARD_HELP,
   call: CLIENT_HELP,
   tasks: CLIENT_HELP,
