@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ROOT, callTool, freePort, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { BIN, ROOT, callTool, freePort, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
 import { connectV1 } from './generations.js';
 import { serviceProcess } from '../fixtures/service-process.js';
 import { TaskClient } from '../src/client/index.js';
@@ -238,6 +240,45 @@ describe('gateway in front of server-everything over stdio', () => {
 
     const echo = await callTool(gw.url, 'echo', { message: 'still here' });
     assert.equal(textOf(echo.result), 'Echo: still here');
+  });
+});
+
+describe('gateway bounds and fronts', () => {
+  it('--max-running applies to upstream calls: a second call waits in the run queue until the first ends', async () => {
+    const log = join(tempDir(), 'tap.log');
+    const gw = await startGateway(['--stdio', `${NODE} ${UPSTREAMS} tap ${log} ${NODE} ${EVERYTHING} stdio`, '--name', 'everything'], ['--max-running', '1', '--inline-budget-ms', '200', '--no-poll-limit']);
+    try {
+      const first = await callTool(gw.url, 'trigger-long-running-operation', { duration: 1.5, steps: 1 });
+      const second = await callTool(gw.url, 'trigger-long-running-operation', { duration: 0.2, steps: 1 });
+      assert.equal(second.result.resultType, 'task', 'over the bound, the call is a task that waits');
+      const [a, b] = await Promise.all([waitForTask(gw.url, first.result.taskId), waitForTask(gw.url, second.result.taskId)]);
+      assert.equal(a.status, 'completed');
+      assert.equal(b.status, 'completed');
+      const lines = tapped(log);
+      const firstAnswered = lines.findIndex((t) => t.dir === '<' && /Duration: 1.5 seconds/.test(JSON.stringify(t.msg.result ?? '')));
+      const secondSent = lines.findIndex((t) => t.dir === '>' && t.msg.method === 'tools/call' && t.msg.params.arguments?.duration === 0.2);
+      assert.ok(firstAnswered >= 0 && secondSent > firstAnswered, 'the second upstream call was made only after the first one answered');
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  it('--serve-stdio: a host that starts the gateway itself (SDK v1 over stdio, as Claude Desktop does) calls through it', async () => {
+    const client = new ClientV1({ name: 'stdio-host', version: '1.0.0' });
+    const transport = new StdioV1({
+      command: NODE,
+      args: [BIN, 'gateway', '--stdio', `${NODE} ${EVERYTHING} stdio`, '--serve-stdio', '--store', `sqlite:${join(tempDir(), 'tasks.db')}`],
+      stderr: 'pipe',
+    });
+    await client.connect(transport);
+    try {
+      const { tools } = await client.listTools();
+      assert.ok(tools.some((t) => t.name === 'echo'));
+      const r = (await client.callTool({ name: 'echo', arguments: { message: 'from a stdio host' } })) as ToolResult;
+      assert.equal(textOf(r as never), 'Echo: from a stdio host');
+    } finally {
+      await client.close();
+    }
   });
 });
 

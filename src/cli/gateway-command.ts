@@ -24,6 +24,8 @@ Options for gateway (and every option of serve but its --stdio; see docs/gateway
   --call-timeout-ms N      an upstream call not answered within N ms fails, saying so (default: no deadline
                            beyond the task's TTL)
   --connect-timeout-ms N   how long starting a connection (process and initialize) may take (default 30000)
+  --serve-stdio            serve the gateway itself on stdin/stdout (a host that starts it, e.g. Claude Desktop),
+                           instead of HTTP (serve's --stdio)
   --retry-safe TOOL        re-run TOOL on another replica when the one running it dies, whatever its annotations
                            say (repeatable; readOnlyHint or idempotentHint tools are re-run anyway)
 `;
@@ -40,6 +42,7 @@ export const GATEWAY_OPTIONS = {
   'call-timeout-ms': { type: 'string' },
   'connect-timeout-ms': { type: 'string' },
   'retry-safe': { type: 'string', multiple: true },
+  'serve-stdio': { type: 'boolean' },
 } as const;
 
 /** A command line split as a shell would split simple words: spaces separate, '…' and "…" quote. */
@@ -117,7 +120,9 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
   const callTimeoutMs = intFlagOf(values, 'call-timeout-ms', fail, 1);
   const connectTimeoutMs = intFlagOf(values, 'connect-timeout-ms', fail, 1);
   const retrySafeTools = (values['retry-safe'] as string[] | undefined) ?? [];
-  for (const k of ['upstream-pool', 'call-timeout-ms', 'connect-timeout-ms', 'retry-safe']) delete front[k];
+  for (const k of ['upstream-pool', 'call-timeout-ms', 'connect-timeout-ms', 'retry-safe', 'serve-stdio']) delete front[k];
+  // The front's --stdio (serve on stdin/stdout) is --serve-stdio here: --stdio names the upstream.
+  if (values['serve-stdio']) front.stdio = true;
   await runFront(front, async ({ store, handles, log, ...options }) => {
     // Handles are on unless --no-handles: most hosts a gateway serves have no Tasks.
     const outlast = new Outlast({ ...options, log, store: store as never, ...(handles === false ? {} : { handles: handles === undefined || handles === true ? true : handles }) });
