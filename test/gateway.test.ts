@@ -88,6 +88,14 @@ describe('gateway in front of server-everything over stdio', () => {
     const sum = await callTool(gw.url, 'get-sum', { a: 2, b: 40 });
     assert.match(textOf(sum.result), /42/);
 
+    // Prompts and resources pass through as the upstream answers them.
+    const prompts = (await rpc(gw.url, 'prompts/list')).result.prompts as Array<{ name: string }>;
+    assert.ok(prompts.some((p) => p.name === 'simple-prompt'), JSON.stringify(prompts.map((p) => p.name)));
+    const resources = (await rpc(gw.url, 'resources/list')).result.resources as Array<{ uri: string }>;
+    assert.ok(resources.length > 0);
+    const read = await rpc(gw.url, 'resources/read', { uri: resources[0]!.uri }, { headers: { 'mcp-name': resources[0]!.uri } });
+    assert.equal(read.result.contents[0].uri, resources[0]!.uri);
+
     const bad = await callTool(gw.url, 'get-sum', { a: 'two', b: 40 });
     assert.equal(bad.result.isError, true);
     assert.match(textOf(bad.result), /a|number/i);

@@ -5,16 +5,14 @@
  * (relay.ts), follows an upstream that answers with a task of its own (2025-11-25 Tasks), and forwards a cancel as
  * the SDK's `notifications/cancelled` (or `tasks/cancel`). Failures say which upstream call failed and why.
  */
-import * as z from 'zod';
 import { ErrorCode, TaskProtocolError, type JsonObject } from '../../protocol/index.js';
 import type { TaskContext, ToolHandler } from '../../runtime/context.js';
 import type { Logger } from '../../runtime/types.js';
 import { coalesced } from '../../runtime/coalesce.js';
 import type { UpstreamPool } from './pool.js';
-import type { UpstreamConnection } from './upstream.js';
+import { ANY_RESULT, type UpstreamConnection } from './upstream.js';
 import { questionRelay } from './relay.js';
 
-const ANY_RESULT = z.looseObject({});
 /** setTimeout's largest delay: "no deadline" for the SDK's request timeout. */
 const NO_DEADLINE_MS = 2_147_483_647;
 /** How long a cut-off call's connection stays open so the upstream hears the cancel before its process is ended. */

@@ -4,10 +4,8 @@
  * McpServer only when the upstream has them.
  */
 import { McpServer } from '@modelcontextprotocol/server';
-import * as z from 'zod';
-import type { UpstreamConnection } from './upstream.js';
+import { ANY_RESULT, type UpstreamConnection } from './upstream.js';
 
-const ANY_RESULT = z.looseObject({});
 
 const METHODS = {
   prompts: ['prompts/list', 'prompts/get'],

@@ -5,6 +5,7 @@
  * ended, it wrote what is not JSON-RPC, its session failed) says why in `broken`, and is never used again.
  */
 import { Client, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
+import * as z from 'zod';
 import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
 import { UpstreamStdioTransport } from './stdio-transport.js';
 import type { JsonObject } from '../../protocol/index.js';
@@ -29,6 +30,9 @@ export interface UpstreamEvents {
   resourcesChanged(): void;
   log: Logger;
 }
+
+/** Any result object: an upstream's answer is passed on as it is (the gateway's own checks are elsewhere). */
+export const ANY_RESULT = z.looseObject({});
 
 /** What the gateway calls itself when it connects upstream. */
 const CLIENT_INFO = { name: 'outlast-gateway', version: '1' };
