@@ -203,6 +203,10 @@ describe('gateway in front of server-everything over stdio', () => {
       const call = await client.start('trigger-sampling-request', { prompt: 'What is the answer?' });
       const result = await call.result();
       assert.match(JSON.stringify(result), /The sampled answer is 42\./);
+      // A caller that cannot sample: the upstream gets the refusal as the error of its request, and says so itself.
+      const refused = await callTool(gw.url, 'trigger-sampling-request', { prompt: 'What is the answer?' });
+      assert.equal(refused.result.isError, true);
+      assert.match(textOf(refused.result), /-32021: The tool asked for sampling\/createMessage, which the client did not declare \(capability "sampling"\)/);
     } finally {
       await client.close();
     }
