@@ -14,6 +14,7 @@ import { BIN, ROOT, callTool, freePort, rpc, sleep, startServer, tempDir, textOf
 import { connectV1 } from './generations.js';
 import { serviceProcess } from '../fixtures/service-process.js';
 import { TaskClient } from '../src/client/index.js';
+import { startAuthServer, type AuthServer } from './oauth-harness.js';
 
 const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
 const FILESYSTEM = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
@@ -352,6 +353,43 @@ describe('gateway in front of server-everything over Streamable HTTP', () => {
       assert.equal(textOf(result as never), 'Long running operation completed. Duration: 1.5 seconds, Steps: 3.');
     } finally {
       await client.close();
+    }
+  });
+});
+
+describe('gateway in front of an HTTP upstream behind OAuth (client credentials)', () => {
+  let as: AuthServer;
+  let upstream: ServerProcess;
+  let gw: ServerProcess;
+  before(async () => {
+    const port = await freePort();
+    const resource = `http://127.0.0.1:${port}/mcp`;
+    as = await startAuthServer({ jwtResources: [resource] });
+    // A protected upstream: the fixture server behind Outlast's own OAuth resource server.
+    upstream = await startServer(['--port', String(port), '--store', `sqlite:${join(tempDir(), 'up.db')}`, '--oauth-issuer', as.issuer, '--oauth-resource', resource, '--oauth-allow-http']);
+    gw = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`], {
+      command: ['gateway', '--http', resource, '--name', 'protected', '--upstream-oauth-client-id', 'machine', '--upstream-oauth-issuer', as.issuer],
+      env: { OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET: 'machine-secret' },
+    });
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream?.stop();
+    await as?.stop();
+  });
+
+  it('gets a token for the upstream by itself and calls through; a wrong secret is a clear error', async () => {
+    const r = await callTool(gw.url, 'sleep', { seconds: 0.05 });
+    assert.match(textOf(r.result), /^Slept 0.05 s/);
+    const bad = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`], {
+      command: ['gateway', '--http', `${new URL(upstream.url).origin}/mcp`, '--name', 'protected', '--upstream-oauth-client-id', 'machine', '--upstream-oauth-issuer', as.issuer],
+      env: { OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET: 'not-the-secret' },
+    });
+    try {
+      const list = await rpc(bad.url, 'tools/list');
+      assert.match(list.error?.message ?? '', /upstream "protected" \(http:\/\/127\.0\.0\.1:\d+\/mcp\) could not start: .*invalid_client|client authentication failed/i);
+    } finally {
+      await bad.stop();
     }
   });
 });

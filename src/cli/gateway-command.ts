@@ -18,6 +18,11 @@ Options for gateway (and every option of serve but its --stdio; see docs/gateway
   --cwd DIR                the upstream process's working directory
   --http URL               a Streamable HTTP upstream
   --header "K: V"          a header on every request to an HTTP upstream (repeatable), e.g. its credentials
+  --upstream-oauth-client-id ID  OAuth client credentials toward an --http upstream: this client's id, its secret
+                           in $OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET; tokens come from the authorization server
+                           the upstream names, and are sent to no other than --upstream-oauth-issuer
+  --upstream-oauth-issuer URL    the authorization server the credentials belong to (required with the id)
+  --upstream-oauth-scope S       the scope to ask for (space-separated scopes)
   --name NAME              the upstream's name in logs and messages (default: from the command or the host)
   --upstream-pool N        connections to the upstream per replica, each serving one call at a time
                            (default 4); calls beyond them wait for one (the task's status says so)
@@ -43,6 +48,9 @@ export const GATEWAY_OPTIONS = {
   'connect-timeout-ms': { type: 'string' },
   'retry-safe': { type: 'string', multiple: true },
   'serve-stdio': { type: 'boolean' },
+  'upstream-oauth-client-id': { type: 'string' },
+  'upstream-oauth-issuer': { type: 'string' },
+  'upstream-oauth-scope': { type: 'string' },
 } as const;
 
 /** A command line split as a shell would split simple words: spaces separate, '…' and "…" quote. */
@@ -89,7 +97,7 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
   if (!stdio === !http) fail('one upstream is needed: --stdio "CMD ARGS…" or --http URL');
   let upstream: UpstreamSpec;
   if (typeof stdio === 'string') {
-    if (header?.length) fail('--header is for an --http upstream');
+    if (header?.length || values['upstream-oauth-client-id']) fail('--header and --upstream-oauth-* are for an --http upstream');
     const words = splitCommandLine(stdio);
     if (words.length === 0) fail('--stdio needs a command, e.g. --stdio "node server.js"');
     const vars: Record<string, string> = {};
@@ -114,13 +122,20 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
       if (i <= 0) fail(`--header must be "K: V", got "${h}"`);
       headers[h.slice(0, i).trim()] = h.slice(i + 1).trim();
     }
-    upstream = { kind: 'http', name: name ?? url.host, url: url.href, headers };
+    const clientId = values['upstream-oauth-client-id'] as string | undefined;
+    const issuer = values['upstream-oauth-issuer'] as string | undefined;
+    const scope = values['upstream-oauth-scope'] as string | undefined;
+    const secret = process.env.OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET;
+    if (!clientId && (issuer || scope)) fail('--upstream-oauth-issuer and --upstream-oauth-scope go with --upstream-oauth-client-id');
+    if (clientId && !issuer) fail('--upstream-oauth-client-id needs --upstream-oauth-issuer URL (the authorization server the credentials belong to)');
+    if (clientId && !secret) fail('--upstream-oauth-client-id needs the client secret in $OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET');
+    upstream = { kind: 'http', name: name ?? url.host, url: url.href, headers, ...(clientId ? { oauth: { clientId, clientSecret: secret!, issuer: issuer!, ...(scope ? { scope } : {}) } } : {}) };
   }
   const poolSize = intFlagOf(values, 'upstream-pool', fail, 1);
   const callTimeoutMs = intFlagOf(values, 'call-timeout-ms', fail, 1);
   const connectTimeoutMs = intFlagOf(values, 'connect-timeout-ms', fail, 1);
   const retrySafeTools = (values['retry-safe'] as string[] | undefined) ?? [];
-  for (const k of ['upstream-pool', 'call-timeout-ms', 'connect-timeout-ms', 'retry-safe', 'serve-stdio']) delete front[k];
+  for (const k of ['upstream-pool', 'call-timeout-ms', 'connect-timeout-ms', 'retry-safe', 'serve-stdio', 'upstream-oauth-client-id', 'upstream-oauth-issuer', 'upstream-oauth-scope']) delete front[k];
   // The front's --stdio (serve on stdin/stdout) is --serve-stdio here: --stdio names the upstream.
   if (values['serve-stdio']) front.stdio = true;
   await runFront(front, async ({ store, handles, log, ...options }) => {

@@ -4,7 +4,7 @@
  * (one call at a time, see pool.ts) receives those requests through `relay`. A connection that breaks (its process
  * ended, it wrote what is not JSON-RPC, its session failed) says why in `broken`, and is never used again.
  */
-import { Client, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
+import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import * as z from 'zod';
 import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
 import { UpstreamStdioTransport } from './stdio-transport.js';
@@ -13,7 +13,18 @@ import type { Logger } from '../../runtime/types.js';
 
 export type UpstreamSpec =
   | { kind: 'stdio'; name: string; command: string; args: string[]; env?: Record<string, string>; cwd?: string }
-  | { kind: 'http'; name: string; url: string; headers?: Record<string, string> };
+  | { kind: 'http'; name: string; url: string; headers?: Record<string, string>; oauth?: UpstreamOAuth };
+
+/** OAuth client credentials toward an HTTP upstream (RFC 6749 §4.4, `client_secret_basic`), through the SDK's
+ *  ClientCredentialsProvider: it finds the authorization server from the upstream's protected-resource metadata, gets
+ *  a token for the upstream (with `resource`), and gets a new one when the upstream answers 401. */
+export interface UpstreamOAuth {
+  clientId: string;
+  clientSecret: string;
+  /** The authorization server the credentials belong to: they are sent to no other. */
+  issuer: string;
+  scope?: string;
+}
 
 /** What a call that leases the connection answers for the upstream: its questions, while the call runs. */
 export interface CallRelay {
@@ -73,7 +84,12 @@ export class UpstreamConnection {
     const transport: Transport =
       spec.kind === 'stdio'
         ? new UpstreamStdioTransport({ command: spec.command, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env }, ...(spec.cwd ? { cwd: spec.cwd } : {}) })
-        : new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: spec.headers ?? {} } });
+        : new StreamableHTTPClientTransport(new URL(spec.url), {
+            requestInit: { headers: spec.headers ?? {} },
+            ...(spec.oauth
+              ? { authProvider: new ClientCredentialsProvider({ clientId: spec.oauth.clientId, clientSecret: spec.oauth.clientSecret, expectedIssuer: spec.oauth.issuer, ...(spec.oauth.scope ? { scope: spec.oauth.scope } : {}) }) }
+              : {}),
+          });
     const conn = new UpstreamConnection(spec, client, transport);
     let failOpen: (e: Error) => void = () => {};
     const openFailed = new Promise<never>((_, reject) => (failOpen = reject));
@@ -107,7 +123,8 @@ export class UpstreamConnection {
       const exit = conn.stdio?.exit;
       const how = exit ? (exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`) : 'ended its connection';
       conn.breakWith(new Error(`${describeUpstream(spec)}${conn.pidText()} ${how}${conn.stderrTail.trim() ? `; its last stderr: ${conn.stderrTail.trim().slice(-300)}` : ''}`));
-      failOpen(conn.broken!);
+      // A process that ended says more than the SDK's "connection closed"; an HTTP connect fails with its own cause.
+      if (conn.stdio) failOpen(conn.broken!);
     };
     client.setNotificationHandler('notifications/tools/list_changed', () => events.toolsChanged());
     client.setNotificationHandler('notifications/prompts/list_changed', () => events.promptsChanged());
@@ -123,7 +140,7 @@ export class UpstreamConnection {
     } catch (e) {
       const err = e as Error;
       // What broke it first (garbage, an early exit) says more than the SDK's "connection closed".
-      const why = conn.broken ? conn.broken.message : err.message;
+      const why = conn.broken && conn.stdio ? conn.broken.message : err.message;
       await conn.close();
       // A settled stderr tail (the process may still be flushing it) makes the reason worth reading.
       await new Promise((r) => setTimeout(r, 50));
