@@ -88,6 +88,7 @@ describe('outlast CLI: usage mistakes and --help on every command', () => {
     assertUsageLine(['gateway', '--stdio', 'node a.js', '--http', 'http://127.0.0.1:9/mcp'], /^outlast gateway: one upstream is needed/);
     assertUsageLine(['gateway', '--http', 'ftp://example.com/mcp'], /^outlast gateway: --http must be an http:\/\/ or https:\/\/ URL, got "ftp:\/\/example.com\/mcp"/);
     assertUsageLine(['gateway', '--stdio', 'node a.js', '--env', 'NOEQUALS'], /^outlast gateway: --env must be K=V, got "NOEQUALS"/);
+    assertUsageLine(['gateway', '--http', 'http://127.0.0.1:9/mcp', '--upstream-oauth-client-id', 'me'], /^outlast gateway: --upstream-oauth-client-id needs --upstream-oauth-issuer URL/);
     assertUsageLine(['gateway', '--stdio', 'node a.js', '--call-timeout-ms', 'soon'], /^outlast gateway: --call-timeout-ms must be an integer >= 1, got "soon"/);
   });
 
