@@ -36,6 +36,7 @@ function assertUsageLine(args: string[], expected: RegExp): void {
 
 const COMMANDS: Array<{ command: string; args: string[]; usage: RegExp }> = [
   { command: 'serve', args: ['dist/demo/server.js'], usage: /outlast serve MODULE \[options\][\s\S]*--park-after-ms N/ },
+  { command: 'gateway', args: ['--stdio', 'node upstream.js'], usage: /outlast gateway --stdio "CMD ARGS…" \[options\][\s\S]*--call-timeout-ms N[\s\S]*--park-after-ms N/ },
   { command: 'call', args: ['http://127.0.0.1:9/mcp', 'reindex'], usage: /outlast call URL TOOL \[ARGS_JSON\]/ },
   { command: 'tasks', args: [], usage: /outlast tasks \[--journal PATH\]/ },
   { command: 'resume', args: [], usage: /outlast resume \[TASK_ID\]/ },
@@ -82,10 +83,19 @@ describe('outlast CLI: usage mistakes and --help on every command', () => {
     assert.equal(r.stderr, output);
   });
 
+  it('gateway: no upstream, two upstreams, or a malformed one are named', () => {
+    assertUsageLine(['gateway'], /^outlast gateway: one upstream is needed: --stdio "CMD ARGS…" or --http URL/);
+    assertUsageLine(['gateway', '--stdio', 'node a.js', '--http', 'http://127.0.0.1:9/mcp'], /^outlast gateway: one upstream is needed/);
+    assertUsageLine(['gateway', '--http', 'ftp://example.com/mcp'], /^outlast gateway: --http must be an http:\/\/ or https:\/\/ URL, got "ftp:\/\/example.com\/mcp"/);
+    assertUsageLine(['gateway', '--stdio', 'node a.js', '--env', 'NOEQUALS'], /^outlast gateway: --env must be K=V, got "NOEQUALS"/);
+    assertUsageLine(['gateway', '--http', 'http://127.0.0.1:9/mcp', '--upstream-oauth-client-id', 'me'], /^outlast gateway: --upstream-oauth-client-id needs --upstream-oauth-issuer URL/);
+    assertUsageLine(['gateway', '--stdio', 'node a.js', '--call-timeout-ms', 'soon'], /^outlast gateway: --call-timeout-ms must be an integer >= 1, got "soon"/);
+  });
+
   it('an unknown command is one line too; outlast help prints everything, exit 0', () => {
     assertUsageLine(['serv'], /^outlast: unknown command "serv"; run outlast help/);
     const r = outlast(['help']);
     assert.equal(r.code, 0);
-    for (const c of ['outlast serve MODULE', 'outlast dashboard --store', 'outlast call URL TOOL', 'outlast resume', 'outlast cancel TASK_ID']) assert.ok(r.stdout.includes(c), c);
+    for (const c of ['outlast serve MODULE', 'outlast gateway --stdio', 'outlast dashboard --store', 'outlast call URL TOOL', 'outlast resume', 'outlast cancel TASK_ID']) assert.ok(r.stdout.includes(c), c);
   });
 });

@@ -394,7 +394,7 @@ function whyNotRerun(
   if (!rec.retrySafe) {
     return {
       code: ErrorCode.InternalError,
-      message: `The server process running this task stopped before it finished; "${rec.tool}" is not declared safe to re-run, so it was not restarted`,
+      message: `The server process running this task stopped before it finished${tool.spec.lostWork ? ` (${tool.spec.lostWork} was lost with it)` : ''}; "${rec.tool}" is not declared safe to re-run, so it was not restarted`,
       data: { reason: 'worker_lost', attempts: rec.attempts - 1 },
     };
   }

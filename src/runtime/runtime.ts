@@ -201,6 +201,11 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     this.tools.set(name, { name, spec: spec as unknown as ToolSpec<JsonObject> });
   }
 
+  /** Withdraws a tool (e.g. one an upstream no longer lists): new calls get "not found"; runs in flight go on. */
+  removeTool(name: string): boolean {
+    return this.tools.delete(name);
+  }
+
   hasTool(name: string): boolean {
     return this.tools.has(name);
   }
@@ -394,7 +399,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       if (l?.state === 'found' && l.record.retrySafe) continue; // the next start re-runs it
       await this.finishQuietly(
         taskId,
-        { status: 'failed', error: { code: ErrorCode.InternalError, message: 'The server shut down before the task finished; the tool is not declared safe to re-run', data: { reason: 'shutdown' } } },
+        { status: 'failed', error: { code: ErrorCode.InternalError, message: `The server shut down before the task finished${exec.tool.spec.lostWork ? ` (${exec.tool.spec.lostWork} was cut off)` : ''}; the tool is not declared safe to re-run`, data: { reason: 'shutdown' } } },
         'The server shut down before the task finished',
       ).catch(() => undefined);
     }

@@ -23,6 +23,9 @@ export interface ToolSpec<Args = JsonObject> {
    * resumes it when the answer comes or its time is due. Default false.
    */
   durable?: boolean;
+  /** What a run of this tool holds that dies with its process, in a few words (e.g. `the upstream call "search" to
+   *  server "docs"`): a task failed because its process was lost names it, so the caller knows what was cut off. */
+  lostWork?: string;
   /** Runs (first run included) before a retry-safe task is failed instead of re-run. Default: the runtime's. */
   maxAttempts?: number;
   /** Retention from creation; null = unlimited. Default: the runtime's. */

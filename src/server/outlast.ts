@@ -3,7 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
-import { McpServer, ProtocolError, requireScopes, type AuthInfo, type ScopeChallengeHandler, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, fromJsonSchema, requireScopes, type AuthInfo, type ScopeChallengeHandler, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
   CLIENT_CAPABILITIES_META,
@@ -48,6 +48,9 @@ export interface OutlastToolConfig<Shape extends z.ZodRawShape = z.ZodRawShape>
   description?: string;
   /** Zod shape of the arguments (as for McpServer.registerTool). */
   inputSchema?: Shape;
+  /** The arguments as a JSON Schema (an object schema) instead of a zod shape, e.g. one another server published.
+   *  Compiled once, here: never build one per request (the SDK's `fromJsonSchema` keeps every schema it compiles). */
+  inputJsonSchema?: JsonObject;
   annotations?: Record<string, unknown>;
   _meta?: Record<string, unknown>;
   /** false: this tool is never followed through a handle. With `policy: 'always'` a client without task support
@@ -149,6 +152,9 @@ export class Outlast {
   eventsOn = false;
   /** Set by the HTTP front, which serves `tasks/stream` (src/server/front/task-stream.ts): server/discover advertises it. */
   taskStreamOn = false;
+  /** Set by a source of tools that may be down (the gateway's upstream): while it gives a reason, tools/list and calls
+   *  of tools not defined here are answered with it as a JSON-RPC error, instead of an empty list or "not found". */
+  toolsUnavailable: (() => Promise<string | undefined>) | undefined;
   /** The front serving this Outlast (outlastHandler, serveHttp, stdio), once one is made. */
   private front: { notify(): ServerNotifier | undefined } | undefined;
   private warnedNoFront = false;
@@ -186,6 +192,7 @@ export class Outlast {
   /** Defines a tool that may outlast its request. Register it once; `attach` adds it to every McpServer. */
   tool<Shape extends z.ZodRawShape>(name: string, config: OutlastToolConfig<Shape>, handler: ToolHandler<z.infer<z.ZodObject<Shape>>>): this {
     if (this.handles?.owns(name)) throw new Error(`Tool "${name}" has the name of a handle tool; choose another name, or rename the handle tools (handles.statusTool / handles.cancelTool)`);
+    if (config.inputSchema !== undefined && config.inputJsonSchema !== undefined) throw new Error(`Tool "${name}": give inputSchema or inputJsonSchema, not both`);
     this.runtime.defineTool(name, { ...config, handler } as ToolSpec<z.infer<z.ZodObject<Shape>>>);
     const c = config as unknown as OutlastToolConfig;
     // A model that calls this tool from a client without task support should know a handle may come back.
@@ -197,12 +204,21 @@ export class Outlast {
       ...(c.title !== undefined ? { title: c.title } : {}),
       ...(description !== undefined ? { description } : {}),
       ...(c.inputSchema !== undefined ? { inputSchema: z.object(c.inputSchema) } : {}),
+      ...(c.inputJsonSchema !== undefined ? { inputSchema: fromJsonSchema(c.inputJsonSchema as never) } : {}),
       ...(c.annotations !== undefined ? { annotations: c.annotations } : {}),
       ...(c._meta !== undefined ? { _meta: c._meta } : {}),
       ...(c.scopes?.length ? { scopeChallenge: oauthScopeChallenge(c.scopes) } : {}),
     };
     this.tools.set(name, { name, config: c, registration });
     return this;
+  }
+
+  /** Withdraws a tool defined with `tool()` (requests from now on no longer see it; runs in flight go on), e.g. to
+   *  define it again with another schema. Tell clients with `notifier()?.toolListChanged()`. */
+  removeTool(name: string): boolean {
+    if (!this.tools.delete(name)) return false;
+    this.runtime.removeTool(name);
+    return true;
   }
 
   /** Starts the runtime (store, recovery, sweeper). Idempotent. */
@@ -292,7 +308,7 @@ export class Outlast {
     }
     this.handles?.register(mcp, era);
     if (era === 'legacy') this.legacy.attach(mcp, registered);
-    if (this.tools.size === 0) return this.attachTaskMethods(mcp, era);
+    if (this.tools.size === 0) return this.guardToolSource(this.attachTaskMethods(mcp, era));
     const server = mcp.server as unknown as ServerInternals;
     const inner = server._requestHandlers.get('tools/call');
     const ours = server._wrapHandler('tools/call', (req, ctx) => this.toolsCall(mcp, req, ctx, era));
@@ -309,7 +325,27 @@ export class Outlast {
       }
       return r;
     });
-    return this.attachTaskMethods(mcp, era);
+    return this.guardToolSource(this.attachTaskMethods(mcp, era));
+  }
+
+  /** While `toolsUnavailable` gives a reason, tools/list and calls of unknown tools answer it. */
+  private guardToolSource(mcp: McpServer): McpServer {
+    const why = this.toolsUnavailable;
+    if (!why) return mcp;
+    const handlers = (mcp.server as unknown as ServerInternals)._requestHandlers;
+    for (const method of ['tools/list', 'tools/call']) {
+      const inner = handlers.get(method);
+      if (!inner) continue;
+      handlers.set(method, async (req, ctx) => {
+        const name = req.params?.name;
+        if (method === 'tools/list' || typeof name !== 'string' || (!this.runtime.hasTool(name) && !this.handles?.owns(name))) {
+          const reason = await why();
+          if (reason) throw new ProtocolError(ErrorCode.InternalError, reason);
+        }
+        return inner(req, ctx);
+      });
+    }
+    return mcp;
   }
 
   /** The capability and tasks/get|update|cancel (modern era only), from the table the direct path also serves. */

@@ -1,0 +1,154 @@
+/**
+ * `outlast gateway`: serve an MCP server you did not write, durably. The upstream is a stdio command or a Streamable
+ * HTTP URL; the front is `outlast serve`'s (every front flag, the same function: front-command.ts).
+ */
+import { basename, extname } from 'node:path';
+import { Outlast } from '../server/outlast.js';
+import { mountGateway, type UpstreamSpec } from '../server/gateway/index.js';
+import { FRONT_OPTIONS, intFlagOf, runFront, type FrontValues } from './front-command.js';
+
+export const GATEWAY_HELP = `Usage:
+  outlast gateway --stdio "CMD ARGS…" [options]   serve the tools of a stdio MCP server, durably
+  outlast gateway --http URL [options]           the same for a Streamable HTTP MCP server
+
+Options for gateway (and every option of serve but its --stdio; see docs/gateway.md):
+  --stdio "CMD ARGS…"      the upstream's command line (split on spaces; quote an argument with spaces)
+  --env K=V                an environment variable of the upstream process (repeatable; it otherwise gets only
+                           a safe default set: HOME, PATH, USER, …)
+  --cwd DIR                the upstream process's working directory
+  --http URL               a Streamable HTTP upstream
+  --header "K: V"          a header on every request to an HTTP upstream (repeatable), e.g. its credentials
+  --upstream-oauth-client-id ID  OAuth client credentials toward an --http upstream: this client's id, its secret
+                           in $OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET; tokens come from the authorization server
+                           the upstream names, and are sent to no other than --upstream-oauth-issuer
+  --upstream-oauth-issuer URL    the authorization server the credentials belong to (required with the id)
+  --upstream-oauth-scope S       the scope to ask for (space-separated scopes)
+  --name NAME              the upstream's name in logs and messages (default: from the command or the host)
+  --upstream-pool N        connections to the upstream per replica, each serving one call at a time
+                           (default 4); calls beyond them wait for one (the task's status says so)
+  --call-timeout-ms N      an upstream call not answered within N ms fails, saying so (default: no deadline
+                           beyond the task's TTL)
+  --connect-timeout-ms N   how long starting a connection (process and initialize) may take (default 30000)
+  --serve-stdio            serve the gateway itself on stdin/stdout (a host that starts it, e.g. Claude Desktop),
+                           instead of HTTP (serve's --stdio)
+  --retry-safe TOOL        re-run TOOL on another replica when the one running it dies, whatever its annotations
+                           say (repeatable; readOnlyHint or idempotentHint tools are re-run anyway)
+`;
+
+export const GATEWAY_OPTIONS = {
+  ...FRONT_OPTIONS,
+  stdio: { type: 'string' },
+  env: { type: 'string', multiple: true },
+  cwd: { type: 'string' },
+  http: { type: 'string' },
+  header: { type: 'string', multiple: true },
+  name: { type: 'string' },
+  'upstream-pool': { type: 'string' },
+  'call-timeout-ms': { type: 'string' },
+  'connect-timeout-ms': { type: 'string' },
+  'retry-safe': { type: 'string', multiple: true },
+  'serve-stdio': { type: 'boolean' },
+  'upstream-oauth-client-id': { type: 'string' },
+  'upstream-oauth-issuer': { type: 'string' },
+  'upstream-oauth-scope': { type: 'string' },
+} as const;
+
+/** A command line split as a shell would split simple words: spaces separate, '…' and "…" quote. */
+export function splitCommandLine(line: string): string[] {
+  const words: string[] = [];
+  const re = /"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g;
+  let current: string | undefined;
+  let lastEnd = -1;
+  for (let m = re.exec(line); m; m = re.exec(line)) {
+    const part = m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : (m[2] ?? m[3]!);
+    // Adjacent pieces (no space between) make one word: --x="a b".
+    if (current !== undefined && m.index === lastEnd) current += part;
+    else {
+      if (current !== undefined) words.push(current);
+      current = part;
+    }
+    lastEnd = m.index + m[0].length;
+  }
+  if (current !== undefined) words.push(current);
+  return words;
+}
+
+const INTERPRETERS = new Set(['node', 'python', 'python3', 'npx', 'uvx', 'uv', 'deno', 'bun', 'docker', 'sh', 'bash']);
+
+function defaultName(command: string, args: string[]): string {
+  const cmd = basename(command);
+  if (!INTERPRETERS.has(cmd)) return cmd;
+  const script = args.find((a) => !a.startsWith('-'));
+  if (!script) return cmd;
+  // node …/server-everything/dist/index.js → server-everything: the package, not its entry file.
+  const parts = script.split(/[\\/]/).filter(Boolean);
+  let i = parts.length - 1;
+  if (/^(index|main|server|cli)$/.test(basename(parts[i]!, extname(parts[i]!)))) {
+    for (i--; i >= 0 && /^(dist|build|lib|src|bin|out)$/.test(parts[i]!); i--);
+    if (i >= 0) return parts[i]!;
+  }
+  return basename(script, extname(script));
+}
+
+export async function gatewayCommand(values: FrontValues, failed: (message: string) => never): Promise<void> {
+  // The upstream's flags are usage mistakes, said as the parser says its own: one line, pointing to the help.
+  const fail: (m: string) => never = (m) => failed(`outlast gateway: ${m}; run outlast help`);
+  const { stdio, env, cwd, http, header, name, ...front } = values;
+  if (!stdio === !http) fail('one upstream is needed: --stdio "CMD ARGS…" or --http URL');
+  let upstream: UpstreamSpec;
+  if (typeof stdio === 'string') {
+    if (header?.length || values['upstream-oauth-client-id']) fail('--header and --upstream-oauth-* are for an --http upstream');
+    const words = splitCommandLine(stdio);
+    if (words.length === 0) fail('--stdio needs a command, e.g. --stdio "node server.js"');
+    const vars: Record<string, string> = {};
+    for (const e of (env as string[] | undefined) ?? []) {
+      const i = e.indexOf('=');
+      if (i <= 0) fail(`--env must be K=V, got "${e}"`);
+      vars[e.slice(0, i)] = e.slice(i + 1);
+    }
+    upstream = { kind: 'stdio', name: name ?? defaultName(words[0]!, words.slice(1)), command: words[0]!, args: words.slice(1), env: vars, ...(cwd ? { cwd } : {}) };
+  } else {
+    if (env?.length || cwd) fail('--env and --cwd are for a --stdio upstream');
+    let url: URL;
+    try {
+      url = new URL(http);
+    } catch {
+      fail(`--http must be a URL, got "${http}"`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') fail(`--http must be an http:// or https:// URL, got "${http}"`);
+    const headers: Record<string, string> = {};
+    for (const h of (header as string[] | undefined) ?? []) {
+      const i = h.indexOf(':');
+      if (i <= 0) fail(`--header must be "K: V", got "${h}"`);
+      headers[h.slice(0, i).trim()] = h.slice(i + 1).trim();
+    }
+    const clientId = values['upstream-oauth-client-id'] as string | undefined;
+    const issuer = values['upstream-oauth-issuer'] as string | undefined;
+    const scope = values['upstream-oauth-scope'] as string | undefined;
+    const secret = process.env.OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET;
+    if (!clientId && (issuer || scope)) fail('--upstream-oauth-issuer and --upstream-oauth-scope go with --upstream-oauth-client-id');
+    if (clientId && !issuer) fail('--upstream-oauth-client-id needs --upstream-oauth-issuer URL (the authorization server the credentials belong to)');
+    if (clientId && !secret) fail('--upstream-oauth-client-id needs the client secret in $OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET');
+    upstream = { kind: 'http', name: name ?? url.host, url: url.href, headers, ...(clientId ? { oauth: { clientId, clientSecret: secret!, issuer: issuer!, ...(scope ? { scope } : {}) } } : {}) };
+  }
+  const poolSize = intFlagOf(values, 'upstream-pool', fail, 1);
+  const callTimeoutMs = intFlagOf(values, 'call-timeout-ms', fail, 1);
+  const connectTimeoutMs = intFlagOf(values, 'connect-timeout-ms', fail, 1);
+  const retrySafeTools = (values['retry-safe'] as string[] | undefined) ?? [];
+  for (const k of ['upstream-pool', 'call-timeout-ms', 'connect-timeout-ms', 'retry-safe', 'serve-stdio', 'upstream-oauth-client-id', 'upstream-oauth-issuer', 'upstream-oauth-scope']) delete front[k];
+  // The front's --stdio (serve on stdin/stdout) is --serve-stdio here: --stdio names the upstream.
+  if (values['serve-stdio']) front.stdio = true;
+  await runFront(front, async ({ store, handles, log, ...options }) => {
+    // Handles are on unless --no-handles: most hosts a gateway serves have no Tasks.
+    const outlast = new Outlast({ ...options, log, store: store as never, ...(handles === false ? {} : { handles: handles === undefined || handles === true ? true : handles }) });
+    const gateway = await mountGateway(outlast, {
+      upstream,
+      log,
+      ...(poolSize !== undefined ? { poolSize } : {}),
+      ...(callTimeoutMs !== undefined ? { callTimeoutMs } : {}),
+      ...(connectTimeoutMs !== undefined ? { connectTimeoutMs } : {}),
+      retrySafeTools,
+    });
+    return { outlast, factory: gateway.factory, info: gateway.info, describe: `upstream "${upstream.name}"`, close: () => gateway.close() };
+  }, failed);
+}

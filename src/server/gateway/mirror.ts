@@ -1,0 +1,111 @@
+/**
+ * The upstream's tools as Outlast tools: listed at start and again whenever the upstream says its list changed, each
+ * defined with the upstream's own JSON Schema (compiled once per change of that tool, never per request), its
+ * annotations, and whether re-running it after a lost replica is safe (`readOnlyHint`, `idempotentHint`, or
+ * `--retry-safe TOOL`). Clients hear `notifications/tools/list_changed` when the mirror changed.
+ */
+import type { Outlast } from '../outlast.js';
+import type { JsonObject } from '../../protocol/index.js';
+import type { Logger } from '../../runtime/types.js';
+import { coalesced } from '../../runtime/coalesce.js';
+import type { UpstreamPool } from './pool.js';
+import type { UpstreamConnection } from './upstream.js';
+import { upstreamToolHandler } from './call.js';
+
+export interface MirrorOptions {
+  outlast: Outlast;
+  pool: UpstreamPool;
+  /** The connection that lists (not one of the pool's: listing never waits behind a long call). */
+  control: () => Promise<UpstreamConnection>;
+  retrySafeTools: Set<string>;
+  callTimeoutMs: number | undefined;
+  log: Logger;
+}
+
+interface UpstreamTool {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema?: JsonObject;
+  annotations?: { readOnlyHint?: boolean; idempotentHint?: boolean } & JsonObject;
+  execution?: { taskSupport?: string };
+}
+
+/** How soon a failed listing is tried again when a request asks for the tools. */
+const RETRY_AFTER_MS = 1000;
+
+export class ToolMirror {
+  /** Mirrored tool → the JSON of its upstream definition (a changed definition is defined again). */
+  private readonly defined = new Map<string, string>();
+  private lastError: { message: string; at: number } | undefined;
+  private listedOnce = false;
+  readonly refresh: () => Promise<void>;
+
+  constructor(private readonly o: MirrorOptions) {
+    this.refresh = coalesced(() => this.list());
+  }
+
+  /** Why the tools cannot be listed now (the upstream cannot start, say), after one more try if the last failed a
+   *  while ago; undefined once they can. */
+  async unavailable(): Promise<string | undefined> {
+    if (this.lastError && Date.now() - this.lastError.at >= RETRY_AFTER_MS) await this.refresh();
+    return this.lastError && !this.listedOnce ? this.lastError.message : undefined;
+  }
+
+  private async list(): Promise<void> {
+    let tools: UpstreamTool[];
+    try {
+      const conn = await this.o.control();
+      tools = (await conn.client.listTools(undefined, { cacheMode: 'bypass' })).tools as unknown as UpstreamTool[];
+    } catch (e) {
+      this.lastError = { message: `The tools of upstream "${this.o.pool.spec.name}" cannot be listed: ${(e as Error).message}`, at: Date.now() };
+      this.o.log.error(this.lastError.message);
+      return;
+    }
+    this.lastError = undefined;
+    this.listedOnce = true;
+    let changed = false;
+    const seen = new Set<string>();
+    for (const t of tools) {
+      seen.add(t.name);
+      const text = JSON.stringify([t.title, t.description, t.inputSchema, t.annotations, t.execution]);
+      if (this.defined.get(t.name) === text) continue;
+      if (this.defined.has(t.name)) this.o.outlast.removeTool(t.name);
+      try {
+        this.define(t);
+        this.defined.set(t.name, text);
+        changed = true;
+      } catch (e) {
+        this.defined.delete(t.name);
+        this.o.log.error(`upstream tool "${t.name}" is not served: ${(e as Error).message}`);
+      }
+    }
+    for (const name of [...this.defined.keys()]) {
+      if (seen.has(name)) continue;
+      this.o.outlast.removeTool(name);
+      this.defined.delete(name);
+      changed = true;
+    }
+    if (changed) {
+      this.o.log.info(`mirroring ${this.defined.size} tools of upstream "${this.o.pool.spec.name}"`);
+      this.o.outlast.notifier()?.toolsChanged();
+    }
+  }
+
+  private define(t: UpstreamTool): void {
+    const a = t.annotations ?? {};
+    const retrySafe = a.readOnlyHint === true || a.idempotentHint === true || this.o.retrySafeTools.has(t.name);
+    this.o.outlast.tool(
+      t.name,
+      {
+        ...(t.title !== undefined ? { title: t.title } : {}),
+        ...(t.description !== undefined ? { description: t.description } : {}),
+        inputJsonSchema: t.inputSchema ?? { type: 'object' },
+        ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
+        retrySafe,
+        lostWork: `the call of "${t.name}" on upstream "${this.o.pool.spec.name}"`,
+      },
+      upstreamToolHandler({ pool: this.o.pool, tool: t.name, taskRequired: t.execution?.taskSupport === 'required', callTimeoutMs: this.o.callTimeoutMs, retrySafe, log: this.o.log }),
+    );
+  }
+}

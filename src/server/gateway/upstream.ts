@@ -1,0 +1,182 @@
+/**
+ * One connection to an upstream MCP server (a stdio process, or a Streamable HTTP session) through the official SDK
+ * client. It declares elicitation and sampling, so the upstream may ask during a call; whoever leases the connection
+ * (one call at a time, see pool.ts) receives those requests through `relay`. A connection that breaks (its process
+ * ended, it wrote what is not JSON-RPC, its session failed) says why in `broken`, and is never used again.
+ */
+import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
+import * as z from 'zod';
+import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
+import { UpstreamStdioTransport } from './stdio-transport.js';
+import type { JsonObject } from '../../protocol/index.js';
+import type { Logger } from '../../runtime/types.js';
+
+export type UpstreamSpec =
+  | { kind: 'stdio'; name: string; command: string; args: string[]; env?: Record<string, string>; cwd?: string }
+  | { kind: 'http'; name: string; url: string; headers?: Record<string, string>; oauth?: UpstreamOAuth };
+
+/** OAuth client credentials toward an HTTP upstream (RFC 6749 §4.4, `client_secret_basic`), through the SDK's
+ *  ClientCredentialsProvider: it finds the authorization server from the upstream's protected-resource metadata, gets
+ *  a token for the upstream (with `resource`), and gets a new one when the upstream answers 401. */
+export interface UpstreamOAuth {
+  clientId: string;
+  clientSecret: string;
+  /** The authorization server the credentials belong to: they are sent to no other. */
+  issuer: string;
+  scope?: string;
+}
+
+/** What a call that leases the connection answers for the upstream: its questions, while the call runs. */
+export interface CallRelay {
+  elicit(params: JsonObject, signal: AbortSignal): Promise<JsonObject>;
+  sample(params: JsonObject, signal: AbortSignal): Promise<JsonObject>;
+  /** A log message the upstream sent during the call. */
+  log(params: JsonObject): void;
+}
+
+export interface UpstreamEvents {
+  /** The upstream said its tool (prompt, resource) list changed. */
+  toolsChanged(): void;
+  promptsChanged(): void;
+  resourcesChanged(): void;
+  log: Logger;
+}
+
+/** Any result object: an upstream's answer is passed on as it is (the gateway's own checks are elsewhere). */
+export const ANY_RESULT = z.looseObject({});
+
+/** What the gateway calls itself when it connects upstream. */
+const CLIENT_INFO = { name: 'outlast-gateway', version: '1' };
+/** The last stderr kept per connection, for the reason a failure gives. */
+const STDERR_TAIL = 2000;
+/** After a line on stdout that is not JSON-RPC, how long a proper answer to initialize may still come (a banner is
+ *  tolerated; a stream of nothing else is not). */
+const GARBAGE_GRACE_MS = 1000;
+
+/** Words for a stdio upstream in messages: its name and command line. */
+export function describeUpstream(spec: UpstreamSpec): string {
+  return spec.kind === 'stdio' ? `upstream "${spec.name}" (${[spec.command, ...spec.args].join(' ')})` : `upstream "${spec.name}" (${spec.url})`;
+}
+
+export class UpstreamConnection {
+  /** Set while a call holds the lease: where the upstream's questions go. */
+  relay: CallRelay | undefined;
+  /** Why this connection can serve no more (undefined while it can). */
+  broken: Error | undefined;
+  /** The stdio transport (its process), for a stdio upstream. */
+  readonly stdio: UpstreamStdioTransport | undefined;
+  private stderrTail = '';
+
+  private constructor(
+    readonly spec: UpstreamSpec,
+    readonly client: Client,
+    private readonly transport: Transport,
+  ) {}
+
+  /** The upstream process's id (stdio). */
+  get pid(): number | undefined {
+    return this.stdio?.pid;
+  }
+
+  /** Starts the process (or session) and initializes; rejects with a reason that names the upstream. */
+  static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number): Promise<UpstreamConnection> {
+    const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+    const transport: Transport =
+      spec.kind === 'stdio'
+        ? new UpstreamStdioTransport({ command: spec.command, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env }, ...(spec.cwd ? { cwd: spec.cwd } : {}) })
+        : new StreamableHTTPClientTransport(new URL(spec.url), {
+            requestInit: { headers: spec.headers ?? {} },
+            ...(spec.oauth
+              ? { authProvider: new ClientCredentialsProvider({ clientId: spec.oauth.clientId, clientSecret: spec.oauth.clientSecret, expectedIssuer: spec.oauth.issuer, ...(spec.oauth.scope ? { scope: spec.oauth.scope } : {}) }) }
+              : {}),
+          });
+    const conn = new UpstreamConnection(spec, client, transport);
+    let failOpen: (e: Error) => void = () => {};
+    const openFailed = new Promise<never>((_, reject) => (failOpen = reject));
+    openFailed.catch(() => undefined);
+    let connected = false;
+    if (transport instanceof UpstreamStdioTransport) {
+      transport.onGarbage = (line) => {
+        events.log.warn(`[${spec.name}] stdout, not JSON-RPC: ${line.slice(0, 300)}`);
+        if (connected) return;
+        const garbage = new Error(`${describeUpstream(spec)} wrote something that is not JSON-RPC on its stdout ("${line.slice(0, 200)}") and no answer to initialize`);
+        setTimeout(() => {
+          if (connected) return;
+          conn.breakWith(garbage);
+          failOpen(garbage);
+        }, GARBAGE_GRACE_MS).unref();
+      };
+    }
+    (conn as { stdio: UpstreamStdioTransport | undefined }).stdio = transport instanceof UpstreamStdioTransport ? transport : undefined;
+    if (transport instanceof UpstreamStdioTransport) transport.onStderr = (d) => onStderr(d);
+    // Its stderr goes to the gateway's log, a line at a time, prefixed by the upstream's name.
+    let partial = '';
+    const onStderr = (d: Buffer) => {
+      const text = partial + d.toString('utf8');
+      conn.stderrTail = (conn.stderrTail + d.toString('utf8')).slice(-STDERR_TAIL);
+      const lines = text.split('\n');
+      partial = lines.pop() ?? '';
+      for (const l of lines) if (l.trim()) events.log.info(`[${spec.name}] ${l}`);
+    };
+    client.onerror = (e) => events.log.warn(`[${spec.name}] ${e.message}`);
+    client.onclose = () => {
+      const exit = conn.stdio?.exit;
+      const how = exit ? (exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`) : 'ended its connection';
+      conn.breakWith(new Error(`${describeUpstream(spec)}${conn.pidText()} ${how}${conn.stderrTail.trim() ? `; its last stderr: ${conn.stderrTail.trim().slice(-300)}` : ''}`));
+      // A process that ended says more than the SDK's "connection closed"; an HTTP connect fails with its own cause.
+      if (conn.stdio) failOpen(conn.broken!);
+    };
+    client.setNotificationHandler('notifications/tools/list_changed', () => events.toolsChanged());
+    client.setNotificationHandler('notifications/prompts/list_changed', () => events.promptsChanged());
+    client.setNotificationHandler('notifications/resources/list_changed', () => events.resourcesChanged());
+    client.setNotificationHandler('notifications/message', (n) => conn.relay?.log(n.params as unknown as JsonObject));
+    client.setRequestHandler('elicitation/create', async (req, ctx) => conn.answer('elicit', req.params as unknown as JsonObject, ctx.mcpReq.signal) as never);
+    client.setRequestHandler('sampling/createMessage', async (req, ctx) => conn.answer('sample', req.params as unknown as JsonObject, ctx.mcpReq.signal) as never);
+    try {
+      const connecting = client.connect(transport, { timeout: connectTimeoutMs });
+      void connecting.catch(() => undefined);
+      await Promise.race([connecting, openFailed]);
+      connected = true;
+    } catch (e) {
+      const err = e as Error;
+      // What broke it first (garbage, an early exit) says more than the SDK's "connection closed".
+      const why = conn.broken && conn.stdio ? conn.broken.message : err.message;
+      await conn.close();
+      // A settled stderr tail (the process may still be flushing it) makes the reason worth reading.
+      await new Promise((r) => setTimeout(r, 50));
+      const tail = conn.stderrTail.trim() && !why.includes('stderr') ? `; its stderr: ${conn.stderrTail.trim().slice(-300)}` : '';
+      throw new Error(why.startsWith('upstream') ? why : `${describeUpstream(spec)} could not start: ${why}${tail}`);
+    }
+    return conn;
+  }
+
+  private pidText(): string {
+    return this.pid ? ` (pid ${this.pid})` : '';
+  }
+
+  private breakWith(e: Error): void {
+    this.broken ??= e;
+  }
+
+  private async answer(kind: 'elicit' | 'sample', params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+    const relay = this.relay;
+    // Association is by lease: a question with no call in flight on this connection belongs to nobody.
+    if (!relay) throw new Error(`The gateway has no call in flight on this connection to answer ${kind === 'elicit' ? 'elicitation/create' : 'sampling/createMessage'}`);
+    return kind === 'elicit' ? relay.elicit(params, signal) : relay.sample(params, signal);
+  }
+
+  /** Marks it unusable (e.g. a call on it was cancelled or timed out: what it may still send belongs to nobody). */
+  retire(why: string): void {
+    this.breakWith(new Error(why));
+  }
+
+  async close(): Promise<void> {
+    this.breakWith(new Error(`${describeUpstream(this.spec)}: the connection was closed`));
+    try {
+      if (this.transport instanceof StreamableHTTPClientTransport) await this.transport.terminateSession().catch(() => undefined);
+      await this.client.close();
+    } catch {
+      /* already closed */
+    }
+  }
+}

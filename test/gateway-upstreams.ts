@@ -1,0 +1,45 @@
+/**
+ * Small upstreams for the gateway's tests, run as `node dist/test/gateway-upstreams.js MODE …`:
+ *   tap LOG CMD ARGS…  runs CMD as its child and appends every line it passes on to LOG ("PID > line" in, "PID < line"
+ *                      out; "PID child CPID" first), so a test sees what reached the real upstream (a cancel) and which
+ *                      process to kill
+ *   garbage            writes a line that is not JSON-RPC on stdout when spoken to, and stays
+ *   silent             a real MCP server (SDK v1) whose tool `hang` never answers and `ok` answers at once
+ */
+import { spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import * as z from 'zod';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+
+const [mode, ...rest] = process.argv.slice(2);
+
+if (mode === 'tap') {
+  const [log, cmd, ...args] = rest as [string, string, ...string[]];
+  appendFileSync(log, `${process.pid} started\n`);
+  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  appendFileSync(log, `${process.pid} child ${child.pid}\n`);
+  createInterface({ input: process.stdin }).on('line', (l) => {
+    appendFileSync(log, `${process.pid} > ${l}\n`);
+    child.stdin.write(l + '\n');
+  }).on('close', () => child.stdin.end());
+  createInterface({ input: child.stdout }).on('line', (l) => {
+    appendFileSync(log, `${process.pid} < ${l}\n`);
+    process.stdout.write(l + '\n');
+  });
+  process.on('SIGTERM', () => child.kill('SIGTERM'));
+  // It ends as its child did (killed by a signal: by the same one), so the gateway sees the real upstream's end.
+  child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
+} else if (mode === 'garbage') {
+  process.stdin.once('data', () => process.stdout.write('Welcome! This server prints a banner on stdout.\n'));
+  process.stdin.on('end', () => process.exit(0));
+} else if (mode === 'silent') {
+  const server = new McpServer({ name: 'silent', version: '1.0.0' });
+  server.registerTool('hang', { description: 'Never answers', inputSchema: {} }, () => new Promise(() => undefined));
+  server.registerTool('ok', { description: 'Answers at once', inputSchema: { word: z.string() } }, ({ word }) => ({ content: [{ type: 'text', text: `ok ${word}` }] }));
+  await server.connect(new StdioServerTransport());
+} else {
+  process.stderr.write(`unknown mode ${mode}\n`);
+  process.exit(2);
+}
