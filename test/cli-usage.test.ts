@@ -87,7 +87,10 @@ describe('outlast CLI: usage mistakes and --help on every command', () => {
     assertUsageLine(['gateway'], /^outlast gateway: one upstream is needed: --stdio "CMD ARGS…" or --http URL/);
     assertUsageLine(['gateway', '--stdio', 'node a.js', '--http', 'http://127.0.0.1:9/mcp'], /^outlast gateway: one upstream is needed/);
     assertUsageLine(['gateway', '--http', 'ftp://example.com/mcp'], /^outlast gateway: --http must be an http:\/\/ or https:\/\/ URL, got "ftp:\/\/example.com\/mcp"/);
-    assertUsageLine(['gateway', '--stdio', 'node a.js', '--env', 'NOEQUALS'], /^outlast gateway: --env must be K=V, got "NOEQUALS"/);
+    assertUsageLine(['gateway', '--stdio', 'node a.js', '--env', 'NOEQUALS'], /^outlast gateway: --env takes NAME=VALUE \(a variable name, then "="\); got "NOEQUALS"/);
+    // "CMD ARGS" is read as `outlast call --stdio` reads it: quotes, and no shell behind it.
+    assertUsageLine(['gateway', '--stdio', 'node "a.js'], /^outlast gateway: --stdio: the double quote in "node \"a.js" is never closed/);
+    assertUsageLine(['gateway', '--stdio', 'node a.js | tee log'], /^outlast gateway: --stdio: "\|" needs a shell, and none runs the command/);
     assertUsageLine(['gateway', '--http', 'http://127.0.0.1:9/mcp', '--upstream-oauth-client-id', 'me'], /^outlast gateway: --upstream-oauth-client-id needs --upstream-oauth-issuer URL/);
     assertUsageLine(['gateway', '--stdio', 'node a.js', '--call-timeout-ms', 'soon'], /^outlast gateway: --call-timeout-ms must be an integer >= 1, got "soon"/);
   });

@@ -6,13 +6,16 @@ import { basename, extname } from 'node:path';
 import { Outlast } from '../server/outlast.js';
 import { mountGateway, type UpstreamSpec } from '../server/gateway/index.js';
 import { FRONT_OPTIONS, intFlagOf, runFront, type FrontValues } from './front-command.js';
+import { STDIO_OPTIONS, envFlags, splitCommandLine } from './stdio-options.js';
+import { UsageError } from './usage.js';
 
 export const GATEWAY_HELP = `Usage:
   outlast gateway --stdio "CMD ARGS…" [options]   serve the tools of a stdio MCP server, durably
   outlast gateway --http URL [options]           the same for a Streamable HTTP MCP server
 
 Options for gateway (and every option of serve but its --stdio; see docs/gateway.md):
-  --stdio "CMD ARGS…"      the upstream's command line (split on spaces; quote an argument with spaces)
+  --stdio "CMD ARGS…"      the upstream's command line, split like a shell splits words (quotes, backslashes),
+                           but no shell runs it
   --env K=V                an environment variable of the upstream process (repeatable; it otherwise gets only
                            a safe default set: HOME, PATH, USER, …)
   --cwd DIR                the upstream process's working directory
@@ -37,9 +40,7 @@ Options for gateway (and every option of serve but its --stdio; see docs/gateway
 
 export const GATEWAY_OPTIONS = {
   ...FRONT_OPTIONS,
-  stdio: { type: 'string' },
-  env: { type: 'string', multiple: true },
-  cwd: { type: 'string' },
+  ...STDIO_OPTIONS,
   http: { type: 'string' },
   header: { type: 'string', multiple: true },
   name: { type: 'string' },
@@ -52,26 +53,6 @@ export const GATEWAY_OPTIONS = {
   'upstream-oauth-issuer': { type: 'string' },
   'upstream-oauth-scope': { type: 'string' },
 } as const;
-
-/** A command line split as a shell would split simple words: spaces separate, '…' and "…" quote. */
-export function splitCommandLine(line: string): string[] {
-  const words: string[] = [];
-  const re = /"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g;
-  let current: string | undefined;
-  let lastEnd = -1;
-  for (let m = re.exec(line); m; m = re.exec(line)) {
-    const part = m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : (m[2] ?? m[3]!);
-    // Adjacent pieces (no space between) make one word: --x="a b".
-    if (current !== undefined && m.index === lastEnd) current += part;
-    else {
-      if (current !== undefined) words.push(current);
-      current = part;
-    }
-    lastEnd = m.index + m[0].length;
-  }
-  if (current !== undefined) words.push(current);
-  return words;
-}
 
 const INTERPRETERS = new Set(['node', 'python', 'python3', 'npx', 'uvx', 'uv', 'deno', 'bun', 'docker', 'sh', 'bash']);
 
@@ -98,13 +79,15 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
   let upstream: UpstreamSpec;
   if (typeof stdio === 'string') {
     if (header?.length || values['upstream-oauth-client-id']) fail('--header and --upstream-oauth-* are for an --http upstream');
-    const words = splitCommandLine(stdio);
-    if (words.length === 0) fail('--stdio needs a command, e.g. --stdio "node server.js"');
-    const vars: Record<string, string> = {};
-    for (const e of (env as string[] | undefined) ?? []) {
-      const i = e.indexOf('=');
-      if (i <= 0) fail(`--env must be K=V, got "${e}"`);
-      vars[e.slice(0, i)] = e.slice(i + 1);
+    // The same reading of "CMD ARGS" and --env as `outlast call --stdio` (stdio-options.ts), said in this command's words.
+    let words: string[] = [];
+    let vars: Record<string, string> = {};
+    try {
+      words = splitCommandLine(stdio);
+      vars = envFlags(env as string[] | undefined) ?? {};
+    } catch (e) {
+      if (e instanceof UsageError) fail(e.message);
+      throw e;
     }
     upstream = { kind: 'stdio', name: name ?? defaultName(words[0]!, words.slice(1)), command: words[0]!, args: words.slice(1), env: vars, ...(cwd ? { cwd } : {}) };
   } else {
