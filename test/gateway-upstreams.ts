@@ -39,7 +39,8 @@ if (mode === 'tap') {
   server.registerTool('hang', { description: 'Never answers', inputSchema: {} }, () => new Promise(() => undefined));
   server.registerTool('ok', { description: 'Answers at once', inputSchema: { word: z.string() } }, ({ word }) => ({ content: [{ type: 'text', text: `ok ${word}` }] }));
   await server.connect(new StdioServerTransport());
-} else {
+} else if (mode !== undefined) {
   process.stderr.write(`unknown mode ${mode}\n`);
   process.exit(2);
 }
+// No mode: `node --test dist/test/` runs every file there, this one too; it has nothing to test by itself.
