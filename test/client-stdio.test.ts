@@ -108,6 +108,31 @@ describe('TaskClient over stdio', () => {
     assert.equal(alive(pid), false, 'killed (SIGKILL) after the grace periods');
   });
 
+  test('what a server writes on stdout that is not JSON-RPC: a banner is shown marked and skipped, and the error of a server that exits quotes it', async () => {
+    const server = fixtureServer();
+    const stderr: string[] = [];
+    // The fixture server behind a shell that greets on stdout first, as some servers do.
+    const greeting = { command: 'sh', args: ['-c', 'echo "Welcome, this server greets on stdout"; exec "$0" "$@"', process.execPath, ...server.args], cwd: ROOT };
+    const client = new TaskClient({ stdio: { ...greeting, stderr: (l) => stderr.push(l) } });
+    try {
+      const { tools } = await client.listTools();
+      assert.ok(tools.some((t) => t.name === 'sleep'), 'the answer after the banner is read');
+      assert.ok(stderr.includes('(on stdout, not JSON-RPC) Welcome, this server greets on stdout'), stderr.join('\n'));
+    } finally {
+      await client.close();
+    }
+    const usage = new TaskClient({ stdio: { command: process.execPath, args: ['-e', 'console.log("usage: server --port N"); process.exit(4)'], stderr: 'ignore' } });
+    try {
+      await assert.rejects(usage.listTools(), (e: Error) => {
+        assert.ok(e instanceof TransportError, String(e));
+        assert.match(e.message, /The stdio server ".*" exited with code 4; it wrote nothing on stderr; on stdout, not JSON-RPC: "usage: server --port N"/);
+        return true;
+      });
+    } finally {
+      await usage.close();
+    }
+  });
+
   test('a server killed mid-task fails the call at once with the signal and its last stderr line, never a hang', async () => {
     const server = fixtureServer();
     const client = new TaskClient({ stdio: { command: process.execPath, args: server.args, cwd: ROOT, stderr: 'ignore' } });

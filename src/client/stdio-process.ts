@@ -130,7 +130,13 @@ export class StdioProcess implements Transport {
   send(message: JSONRPCMessage): Promise<void> {
     const stdin = this.child?.stdin;
     if (!stdin || stdin.destroyed || this.finished) return Promise.reject(new Error(`the stdio process "${this.shown}" is not running`));
-    return new Promise((resolveSent, rejectSent) => stdin.write(serializeMessage(message), (e) => (e ? rejectSent(e) : resolveSent())));
+    return new Promise((resolveSent, rejectSent) =>
+      stdin.write(serializeMessage(message), (e) => {
+        if (!e) return resolveSent();
+        // A closed pipe (EPIPE) means the process is ending: its end (onclose, exit) is reported before this rejects.
+        void Promise.race([this.done, new Promise((r) => setTimeout(r, STOP_STEP_MS).unref())]).then(() => rejectSent(e));
+      }),
+    );
   }
 
   /** Ends its stdin (a stdio server's signal to stop), then SIGTERM after 2 s, SIGKILL after 2 more, and waits until
