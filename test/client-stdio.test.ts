@@ -14,7 +14,8 @@ import Database from 'better-sqlite3';
 import { TaskClient } from '../src/client/index.js';
 import { TransportError } from '../src/client/errors.js';
 import { Journal } from '../src/client/journal.js';
-import { commandLine, parseStdioTarget } from '../src/client/stdio-transport.js';
+import { commandLine } from '../src/client/stdio-process.js';
+import { parseStdioTarget } from '../src/client/stdio-transport.js';
 import { BIN, FIXTURES, ROOT, alive, sleep, tempDir, until } from './helpers.js';
 import { runCli, serverTaskCount, type CliRun } from './client-helpers.js';
 import { docBlock } from './doc-blocks.js';
@@ -105,6 +106,31 @@ describe('TaskClient over stdio', () => {
     assert.ok(alive(pid));
     await client.close();
     assert.equal(alive(pid), false, 'killed (SIGKILL) after the grace periods');
+  });
+
+  test('what a server writes on stdout that is not JSON-RPC: a banner is shown marked and skipped, and the error of a server that exits quotes it', async () => {
+    const server = fixtureServer();
+    const stderr: string[] = [];
+    // The fixture server behind a shell that greets on stdout first, as some servers do.
+    const greeting = { command: 'sh', args: ['-c', 'echo "Welcome, this server greets on stdout"; exec "$0" "$@"', process.execPath, ...server.args], cwd: ROOT };
+    const client = new TaskClient({ stdio: { ...greeting, stderr: (l) => stderr.push(l) } });
+    try {
+      const { tools } = await client.listTools();
+      assert.ok(tools.some((t) => t.name === 'sleep'), 'the answer after the banner is read');
+      assert.ok(stderr.includes('(on stdout, not JSON-RPC) Welcome, this server greets on stdout'), stderr.join('\n'));
+    } finally {
+      await client.close();
+    }
+    const usage = new TaskClient({ stdio: { command: process.execPath, args: ['-e', 'console.log("usage: server --port N"); process.exit(4)'], stderr: 'ignore' } });
+    try {
+      await assert.rejects(usage.listTools(), (e: Error) => {
+        assert.ok(e instanceof TransportError, String(e));
+        assert.match(e.message, /The stdio server ".*" exited with code 4; it wrote nothing on stderr; on stdout, not JSON-RPC: "usage: server --port N"/);
+        return true;
+      });
+    } finally {
+      await usage.close();
+    }
   });
 
   test('a server killed mid-task fails the call at once with the signal and its last stderr line, never a hang', async () => {

@@ -28,7 +28,8 @@ import { OAUTH_HELP, OAUTH_OPTIONS, OAUTH_STRING_OPTIONS, cliOAuthProvider, logi
 import { latestOutputSeq, type OutputEvent } from '../client/output.js';
 import { gapLine, outputLine } from './output-lines.js';
 import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError } from '../client/errors.js';
-import { commandLine, parseStdioTarget } from '../client/stdio-transport.js';
+import { commandLine } from '../client/stdio-process.js';
+import { parseStdioTarget } from '../client/stdio-transport.js';
 import { STDIO_HELP, STDIO_OPTIONS, STDIO_STRING_OPTIONS, envFlags, stdioServerKey, type StdioFlagValues } from './stdio-options.js';
 
 export const CLIENT_HELP = `Client commands:

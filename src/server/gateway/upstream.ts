@@ -6,8 +6,7 @@
  */
 import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import * as z from 'zod';
-import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
-import { UpstreamStdioTransport } from './stdio-transport.js';
+import { commandLine, StdioProcess } from '../../client/stdio-process.js';
 import type { JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
 
@@ -47,15 +46,13 @@ export const ANY_RESULT = z.looseObject({});
 
 /** What the gateway calls itself when it connects upstream. */
 const CLIENT_INFO = { name: 'outlast-gateway', version: '1' };
-/** The last stderr kept per connection, for the reason a failure gives. */
-const STDERR_TAIL = 2000;
 /** After a line on stdout that is not JSON-RPC, how long a proper answer to initialize may still come (a banner is
  *  tolerated; a stream of nothing else is not). */
 const GARBAGE_GRACE_MS = 1000;
 
 /** Words for a stdio upstream in messages: its name and command line. */
 export function describeUpstream(spec: UpstreamSpec): string {
-  return spec.kind === 'stdio' ? `upstream "${spec.name}" (${[spec.command, ...spec.args].join(' ')})` : `upstream "${spec.name}" (${spec.url})`;
+  return spec.kind === 'stdio' ? `upstream "${spec.name}" (${commandLine(spec.command, spec.args)})` : `upstream "${spec.name}" (${spec.url})`;
 }
 
 export class UpstreamConnection {
@@ -63,14 +60,12 @@ export class UpstreamConnection {
   relay: CallRelay | undefined;
   /** Why this connection can serve no more (undefined while it can). */
   broken: Error | undefined;
-  /** The stdio transport (its process), for a stdio upstream. */
-  readonly stdio: UpstreamStdioTransport | undefined;
-  private stderrTail = '';
-
   private constructor(
     readonly spec: UpstreamSpec,
     readonly client: Client,
     private readonly transport: Transport,
+    /** The upstream's process, for a stdio upstream. */
+    readonly stdio: StdioProcess | undefined,
   ) {}
 
   /** The upstream process's id (stdio). */
@@ -81,48 +76,49 @@ export class UpstreamConnection {
   /** Starts the process (or session) and initializes; rejects with a reason that names the upstream. */
   static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number): Promise<UpstreamConnection> {
     const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+    let connected = false;
+    let onGarbage: (line: string) => void = () => {};
+    const stdio =
+      spec.kind === 'stdio'
+        ? new StdioProcess({
+            command: spec.command,
+            args: spec.args,
+            ...(spec.env ? { env: spec.env } : {}),
+            ...(spec.cwd ? { cwd: spec.cwd } : {}),
+            // Its stderr goes to the gateway's log, a line at a time, prefixed by the upstream's name.
+            onStderrLine: (line) => {
+              if (line.trim()) events.log.info(`[${spec.name}] ${line}`);
+            },
+            onGarbage: (line) => onGarbage(line),
+          })
+        : undefined;
     const transport: Transport =
       spec.kind === 'stdio'
-        ? new UpstreamStdioTransport({ command: spec.command, args: spec.args, env: { ...getDefaultEnvironment(), ...spec.env }, ...(spec.cwd ? { cwd: spec.cwd } : {}) })
+        ? stdio!
         : new StreamableHTTPClientTransport(new URL(spec.url), {
             requestInit: { headers: spec.headers ?? {} },
             ...(spec.oauth
               ? { authProvider: new ClientCredentialsProvider({ clientId: spec.oauth.clientId, clientSecret: spec.oauth.clientSecret, expectedIssuer: spec.oauth.issuer, ...(spec.oauth.scope ? { scope: spec.oauth.scope } : {}) }) }
               : {}),
           });
-    const conn = new UpstreamConnection(spec, client, transport);
+    const conn = new UpstreamConnection(spec, client, transport, stdio);
     let failOpen: (e: Error) => void = () => {};
     const openFailed = new Promise<never>((_, reject) => (failOpen = reject));
     openFailed.catch(() => undefined);
-    let connected = false;
-    if (transport instanceof UpstreamStdioTransport) {
-      transport.onGarbage = (line) => {
-        events.log.warn(`[${spec.name}] stdout, not JSON-RPC: ${line.slice(0, 300)}`);
+    onGarbage = (line) => {
+      events.log.warn(`[${spec.name}] stdout, not JSON-RPC: ${line.slice(0, 300)}`);
+      if (connected) return;
+      const garbage = new Error(`${describeUpstream(spec)} wrote something that is not JSON-RPC on its stdout ("${line.slice(0, 200)}") and no answer to initialize`);
+      setTimeout(() => {
         if (connected) return;
-        const garbage = new Error(`${describeUpstream(spec)} wrote something that is not JSON-RPC on its stdout ("${line.slice(0, 200)}") and no answer to initialize`);
-        setTimeout(() => {
-          if (connected) return;
-          conn.breakWith(garbage);
-          failOpen(garbage);
-        }, GARBAGE_GRACE_MS).unref();
-      };
-    }
-    (conn as { stdio: UpstreamStdioTransport | undefined }).stdio = transport instanceof UpstreamStdioTransport ? transport : undefined;
-    if (transport instanceof UpstreamStdioTransport) transport.onStderr = (d) => onStderr(d);
-    // Its stderr goes to the gateway's log, a line at a time, prefixed by the upstream's name.
-    let partial = '';
-    const onStderr = (d: Buffer) => {
-      const text = partial + d.toString('utf8');
-      conn.stderrTail = (conn.stderrTail + d.toString('utf8')).slice(-STDERR_TAIL);
-      const lines = text.split('\n');
-      partial = lines.pop() ?? '';
-      for (const l of lines) if (l.trim()) events.log.info(`[${spec.name}] ${l}`);
+        conn.breakWith(garbage);
+        failOpen(garbage);
+      }, GARBAGE_GRACE_MS).unref();
     };
     client.onerror = (e) => events.log.warn(`[${spec.name}] ${e.message}`);
     client.onclose = () => {
-      const exit = conn.stdio?.exit;
-      const how = exit ? (exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`) : 'ended its connection';
-      conn.breakWith(new Error(`${describeUpstream(spec)}${conn.pidText()} ${how}${conn.stderrTail.trim() ? `; its last stderr: ${conn.stderrTail.trim().slice(-300)}` : ''}`));
+      const how = conn.stdio ? conn.stdio.describeEnd() : 'ended its connection';
+      conn.breakWith(new Error(`${describeUpstream(spec)}${conn.pidText()} ${how}`));
       // A process that ended says more than the SDK's "connection closed"; an HTTP connect fails with its own cause.
       if (conn.stdio) failOpen(conn.broken!);
     };
@@ -141,10 +137,8 @@ export class UpstreamConnection {
       const err = e as Error;
       // What broke it first (garbage, an early exit) says more than the SDK's "connection closed".
       const why = conn.broken && conn.stdio ? conn.broken.message : err.message;
-      await conn.close();
-      // A settled stderr tail (the process may still be flushing it) makes the reason worth reading.
-      await new Promise((r) => setTimeout(r, 50));
-      const tail = conn.stderrTail.trim() && !why.includes('stderr') ? `; its stderr: ${conn.stderrTail.trim().slice(-300)}` : '';
+      await conn.close(); // for a stdio upstream: until its process is gone and its stderr read
+      const tail = conn.stdio?.stderrTail.length && !why.includes('stderr') ? `; its last stderr lines: ${conn.stdio.stderrTail.join(' | ')}` : '';
       throw new Error(why.startsWith('upstream') ? why : `${describeUpstream(spec)} could not start: ${why}${tail}`);
     }
     return conn;
