@@ -76,7 +76,8 @@ export async function send(url: string, r: WireRequest): Promise<{ status: numbe
   let json: any;
   const ct = res.headers.get('content-type') ?? '';
   if (ct.includes('text/event-stream')) {
-    const line = text.split('\n').find((l) => l.startsWith('data: '));
+    // The first message's data (an SDK v1 server with an event store primes the stream with an empty one).
+    const line = text.split('\n').find((l) => l.startsWith('data: ') && l.length > 6);
     json = line ? JSON.parse(line.slice(6)) : undefined;
   } else {
     try {

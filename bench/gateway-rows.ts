@@ -9,6 +9,8 @@
  *       process, a pool of them) vs the least a stdio server needs to be called over HTTP at all: a bare node:http
  *       pass-through to one stdio process of the same server (bench/stdio-bridge.ts; what supergateway and mcp-proxy
  *       do). Both sides are HTTP in front and stdio behind, so the ratio is the gateway's own cost. Target >= 0.8.
+ *   (ad.front) info: the gateway --stdio side of (ad.stdio) vs the same echo answered in-process by `outlast serve`
+ *       (bench/echo-module.ts): what the upstream leg costs beside the front and runtime both have.
  *   (ae) tasks/get on the gateway, cycling 1,000 working tasks (long upstream calls: trigger-long-running-operation
  *       for a day), vs (s)'s tasks/get on `outlast serve` (the 40-tool application of bench/poll-module.ts), 1,000
  *       parked tasks; both on SQLite. Target >= 0.9.
@@ -137,6 +139,7 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
     let adHttp: [PollingSide, PollingSide] | undefined;
     let adStdio: [PollingSide, PollingSide] | undefined;
     let ae: [PollingSide, PollingSide] | undefined;
+    let adFront: PollingSide | undefined;
     if (AD) {
       const upstream = await everythingHttp();
       stops.push(upstream.stop);
@@ -146,6 +149,9 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
       const gwStdio = await cli(['gateway', '--stdio', stdioUpstream, '--name', 'everything', '--upstream-pool', String(env.pool), ...front('ad-stdio.db')]);
       stops.push(() => gwStdio.stop());
       const bridge = await env.startServer('stdio-bridge.js', [JSON.stringify({ command: process.execPath, args: [EVERYTHING, 'stdio'] })]);
+      const inProcess = await cli(['serve', join(ROOT, 'dist', 'bench', 'echo-module.js'), '--handles', ...front('ad-front.db')]);
+      stops.push(() => inProcess.stop());
+      await check(inProcess.url, echo, echoed, 'echo in-process on outlast serve');
       await check(upstream.url, direct, echoed, 'echo straight to the upstream');
       await check(gwHttp.url, echo, echoed, 'echo through the gateway (HTTP upstream)');
       await check(gwStdio.url, echo, echoed, 'echo through the gateway (stdio upstream)');
@@ -158,6 +164,7 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
         side(`echo via gateway --stdio (pool ${env.pool})`, gwStdio.url, [echo], withChildren(gwStdio.pid), gwStdio.child),
         side('echo via bare stdio bridge', bridge.url, [echo], withChildren(bridge.child.pid), bridge.child),
       ];
+      adFront = side('echo in-process on outlast serve --handles', inProcess.url, [echo], () => [inProcess.pid], inProcess.child);
     }
     if (AE) {
       // Every task runs (one principal): its running share is sized for them; 4 hold upstream calls, the rest wait for
@@ -182,6 +189,7 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
     const cpuNote = (r: BenchRow) => ({ ...r, note: r.note!.replace('server CPU per request', 'CPU per request of the side\'s processes') });
     if (adHttp) rows.push(cpuNote(row('ad.http', 'inline echo tools/call through outlast gateway --http server-everything (req/s)', adHttp[0], 'the same request straight to server-everything\'s Streamable HTTP endpoint (one session)', adHttp[1], 0.8)));
     if (adStdio) rows.push(cpuNote(row('ad.stdio', 'inline echo tools/call through outlast gateway --stdio server-everything (req/s)', adStdio[0], 'the same request through a bare node:http pass-through to one server-everything stdio process', adStdio[1], 0.8)));
+    if (adStdio && adFront) rows.push(cpuNote(row('ad.front', 'inline echo tools/call through outlast gateway --stdio server-everything (req/s)', adStdio[0], 'the same tool answered in-process by outlast serve --handles (same schema and policy): the front and runtime without the upstream leg', adFront, undefined)));
     if (ae) rows.push(cpuNote(row('ae', `tasks/get on outlast gateway, cycling ${TASKS} working upstream calls (req/s)`, ae[0], `(s): tasks/get on outlast serve, 40 tools, ${TASKS} working tasks`, ae[1], 0.9)));
     return rows;
   } finally {
