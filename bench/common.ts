@@ -5,7 +5,7 @@
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -76,7 +76,8 @@ export async function send(url: string, r: WireRequest): Promise<{ status: numbe
   let json: any;
   const ct = res.headers.get('content-type') ?? '';
   if (ct.includes('text/event-stream')) {
-    const line = text.split('\n').find((l) => l.startsWith('data: '));
+    // The first message's data (an SDK v1 server with an event store primes the stream with an empty one).
+    const line = text.split('\n').find((l) => l.startsWith('data: ') && l.length > 6);
     json = line ? JSON.parse(line.slice(6)) : undefined;
   } else {
     try {
@@ -196,9 +197,10 @@ export class Child {
   private readonly exited: Promise<number | null>;
   private stderr = '';
 
-  constructor(file: string, args: string[] = [], execArgv: string[] = process.execArgv) {
+  /** Forks bench file `file`, or adopts a process already started with an IPC channel and stderr piped (startCli). */
+  constructor(file: string | ChildProcess, args: string[] = [], execArgv: string[] = process.execArgv) {
     installCleanup();
-    this.proc = fork(benchFile(file), args, { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], execArgv });
+    this.proc = typeof file === 'string' ? fork(benchFile(file), args, { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], execArgv }) : file;
     children.add(this.proc);
     this.proc.on('error', (e) => {
       this.stderr += `\n[bench] child ${this.proc.pid}: ${e.message}`;
@@ -360,8 +362,14 @@ export interface Served {
  * Starts `node NODE_ARGS… outlast serve MODULE --port 0 ARGS…`, registered for clean-up; resolves with its URL once
  * it listens. `ipc`: with an IPC channel (for a preloaded probe such as heap-probe.js).
  */
-export async function serve(module: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Promise<Served> {
-  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), join(ROOT, 'bin', 'outlast.js'), 'serve', module, '--port', '0', ...args], {
+export function serve(module: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Promise<Served> {
+  return startCli(['serve', module, '--port', '0', ...args], env, opts);
+}
+
+/** Starts `node NODE_ARGS… outlast ARGV…` (a command that serves HTTP: serve, gateway) as `serve` does. */
+export async function startCli(argv: string[], env: NodeJS.ProcessEnv = {}, opts: { nodeArgs?: string[]; ipc?: boolean } = {}): Promise<Served> {
+  const what = `outlast ${argv.slice(0, 2).join(' ')}`;
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), join(ROOT, 'bin', 'outlast.js'), ...argv], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: opts.ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
@@ -375,7 +383,7 @@ export async function serve(module: string, args: string[], env: NodeJS.ProcessE
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   const url = await new Promise<string>((res, rej) => {
     let out = '';
-    const t = setTimeout(() => rej(new Error(`outlast serve ${module} did not start:\n${err}`)), 30_000);
+    const t = setTimeout(() => rej(new Error(`${what} did not start:\n${err}`)), 30_000);
     proc.stdout!.on('data', (d) => {
       out += d;
       const m = /outlast listening on (\S+)/.exec(out);
@@ -384,7 +392,7 @@ export async function serve(module: string, args: string[], env: NodeJS.ProcessE
         res(m[1]!);
       }
     });
-    proc.once('exit', (code) => rej(new Error(`outlast serve ${module} exited (${code}):\n${err}`)));
+    proc.once('exit', (code) => rej(new Error(`${what} exited (${code}):\n${err}`)));
   });
   return {
     url,
@@ -409,4 +417,30 @@ export async function serve(module: string, args: string[], env: NodeJS.ProcessE
 export async function installMeterProvider(): Promise<void> {
   const { startPrometheus } = await import('../src/ops/metrics.js');
   await startPrometheus();
+}
+
+// ---- CPU time of processes that answer no IPC (an upstream server, its bridge) ----------------------------
+
+/** Clock ticks per second of /proc/PID/stat (USER_HZ: 100 on Linux). */
+const CLOCK_TICKS = 100;
+
+/** CPU time (user + system) a process has used, in µs, from /proc; 0 once it is gone. */
+export function procCpuUs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1e6) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** A process's children (every thread's), from /proc. */
+export function childPids(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((t) => readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
+  } catch {
+    return [];
+  }
 }

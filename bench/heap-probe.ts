@@ -1,8 +1,14 @@
 /**
- * Preloaded into an `outlast serve` process by the soak (node --expose-gc --import heap-probe.js): on {type:'heap'}
- * over IPC, runs full garbage collections and answers {type:'heap', heapUsed, heapTotal, rss, external}. Exits with
- * the parent (the channel closing), so it never outlives the bench.
+ * Preloaded into an `outlast serve` (or `outlast gateway`) process by the soak and the rows that measure a CLI
+ * process (node --expose-gc --import heap-probe.js): on {type:'heap'} over IPC, runs full garbage collections and
+ * answers {type:'heap', heapUsed, heapTotal, rss, external}; answers {type:'cpu'} and takes CPU profiles as the
+ * bench's own server children do (common.ts). Exits with the parent (the channel closing), so it never outlives the
+ * bench.
  */
+import { answerCpuUsage, installProfiler } from './common.js';
+
+answerCpuUsage();
+installProfiler();
 const gc = (globalThis as { gc?: () => void }).gc;
 
 process.on('message', (m: { type?: string } | null) => {

@@ -20,6 +20,8 @@ export interface PollingSide {
   requests: WireRequest[];
   concurrency: number;
   results: Array<{ rps: number; p50Ms: number; p99Ms: number; cpuUsPerReq?: number }>;
+  /** The processes whose CPU a request of this side costs, read from /proc (else the child's own, over IPC). */
+  cpuPids?: () => number[];
 }
 
 export interface PollingEnv {

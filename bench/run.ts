@@ -65,6 +65,12 @@
  *       ctx.status per call, SQLite and PostgreSQL (aa.pg); (ab) output emitted on replica A -> a tasks/stream client
  *       of B, p99 < 20 ms, with the status push of (g) in the same run; (ac) one task of 100,000 outputs: the server's
  *       heap and RSS stay flat, and a full replay's items/s (ac.pg: on PostgreSQL; not in the default list).
+ *   (ad), (ae) `outlast gateway` in front of server-everything (bench/gateway-rows.ts): (ad.http) an inline echo
+ *       tools/call through the gateway vs straight to the upstream's Streamable HTTP endpoint; (ad.stdio) through the
+ *       gateway in front of the stdio server vs a bare HTTP pass-through to one stdio process of it (both HTTP in
+ *       front, stdio behind), target >= 0.8 each; (ae) tasks/get on the gateway over 1,000 working upstream calls vs
+ *       (s)'s on `outlast serve`, SQLite both, target >= 0.9. CPU per request is the whole path's (the gateway and
+ *       its upstreams, from /proc). Not in the default list (upstream processes; BENCH_ONLY=ad,ae).
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -89,6 +95,7 @@
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
  *   BENCH_OUTPUT_ITEMS  outputs of the (ac) task (default 100,000); BENCH_OUTPUT_PUSH  samples of (ab) (default 500)
+ *   BENCH_GATEWAY_POOL  the gateway's --upstream-pool in (ad) and (ae) (default 4, the gateway's own default)
  *   BENCH_PROFILE       "1": after the counted rounds, one extra pass per HTTP side and per in-process
  *                       creation mode under the CPU profiler -> bench-results/profiles/*.cpuprofile
  * Results: a table on stdout and bench-results/latest.json.
@@ -110,6 +117,7 @@ import {
   cleanupAll,
   envNumber,
   median,
+  procCpuUs,
   removeTempDir,
   round,
   legacyWire,
@@ -130,6 +138,7 @@ import { dashboardScale } from './dashboard-scale.js';
 import { opsOverhead } from './ops-overhead.js';
 import { frontRows } from './front-rows.js';
 import { startOAuthSides } from './oauth-setup.js';
+import { gatewayRows } from './gateway-rows.js';
 
 const SECONDS = envNumber('BENCH_SECONDS', 2);
 const ROUNDS = Math.round(envNumber('BENCH_ROUNDS', 5));
@@ -202,6 +211,8 @@ interface Side {
   requests: WireRequest[];
   concurrency: number;
   results: LoadResult[];
+  /** The processes whose CPU a request of this side costs, read from /proc (else the child's own, over IPC). */
+  cpuPids?: () => number[];
 }
 
 async function startServerChild(file: string, args: string[] = []): Promise<{ child: Child; url: string }> {
@@ -230,8 +241,9 @@ async function alternate(gen: Child, sides: Side[], seconds = SECONDS): Promise<
     const line: string[] = [];
     for (const s of order) {
       // The server's own CPU per request: what a request costs, whatever else the shared machine is doing.
-      const cpu = () => s.child!.request<{ us: number }>({ type: 'cpu' }, 'cpu', 10_000).then((m) => m.us);
-      const before = s.child ? await cpu() : undefined;
+      const pids = s.cpuPids?.();
+      const cpu = async () => (pids ? pids.reduce((sum, pid) => sum + procCpuUs(pid), 0) : (await s.child!.request<{ us: number }>({ type: 'cpu' }, 'cpu', 10_000)).us);
+      const before = s.child || pids ? await cpu() : undefined;
       const res = await load(gen, s, seconds);
       if (before !== undefined && res.ok > 0) res.cpuUsPerReq = ((await cpu()) - before) / res.ok;
       s.results.push(res);
@@ -832,6 +844,26 @@ async function frontBench(gen: Child): Promise<void> {
   }
 }
 
+/** (ad), (ae): the gateway in front of server-everything (bench/gateway-rows.ts). */
+async function gatewayBench(gen: Child): Promise<void> {
+  const dir = tempDir('gateway');
+  try {
+    rows.push(
+      ...(await gatewayRows({
+        only: ONLY,
+        concurrency: CONCURRENCY,
+        dir,
+        pool: Math.round(envNumber('BENCH_GATEWAY_POOL', 4)),
+        startServer: startServerChild,
+        alternate: (sides, seconds) => alternate(gen, sides as Side[], seconds),
+        log,
+      })),
+    );
+  } finally {
+    removeTempDir(dir);
+  }
+}
+
 async function sustained(gen: Child): Promise<void> {
   const dir = tempDir('soak');
   try {
@@ -934,6 +966,7 @@ async function main(): Promise<void> {
     if (ONLY.has('v')) await sustained(gen);
     if (ONLY.has('w') || ONLY.has('x')) await frontBench(gen);
     if (ONLY.has('y')) await oauthThroughput(gen);
+    if (ONLY.has('ad') || ONLY.has('ae')) await gatewayBench(gen);
     // (z) and (z.load): MCP Events webhooks (bench/events-bench.ts).
     if (ONLY.has('z')) rows.push(await eventsLatency({ tasks: envNumber('BENCH_EVENT_TASKS', 500), pgUrl: PG_URL, schema: pgSchema('events'), inflight: 8 }, log));
     if (ONLY.has('z.load')) rows.push(await eventsLoad({ seconds: SECONDS, rounds: ROUNDS, inflight: 8, dir: tempDir('zload'), matching: false }, log));

@@ -67,18 +67,19 @@ export interface HandleHost {
   urlQuestionLinks(mcp: McpServer, ctx: ServerContext): ((v: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>, key: string) => string | undefined) | undefined;
 }
 
-// Built once: schemas are compiled when first used, and a fresh schema per request would be compiled again.
-const statusSchema = {
+// Built once, as objects: schemas are compiled when first used, and a raw shape is wrapped in a fresh z.object by the
+// SDK at every registration, i.e. on every request's McpServer (measured: ~60 µs a request for the three).
+const statusSchema = z.object({
   taskId: z.string().min(1).max(200).describe('The taskId from the handle'),
   waitSeconds: z.number().min(0).max(55).optional().describe('Longest to wait for the task to finish before answering with progress'),
   outputAfter: z.number().int().min(0).optional().describe('The outputAfter of the previous answer: only output produced after it is returned'),
-};
-const cancelSchema = { taskId: z.string().min(1).max(200).describe('The taskId from the handle') };
-const answerSchema = {
+});
+const cancelSchema = z.object({ taskId: z.string().min(1).max(200).describe('The taskId from the handle') });
+const answerSchema = z.object({
   taskId: z.string().min(1).max(200).describe('The taskId from the handle'),
   key: z.string().min(1).max(255).describe('The key of the question, from the status result (questions[].key)'),
   content: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).describe('The answer, one value per field of the question'),
-};
+});
 
 function text(t: string, isError = false): CallToolResult {
   return isError ? { content: [{ type: 'text', text: t }], isError: true } : { content: [{ type: 'text', text: t }] };
