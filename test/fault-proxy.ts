@@ -45,7 +45,7 @@ function isCancelRequest(b: Buffer): boolean {
  * PgBouncer exits) fails with EINVAL and leaves the handle open for good: the fd leaks, and the process spins at exit
  * waiting for that handle to close.
  */
-function abort(sock: Socket): void {
+export function abort(sock: Socket): void {
   if (sock.destroyed) return;
   if (sock.writableEnded) sock.destroy();
   else sock.resetAndDestroy();
