@@ -39,6 +39,18 @@ function isCancelRequest(b: Buffer): boolean {
   return b.length >= 8 && b.readInt32BE(0) === 16 && b.readInt32BE(4) === 80877102;
 }
 
+/**
+ * Resets a connection, or closes it if its end is already under way. Node 20's resetAndDestroy() on a socket whose
+ * shutdown libuv has not yet run (the peer's FIN answered by node's own end() in the same turn of the loop, as when
+ * PgBouncer exits) fails with EINVAL and leaves the handle open for good: the fd leaks, and the process spins at exit
+ * waiting for that handle to close.
+ */
+export function abort(sock: Socket): void {
+  if (sock.destroyed) return;
+  if (sock.writableEnded) sock.destroy();
+  else sock.resetAndDestroy();
+}
+
 export async function startFaultProxy(target: { host: string; port: number }, options: { swallowCancels?: boolean } = {}): Promise<FaultProxy> {
   let mode: FaultMode = 'pass';
   const pipes = new Set<Pipe>();
@@ -50,8 +62,8 @@ export async function startFaultProxy(target: { host: string; port: number }, op
   };
   const kill = (p: Pipe) => {
     pipes.delete(p);
-    if (!p.client.destroyed) p.client.resetAndDestroy();
-    if (!p.upstream.destroyed) p.upstream.resetAndDestroy();
+    abort(p.client);
+    abort(p.upstream);
   };
 
   const server: Server = createServer((client) => {
