@@ -161,8 +161,10 @@ for (const variant of ['postgres', 'redis'] as const) {
         stop = true;
         await Promise.all(load);
         const statuses: Record<string, number> = {};
+        // Not lost is the claim here: under a loaded machine one task has taken over 20 s to end after the heal (the
+        // cause is not found yet, see issue 27), so the wait is long; a task that never ends still fails it.
         for (const id of acknowledged) {
-          const done = await waitForTask(c.front.url, id, undefined, { timeoutMs: 20_000 });
+          const done = await waitForTask(c.front.url, id, undefined, { timeoutMs: 60_000 });
           statuses[done.status] = (statuses[done.status] ?? 0) + 1;
         }
         t.diagnostic(`${acknowledged.length} acknowledged (${JSON.stringify(statuses)}), ${refused} refused while the pooler was down`);
