@@ -5,7 +5,7 @@
  * (relay.ts), follows an upstream that answers with a task of its own (2025-11-25 Tasks), and forwards a cancel as
  * the SDK's `notifications/cancelled` (or `tasks/cancel`). Failures say which upstream call failed and why.
  */
-import { ErrorCode, TaskProtocolError, type JsonObject } from '../../protocol/index.js';
+import { ErrorCode, TaskProtocolError, isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
 import type { TaskContext, ToolHandler } from '../../runtime/context.js';
 import type { Logger } from '../../runtime/types.js';
 import { coalesced } from '../../runtime/coalesce.js';
@@ -76,8 +76,13 @@ function upstreamFailure(e: unknown, conn: UpstreamConnection, what: string, cal
   return new TaskProtocolError(ErrorCode.InternalError, `${what} failed: ${err?.message ?? String(e)}`, { reason: 'upstream_error' });
 }
 
+/** How messages name one upstream tool's call (failures here, and `lostWork` when its replica dies). */
+export function upstreamCallName(tool: string, upstream: string): string {
+  return `the call of "${tool}" on upstream "${upstream}"`;
+}
+
 export function upstreamToolHandler(o: UpstreamToolOptions): ToolHandler {
-  const what = `the call of "${o.tool}" on upstream "${o.pool.spec.name}"`;
+  const what = upstreamCallName(o.tool, o.pool.spec.name);
   const once = callOnce(o, what);
   return async (args, ctx) => {
     try {
@@ -155,7 +160,7 @@ async function followUpstreamTask(
           lastMessage = m;
           await ctx.status(m);
         }
-        if (['completed', 'failed', 'cancelled'].includes(String(t.status))) return;
+        if (isTerminal(t.status as TaskStatus)) return;
       } catch {
         return;
       }

@@ -10,7 +10,7 @@ import type { Logger } from '../../runtime/types.js';
 import { coalesced } from '../../runtime/coalesce.js';
 import type { UpstreamPool } from './pool.js';
 import type { UpstreamConnection } from './upstream.js';
-import { upstreamToolHandler } from './call.js';
+import { upstreamCallName, upstreamToolHandler } from './call.js';
 
 export interface MirrorOptions {
   outlast: Outlast;
@@ -103,7 +103,7 @@ export class ToolMirror {
         inputJsonSchema: t.inputSchema ?? { type: 'object' },
         ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
         retrySafe,
-        lostWork: `the call of "${t.name}" on upstream "${this.o.pool.spec.name}"`,
+        lostWork: upstreamCallName(t.name, this.o.pool.spec.name),
       },
       upstreamToolHandler({ pool: this.o.pool, tool: t.name, taskRequired: t.execution?.taskSupport === 'required', callTimeoutMs: this.o.callTimeoutMs, retrySafe, log: this.o.log }),
     );
