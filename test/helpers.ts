@@ -308,6 +308,12 @@ export async function waitForTask(
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   for (;;) {
     const r = await getTask(url, taskId, opts);
+    // A server that enforces its poll interval answers a fast poll with -31429 and the wait; a client honours it.
+    const retryAfterMs = r.error?.code === -31429 ? Number((r.error.data as { retryAfterMs?: number } | undefined)?.retryAfterMs) : NaN;
+    if (Number.isFinite(retryAfterMs) && Date.now() + retryAfterMs <= deadline) {
+      await new Promise((res) => setTimeout(res, retryAfterMs));
+      continue;
+    }
     if (r.error) throw new Error(`tasks/get failed: ${JSON.stringify(r.error)}`);
     if (until(r.result)) return r.result;
     if (Date.now() > deadline) throw new Error(`task ${taskId} still ${r.result.status} after ${opts.timeoutMs ?? 20_000} ms`);

@@ -37,6 +37,8 @@ export interface QueueHost {
   createResult(rec: TaskRecord): CreateTaskResult;
   /** Runs the handler of a task this replica now owns, in `slot`. */
   rerun(rec: TaskRecord, tool: RegisteredTool, slot?: Slot): void;
+  /** Whether a run of this task is under way here. */
+  runsHere(taskId: string): boolean;
 }
 
 export interface CapacityOptions extends PrincipalBoundOptions {
@@ -82,6 +84,8 @@ export class RunQueue {
   private timer: NodeJS.Timeout | undefined;
   /** Claims are failing (store unreachable): said once, not at every poll. */
   private claimsFailing = false;
+  /** The times of claims that got no answer: each may have committed, so what it took is read back (claimedAt). */
+  private readonly unanswered: number[] = [];
   private readonly unsubscribe: () => void;
   /** Wakes this replica for the earliest parked task due before the next poll. */
   private readonly wakeTimer: WakeTimer;
@@ -371,7 +375,23 @@ export class RunQueue {
     );
   }
 
+  /** Runs what unanswered claims took (those tasks never started: a claim's tasks start only once it answers). */
+  private async runUnansweredClaims(): Promise<void> {
+    while (this.unanswered.length > 0 && !this.host.isStopping) {
+      for (const rec of await this.host.store.claimedAt(this.host.replicaId, this.unanswered[0]!)) {
+        const tool = this.host.tool(rec.tool);
+        if (!tool || this.host.runsHere(rec.taskId)) continue;
+        this.host.log.warn('a claim whose answer was lost took this task; it starts now', { taskId: rec.taskId, tool: rec.tool });
+        this.depth = Math.max(0, this.depth - 1);
+        this.host.publish(rec.taskId);
+        this.host.rerun(rec, tool, this.take(rec.tool, rec.principal));
+      }
+      this.unanswered.shift();
+    }
+  }
+
   private async drainLoop(): Promise<void> {
+    await this.runUnansweredClaims();
     while (this.waiting && !this.host.isStopping) {
       const room: Record<string, number> = {};
       for (const t of this.host.toolNames()) {
@@ -386,10 +406,16 @@ export class RunQueue {
       this.claimingSlots = max;
       this.claiming = room;
       let claimed: TaskRecord[];
-      const claim = this.host.store.claimQueued({ owner: this.host.replicaId, now: this.host.store.now(), room, max, limits: this.limits(), principalCap: this.bounds.claimCap(max) });
+      const now = this.host.store.now();
+      const claim = this.host.store.claimQueued({ owner: this.host.replicaId, now, room, max, limits: this.limits(), principalCap: this.bounds.claimCap(max) });
       this.claimDone = claim.catch(() => undefined);
       try {
         claimed = await claim;
+      } catch (e) {
+        // The commit may have happened with its answer lost (a pooler restarted): what it took would be owned here
+        // and run nowhere, so it is read back once the store answers.
+        if (this.unanswered.length < 10_000) this.unanswered.push(now);
+        throw e;
       } finally {
         this.reserved -= max;
         this.claimingSlots = 0;

@@ -84,7 +84,8 @@ export interface LeaseOptions {
 export type StoppedWhy = 'fenced' | 'outage' | 'doubtful';
 
 interface Stopped {
-  why: StoppedWhy;
+  /** `lost`: a dead peer's task whose takeover got no answer (it may be this replica's now). */
+  why: StoppedWhy | 'lost';
   handlerEnded: () => boolean;
   since: number;
   /** Ends of steps the stopped run could not store, written when this replica claims the task again. */
@@ -325,6 +326,10 @@ export class Recovery {
       rec = await host.store.takeOver(orphan.taskId, orphan.owner, host.replicaId, Date.now());
     } catch (e) {
       if (e instanceof TaskWriteRefused) return; // someone else took it, or it finished
+      // The takeover may have committed with its answer lost: then no listing of orphans shows the task again (its
+      // owner is this live replica), so it is taken back like a stopped run; if it did not commit, that is refused
+      // and the next recovery finds the orphan again.
+      if (this.stopped.size < 100_000) this.stopped.set(orphan.taskId, { why: 'lost', handlerEnded: () => true, since: performance.now(), carried: () => [] });
       throw e;
     }
     await this.resume(rec, 'lost');

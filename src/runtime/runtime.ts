@@ -249,6 +249,9 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   untrack(exec: Execution): void {
     if (exec.taskId !== undefined && this.running.get(exec.taskId) === exec) this.running.delete(exec.taskId);
   }
+  runsHere(taskId: string): boolean {
+    return this.running.has(taskId);
+  }
   handBack(exec: Execution): void {
     if (exec.taskId !== undefined) this.recovery.settleLater(exec.taskId, 'outage', () => exec.carriedSteps());
   }

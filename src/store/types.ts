@@ -355,6 +355,10 @@ export interface TaskStore {
    *  (queuedAt <= now). Owner set, epoch bumped, queuedAt and parkedAt cleared (a queued task's status message too),
    *  in the order of the rule (see QueueClaim). Empty: nothing may start now. */
   claimQueued(claim: QueueClaim): Promise<TaskRecord[]>;
+  /** The tasks a claim by `owner` at `now` took that nothing has written since (still in the claim's epoch: started,
+   *  unfinished, not parked). Read after a claim whose answer never came (a connection dropped after the commit),
+   *  so the claimer runs what it took instead of holding tasks that nothing runs. */
+  claimedAt(owner: string, now: number): Promise<TaskRecord[]>;
   /** Ends a task that is queued or parked `cancelled` at once (no handler runs it). undefined: a handler owns it. */
   cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined>;
   /** The earliest future time a parked task becomes due (undefined: none), so a replica can wake for it on time. */

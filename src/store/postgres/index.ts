@@ -700,6 +700,10 @@ export class PostgresTaskStore implements TaskStore {
     return (await this.q('claim', claimValues(claim))).rows.map(toRecord);
   }
 
+  async claimedAt(owner: string, now: number): Promise<TaskRecord[]> {
+    return (await this.q('claimedAt', [owner, now])).rows.map(toRecord);
+  }
+
   async cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined> {
     const row = await this.row('cancelQueued', [taskId, now, statusMessage]);
     return row ? toRecord(row) : undefined;

@@ -122,6 +122,10 @@ export const QUEUE_QUERIES = {
       input_requests = '{}', input_since = NULL,
       status_message = $3, updated_at = $2, version = version + 1
     WHERE task_id = $1 AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING *`,
+  // What a claim at $2 took, untouched since (a creation keeps epoch 1; any later write moves updated_at): the
+  // tasks_unfinished index on owner.
+  claimedAt: `SELECT * FROM tasks WHERE owner = $1 AND updated_at = $2 AND epoch > 1 AND queued_at IS NULL AND parked_at IS NULL
+      AND status IN ('working','input_required')`,
   // Work waiting for capacity; parked tasks wait for their time or an answer, not for a slot.
   queueDepth: 'SELECT count(*)::int AS n FROM tasks WHERE queued_at IS NOT NULL AND parked_at IS NULL',
   // One principal's share (the tasks_by_principal index): waiting for capacity, stored, and the next expiry.

@@ -587,6 +587,11 @@ export class SqliteTaskStore implements TaskStore {
     return this.write(() => claimRows<Row>(this.queueQ.claim, claim).map(toRecord));
   }
 
+  async claimedAt(owner: string, now: number): Promise<TaskRecord[]> {
+    this.ensureOpen();
+    return (this.queueQ.claimedAt.all({ owner, now }) as Row[]).map(toRecord);
+  }
+
   cancelQueued(taskId: string, now: number, statusMessage: string): Promise<TaskRecord | undefined> {
     return this.write(() => {
       const row = this.queueQ.cancel.get({ taskId, now, statusMessage }) as Row | undefined;

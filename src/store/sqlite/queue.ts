@@ -44,6 +44,7 @@ RETURNING *`;
 
 export interface QueueStatements {
   claim: Database.Statement;
+  claimedAt: Database.Statement;
   cancel: Database.Statement;
   depth: Database.Statement;
   principalLoad: Database.Statement;
@@ -53,6 +54,9 @@ export interface QueueStatements {
 export function prepareQueue(db: Database.Database): QueueStatements {
   return {
     claim: db.prepare(CLAIM),
+    // What a claim at @now took, untouched since (a creation keeps epoch 1; any later write moves updated_at).
+    claimedAt: db.prepare(`SELECT * FROM tasks WHERE owner = @owner AND updated_at = @now AND epoch > 1 AND queued_at IS NULL AND parked_at IS NULL
+      AND status IN ('working','input_required')`),
     // Only while still queued or parked: a task claimed meanwhile is cancelled through its owner instead.
     cancel: db.prepare(`UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, @now), queued_at = NULL, parked_at = NULL,
         input_requests = '{}', input_since = NULL,

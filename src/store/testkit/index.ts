@@ -320,6 +320,21 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.equal(await store.queueDepth(), 1);
     });
 
+    it('queue: claimedAt reads back what one claim took and nothing has written since (a claim whose answer was lost)', async () => {
+      const { store } = await open();
+      const at = Date.now() - 1000; // in the past: no later write of this test can share the claim's time
+      const queued = await Promise.all([1, 2, 3].map((i) => store.create(newTask({ queued: true, owner: null, createdAt: at - 10 + i }))));
+      const creation = await store.create(newTask({ owner: 'r1', createdAt: at })); // epoch 1 at the same time: not a claim's
+      const took = await store.claimQueued({ owner: 'r1', now: at, room: { build: 10 }, max: 2, limits: {} });
+      assert.equal(took.length, 2);
+      await store.requestCancel(took[0]!.taskId, at + 500); // a cancel is not a write of the run: still to run (and end)
+      assert.deepEqual((await store.claimedAt('r1', at)).map((r) => r.taskId).sort(), took.map((r) => r.taskId).sort());
+      await store.setProgress(took[1]!.taskId, 'r1', 'running', undefined, took[1]!.epoch); // its run started
+      assert.deepEqual((await store.claimedAt('r1', at)).map((r) => r.taskId), [took[0]!.taskId]);
+      assert.deepEqual(await store.claimedAt('r2', at), [], 'another claimer');
+      assert.ok(!(await store.claimedAt('r1', at)).some((r) => r.taskId === creation.record.taskId || r.taskId === queued[2]!.record.taskId));
+    });
+
     it('queue: a claim never takes a cancelled or expired task, nor a tool the claimer does not serve', async () => {
       const { store } = await open();
       const t0 = Date.now();
