@@ -578,6 +578,12 @@ export class Execution implements TaskContext {
         }
         if (e instanceof TaskWriteRefused) {
           this.rt.log.debug('outcome not written', { taskId, reason: e.reason });
+          // A retry finding the task finished: the first write may have committed with its answer lost, so the
+          // signal it would have sent is sent now (a redundant one costs a re-read).
+          if (e.reason === 'terminal' && delay > 100) {
+            this.rt.publish(taskId);
+            this.rt.taskFinished(this);
+          }
           return;
         }
         if (this.rt.isStopping) {
