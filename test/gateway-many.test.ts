@@ -82,7 +82,7 @@ describe('gateway of several upstreams (--config)', () => {
   });
 });
 
-describe('gateway of several upstreams: refused at start', () => {
+describe('gateway --config: one server, and what refuses the start', () => {
   it('a prefixed name too long, and two tools under one name, each named, exit 2', () => {
     const config = configFile({
       a: { command: NODE, args: [UPSTREAMS, 'silent'], env: { GW_EXTRA_TOOL: 'b__ok' } },
@@ -91,8 +91,21 @@ describe('gateway of several upstreams: refused at start', () => {
     const r = spawnSync(NODE, [BIN, 'gateway', '--config', config, '--store', `sqlite:${join(tempDir(), 'tasks.db')}`, '--port', '0'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
     assert.equal(r.status, 2, r.stderr);
     const last = r.stderr.trimEnd().split('\n').at(-1)!;
+    assert.match(last, /the upstreams' tools cannot all be served under their names, so the gateway does not start: /);
     assert.match(last, /tool "x{63}" of upstream "a__b" is not served: "a__b__x{63}" is longer than 64 characters/);
     assert.match(last, /tool "(ok|b__ok)" of upstream "(a__b|a)" is not served: "a__b__ok" is already the name of tool "(b__ok|ok)" of upstream "(a|a__b)"/);
+  });
+
+  it('one server in the file keeps its tools\' names (a disabled one is left out)', async () => {
+    const config = configFile({ small: { command: NODE, args: [UPSTREAMS, 'silent'] }, off: { command: '/nonexistent/off', disabled: true } });
+    const gw = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`], { command: ['gateway', '--config', config] });
+    try {
+      const names = ((await rpc(gw.url, 'tools/list')).result.tools as Array<{ name: string }>).map((t) => t.name);
+      assert.ok(names.includes('ok') && !names.some((n) => n.includes('__')), names.join(', '));
+      assert.equal(textOf((await callTool(gw.url, 'ok', { word: 'alone' })).result), 'ok alone');
+    } finally {
+      await gw.stop();
+    }
   });
 
   it('mistakes in the file: each named in one line, and no env or header value quoted', () => {

@@ -63,7 +63,7 @@ export async function mountGateway(outlast: Outlast, o: GatewayOptions): Promise
   const problems = mounts.flatMap((m) => m.mirror.nameProblems);
   if (problems.length) {
     await close();
-    throw new Error(problems.join('; '));
+    throw new Error(`the upstreams' tools cannot all be served under their names, so the gateway does not start: ${problems.join('; ')}`);
   }
   if (several) {
     outlast.toolsUnavailable = (tool) => unavailable(mounts, tool);
