@@ -43,7 +43,8 @@ describe('gateway of several upstreams (--config)', () => {
   it('lists every live upstream’s tools under its prefix, and routes each call to its upstream', async () => {
     const tools = (await rpc(gw.url, 'tools/list')).result.tools as Array<Record<string, any>>;
     const names = tools.map((t) => t.name);
-    for (const n of ['everything__echo', 'everything__get-env', 'fs__read_text_file', 'fs__list_directory', 'small__ok']) assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
+    // everything__trigger-elicitation-request comes by everything's own list_changed, after initialize.
+    for (const n of ['everything__echo', 'everything__get-env', 'everything__trigger-elicitation-request', 'fs__read_text_file', 'fs__list_directory', 'small__ok']) assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
     assert.ok(!names.includes('echo') && !names.includes('read_text_file'), 'no tool without its prefix');
     assert.equal(tools.find((t) => t.name === 'fs__read_text_file')!.annotations.readOnlyHint, true, 'annotations kept');
 
@@ -79,6 +80,12 @@ describe('gateway of several upstreams (--config)', () => {
     assert.match(uri, /^demo:\/\/|^test:\/\//, 'the upstream’s own URI');
     const read = await rpc(gw.url, 'resources/read', { uri }, { headers: { 'mcp-name': uri } });
     assert.equal(read.result.contents[0].uri, uri);
+    // A URI of one of its templates, never listed: routed by the template.
+    const dynamic = 'demo://resource/dynamic/text/7';
+    const readDynamic = await rpc(gw.url, 'resources/read', { uri: dynamic }, { headers: { 'mcp-name': dynamic } });
+    assert.equal(readDynamic.result?.contents?.[0]?.uri, dynamic, JSON.stringify(readDynamic));
+    const unknown = await rpc(gw.url, 'resources/read', { uri: 'nowhere://x' }, { headers: { 'mcp-name': 'nowhere://x' } });
+    assert.match(unknown.error?.message ?? '', /Resource "nowhere:\/\/x" is listed by no upstream/);
   });
 });
 
