@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { BIN, ROOT, tempDir } from './helpers.js';
@@ -93,6 +94,16 @@ describe('outlast CLI: usage mistakes and --help on every command', () => {
     assertUsageLine(['gateway', '--stdio', 'node a.js | tee log'], /^outlast gateway: --stdio: "\|" needs a shell, and none runs the command/);
     assertUsageLine(['gateway', '--http', 'http://127.0.0.1:9/mcp', '--upstream-oauth-client-id', 'me'], /^outlast gateway: --upstream-oauth-client-id needs --upstream-oauth-issuer URL/);
     assertUsageLine(['gateway', '--stdio', 'node a.js', '--call-timeout-ms', 'soon'], /^outlast gateway: --call-timeout-ms must be an integer >= 1, got "soon"/);
+  });
+
+  it('gateway --config: a file that cannot be read, and flags that do not go with it, are one line, exit 2', () => {
+    // Every other mistake in the file takes the same path (test/gateway-many.test.ts reads them in-process).
+    const dir = tempDir();
+    const servers = join(dir, 's.json');
+    writeFileSync(servers, JSON.stringify({ mcpServers: { a: { command: 'node' }, b: { url: 'http://127.0.0.1:9/mcp' } } }));
+    assertUsageLine(['gateway', '--config', join(dir, 'nope.json')], /^outlast gateway: --config: cannot read ".*nope\.json" \(ENOENT\)/);
+    assertUsageLine(['gateway', '--config', servers, '--env', 'K=V'], /^outlast gateway: --env, --cwd, --header, --name and --upstream-oauth-\* are for --stdio or --http/);
+    assertUsageLine(['gateway', '--config', servers, '--retry-safe', 'echo'], /^outlast gateway: --retry-safe "echo" is no upstream's tool: with several upstreams a tool is NAME__TOOL \(a__…, b__…\)/);
   });
 
   it('an unknown command is one line too; outlast help prints everything, exit 0', () => {

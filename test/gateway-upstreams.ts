@@ -4,7 +4,8 @@
  *                      out; "PID child CPID" first), so a test sees what reached the real upstream (a cancel) and which
  *                      process to kill
  *   garbage            writes a line that is not JSON-RPC on stdout when spoken to, and stays
- *   silent             a real MCP server (SDK v1) whose tool `hang` never answers and `ok` answers at once
+ *   silent             a real MCP server (SDK v1) whose tool `hang` never answers, `ok` answers at once, `env` answers
+ *                      its environment as JSON; $GW_EXTRA_TOOL names one more tool (a name that collides, or is long)
  */
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
@@ -38,6 +39,8 @@ if (mode === 'tap') {
   const server = new McpServer({ name: 'silent', version: '1.0.0' });
   server.registerTool('hang', { description: 'Never answers', inputSchema: {} }, () => new Promise(() => undefined));
   server.registerTool('ok', { description: 'Answers at once', inputSchema: { word: z.string() } }, ({ word }) => ({ content: [{ type: 'text', text: `ok ${word}` }] }));
+  server.registerTool('env', { description: 'Its environment', inputSchema: {} }, () => ({ content: [{ type: 'text', text: JSON.stringify(process.env) }] }));
+  if (process.env.GW_EXTRA_TOOL) server.registerTool(process.env.GW_EXTRA_TOOL, { description: 'One more', inputSchema: {} }, () => ({ content: [{ type: 'text', text: 'extra' }] }));
   await server.connect(new StdioServerTransport());
 } else if (mode !== undefined) {
   process.stderr.write(`unknown mode ${mode}\n`);

@@ -1,6 +1,7 @@
 /**
- * `outlast gateway`: serve an MCP server you did not write, durably. The upstream is a stdio command or a Streamable
- * HTTP URL; the front is `outlast serve`'s (every front flag, the same function: front-command.ts).
+ * `outlast gateway`: serve MCP servers you did not write, durably. The upstream is a stdio command or a Streamable
+ * HTTP URL, or several in an `mcpServers` file (gateway-config.ts); the front is `outlast serve`'s (every front flag,
+ * the same function: front-command.ts).
  */
 import { basename, extname } from 'node:path';
 import { Outlast } from '../server/outlast.js';
@@ -8,10 +9,13 @@ import { mountGateway, type UpstreamSpec } from '../server/gateway/index.js';
 import { FRONT_OPTIONS, intFlagOf, runFront, type FrontValues } from './front-command.js';
 import { STDIO_OPTIONS, envFlags, splitCommandLine } from './stdio-options.js';
 import { UsageError } from './usage.js';
+import { httpUrlOf, readGatewayConfig } from './gateway-config.js';
 
 export const GATEWAY_HELP = `Usage:
   outlast gateway --stdio "CMD ARGS…" [options]   serve the tools of a stdio MCP server, durably
   outlast gateway --http URL [options]           the same for a Streamable HTTP MCP server
+  outlast gateway --config FILE [options]        the servers of an mcpServers JSON file (as Claude Desktop,
+                                                 Cursor and VS Code write it); with several, each tool is NAME__tool
 
 Options for gateway (and every option of serve but its --stdio; see docs/gateway.md):
   --stdio "CMD ARGS…"      the upstream's command line, split like a shell splits words (quotes, backslashes),
@@ -20,6 +24,9 @@ Options for gateway (and every option of serve but its --stdio; see docs/gateway
                            a safe default set: HOME, PATH, USER, …)
   --cwd DIR                the upstream process's working directory
   --http URL               a Streamable HTTP upstream
+  --config FILE            upstreams from {"mcpServers": {"NAME": {"command", "args", "env", "cwd"} or {"url",
+                           "headers"}}}; one keeps its tools' names, several serve NAME__tool and NAME__prompt
+                           (resources keep their URIs); each has its own pool (--upstream-pool is per upstream)
   --header "K: V"          a header on every request to an HTTP upstream (repeatable), e.g. its credentials
   --upstream-oauth-client-id ID  OAuth client credentials toward an --http upstream: this client's id, its secret
                            in $OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET; tokens come from the authorization server
@@ -35,13 +42,15 @@ Options for gateway (and every option of serve but its --stdio; see docs/gateway
   --serve-stdio            serve the gateway itself on stdin/stdout (a host that starts it, e.g. Claude Desktop),
                            instead of HTTP (serve's --stdio)
   --retry-safe TOOL        re-run TOOL on another replica when the one running it dies, whatever its annotations
-                           say (repeatable; readOnlyHint or idempotentHint tools are re-run anyway)
+                           say (repeatable; readOnlyHint or idempotentHint tools are re-run anyway); with several
+                           upstreams, TOOL is the served name NAME__tool
 `;
 
 export const GATEWAY_OPTIONS = {
   ...FRONT_OPTIONS,
   ...STDIO_OPTIONS,
   http: { type: 'string' },
+  config: { type: 'string' },
   header: { type: 'string', multiple: true },
   name: { type: 'string' },
   'upstream-pool': { type: 'string' },
@@ -74,31 +83,29 @@ function defaultName(command: string, args: string[]): string {
 export async function gatewayCommand(values: FrontValues, failed: (message: string) => never): Promise<void> {
   // The upstream's flags are usage mistakes, said as the parser says its own: one line, pointing to the help.
   const fail: (m: string) => never = (m) => failed(`outlast gateway: ${m}; run outlast help`);
-  const { stdio, env, cwd, http, header, name, ...front } = values;
-  if (!stdio === !http) fail('one upstream is needed: --stdio "CMD ARGS…" or --http URL');
-  let upstream: UpstreamSpec;
-  if (typeof stdio === 'string') {
-    if (header?.length || values['upstream-oauth-client-id']) fail('--header and --upstream-oauth-* are for an --http upstream');
-    // The same reading of "CMD ARGS" and --env as `outlast call --stdio` (stdio-options.ts), said in this command's words.
-    let words: string[] = [];
-    let vars: Record<string, string> = {};
+  const { stdio, env, cwd, http, header, name, config, ...front } = values;
+  const usage = <T>(read: () => T): T => {
     try {
-      words = splitCommandLine(stdio);
-      vars = envFlags(env as string[] | undefined) ?? {};
+      return read();
     } catch (e) {
       if (e instanceof UsageError) fail(e.message);
       throw e;
     }
-    upstream = { kind: 'stdio', name: name ?? defaultName(words[0]!, words.slice(1)), command: words[0]!, args: words.slice(1), env: vars, ...(cwd ? { cwd } : {}) };
+  };
+  if ([stdio, http, config].filter((u) => u !== undefined).length !== 1) fail('one upstream is needed: --stdio "CMD ARGS…" or --http URL (or --config FILE for several)');
+  let upstreams: UpstreamSpec[];
+  if (typeof config === 'string') {
+    if (env?.length || cwd || header?.length || name || values['upstream-oauth-client-id']) fail('--env, --cwd, --header, --name and --upstream-oauth-* are for --stdio or --http; with --config they go in the file');
+    upstreams = usage(() => readGatewayConfig(config));
+  } else if (typeof stdio === 'string') {
+    if (header?.length || values['upstream-oauth-client-id']) fail('--header and --upstream-oauth-* are for an --http upstream');
+    // The same reading of "CMD ARGS" and --env as `outlast call --stdio` (stdio-options.ts), said in this command's words.
+    const words = usage(() => splitCommandLine(stdio));
+    const vars = usage(() => envFlags(env as string[] | undefined) ?? {});
+    upstreams = [{ kind: 'stdio', name: name ?? defaultName(words[0]!, words.slice(1)), command: words[0]!, args: words.slice(1), env: vars, ...(cwd ? { cwd } : {}) }];
   } else {
     if (env?.length || cwd) fail('--env and --cwd are for a --stdio upstream');
-    let url: URL;
-    try {
-      url = new URL(http);
-    } catch {
-      fail(`--http must be a URL, got "${http}"`);
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') fail(`--http must be an http:// or https:// URL, got "${http}"`);
+    const url = usage(() => httpUrlOf(http!, '--http'));
     const headers: Record<string, string> = {};
     for (const h of (header as string[] | undefined) ?? []) {
       const i = h.indexOf(':');
@@ -112,12 +119,17 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
     if (!clientId && (issuer || scope)) fail('--upstream-oauth-issuer and --upstream-oauth-scope go with --upstream-oauth-client-id');
     if (clientId && !issuer) fail('--upstream-oauth-client-id needs --upstream-oauth-issuer URL (the authorization server the credentials belong to)');
     if (clientId && !secret) fail('--upstream-oauth-client-id needs the client secret in $OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET');
-    upstream = { kind: 'http', name: name ?? url.host, url: url.href, headers, ...(clientId ? { oauth: { clientId, clientSecret: secret!, issuer: issuer!, ...(scope ? { scope } : {}) } } : {}) };
+    upstreams = [{ kind: 'http', name: name ?? new URL(url).host, url, headers, ...(clientId ? { oauth: { clientId, clientSecret: secret!, issuer: issuer!, ...(scope ? { scope } : {}) } } : {}) }];
   }
   const poolSize = intFlagOf(values, 'upstream-pool', fail, 1);
   const callTimeoutMs = intFlagOf(values, 'call-timeout-ms', fail, 1);
   const connectTimeoutMs = intFlagOf(values, 'connect-timeout-ms', fail, 1);
   const retrySafeTools = (values['retry-safe'] as string[] | undefined) ?? [];
+  if (upstreams.length > 1) {
+    for (const t of retrySafeTools) {
+      if (!upstreams.some((u) => t.startsWith(`${u.name}__`))) fail(`--retry-safe "${t}" is no upstream's tool: with several upstreams a tool is NAME__TOOL (${upstreams.map((u) => `${u.name}__…`).join(', ')})`);
+    }
+  }
   for (const k of ['upstream-pool', 'call-timeout-ms', 'connect-timeout-ms', 'retry-safe', 'serve-stdio', 'upstream-oauth-client-id', 'upstream-oauth-issuer', 'upstream-oauth-scope']) delete front[k];
   // The front's --stdio (serve on stdin/stdout) is --serve-stdio here: --stdio names the upstream.
   if (values['serve-stdio']) front.stdio = true;
@@ -125,13 +137,13 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
     // Handles are on unless --no-handles: most hosts a gateway serves have no Tasks.
     const outlast = new Outlast({ ...options, log, store: store as never, ...(handles === false ? {} : { handles: handles === undefined || handles === true ? true : handles }) });
     const gateway = await mountGateway(outlast, {
-      upstream,
+      upstreams,
       log,
       ...(poolSize !== undefined ? { poolSize } : {}),
       ...(callTimeoutMs !== undefined ? { callTimeoutMs } : {}),
       ...(connectTimeoutMs !== undefined ? { connectTimeoutMs } : {}),
       retrySafeTools,
     });
-    return { outlast, factory: gateway.factory, info: gateway.info, describe: `upstream "${upstream.name}"`, close: () => gateway.close() };
+    return { outlast, factory: gateway.factory, info: gateway.info, describe: `${upstreams.length > 1 ? 'upstreams' : 'upstream'} ${upstreams.map((u) => `"${u.name}"`).join(', ')}`, close: () => gateway.close() };
   }, failed);
 }

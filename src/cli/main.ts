@@ -2,7 +2,7 @@
  * The `outlast` command.
  *   outlast serve MODULE [--port N] [--host H] [--store sqlite:PATH] [--stdio] [--default-ttl-ms N]
  *                        [--bearer TOKEN=PRINCIPAL]... [tuning flags, see `outlast help`]
- *   outlast gateway --stdio "CMD ARGS" | --http URL [the same front flags]
+ *   outlast gateway --stdio "CMD ARGS" | --http URL | --config FILE [the same front flags]
  */
 import { loadServerModule } from '../server/load-module.js';
 import { HelpRequested, UsageError, parseCommand } from './usage.js';

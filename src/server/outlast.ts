@@ -153,8 +153,9 @@ export class Outlast {
   /** Set by the HTTP front, which serves `tasks/stream` (src/server/front/task-stream.ts): server/discover advertises it. */
   taskStreamOn = false;
   /** Set by a source of tools that may be down (the gateway's upstream): while it gives a reason, tools/list and calls
-   *  of tools not defined here are answered with it as a JSON-RPC error, instead of an empty list or "not found". */
-  toolsUnavailable: (() => Promise<string | undefined>) | undefined;
+   *  of tools not defined here are answered with it as a JSON-RPC error, instead of an empty list or "not found". Asked
+   *  with the called tool's name for a call (a source of several upstreams answers for the one that tool belongs to). */
+  toolsUnavailable: ((tool?: string) => Promise<string | undefined>) | undefined;
   /** The front serving this Outlast (outlastHandler, serveHttp, stdio), once one is made. */
   private front: { notify(): ServerNotifier | undefined } | undefined;
   private warnedNoFront = false;
@@ -339,7 +340,7 @@ export class Outlast {
       handlers.set(method, async (req, ctx) => {
         const name = req.params?.name;
         if (method === 'tools/list' || typeof name !== 'string' || (!this.runtime.hasTool(name) && !this.handles?.owns(name))) {
-          const reason = await why();
+          const reason = await why(method === 'tools/call' && typeof name === 'string' ? name : undefined);
           if (reason) throw new ProtocolError(ErrorCode.InternalError, reason);
         }
         return inner(req, ctx);

@@ -1,29 +1,31 @@
 /**
- * `outlast gateway`: an Outlast whose tools are an upstream MCP server's tools. Each call of one runs through the
+ * `outlast gateway`: an Outlast whose tools are upstream MCP servers' tools. Each call of one runs through the
  * runtime (inline within the budget, a durable task beyond it) on a connection leased from a bounded pool of
  * upstream connections (one call per connection at a time); the upstream's progress, questions and log messages
- * during the call belong to it. Prompts and resources pass through. See docs/gateway.md.
+ * during the call belong to it. Prompts and resources pass through. One upstream keeps its names; several are each
+ * mounted (mount.ts) under the prefix `NAME__`. See docs/gateway.md.
  */
 import { McpServer, type Implementation } from '@modelcontextprotocol/server';
 import type { Outlast } from '../outlast.js';
 import type { ServerFactory } from '../front/index.js';
 import type { Logger } from '../../runtime/types.js';
-import { UpstreamPool } from './pool.js';
-import { UpstreamConnection, describeUpstream, type UpstreamEvents, type UpstreamSpec } from './upstream.js';
-import { ToolMirror } from './mirror.js';
+import { describeUpstream, type UpstreamSpec } from './upstream.js';
+import { mountUpstream, type MountedUpstream } from './mount.js';
 import { passThrough } from './passthrough.js';
+import { MergedSurface } from './merged.js';
 
 export { describeUpstream, type UpstreamSpec } from './upstream.js';
 
 export interface GatewayOptions {
-  upstream: UpstreamSpec;
-  /** Connections to the upstream per replica, each serving one call at a time (default 4). */
+  /** One upstream keeps its tools' names; several serve each tool as `NAME__tool` (NAME: the upstream's name). */
+  upstreams: UpstreamSpec[];
+  /** Connections to each upstream per replica, each serving one call at a time (default 4). */
   poolSize?: number;
   /** An upstream call not answered within this many ms fails saying so (default: no deadline but the task's TTL). */
   callTimeoutMs?: number;
   /** How long starting a connection (process start and initialize) may take (default 30000). */
   connectTimeoutMs?: number;
-  /** Upstream tools safe to re-run after a lost replica whatever their annotations say. */
+  /** Tools (as served: prefixed when several) safe to re-run after a lost replica whatever their annotations say. */
   retrySafeTools?: string[];
   log: Logger;
 }
@@ -35,58 +37,64 @@ export interface MountedGateway {
   close(): Promise<void>;
 }
 
-/** Connects to the upstream, mirrors its tools into `outlast` (before it starts: a replica taking over tasks knows
+/** Connects to the upstreams, mirrors their tools into `outlast` (before it starts: a replica taking over tasks knows
  *  them), and returns the per-request factory. An upstream that cannot be reached is logged, not fatal: the gateway
- *  serves, answering tools/list with the reason, and tries again when asked. */
+ *  serves the others, answering a call of its tools (or tools/list, when none can be reached) with the reason, and
+ *  tries again when asked. Two tools served under one name, or a prefixed name too long, refuse the start. */
 export async function mountGateway(outlast: Outlast, o: GatewayOptions): Promise<MountedGateway> {
-  const { upstream, log } = o;
-  const connectTimeoutMs = o.connectTimeoutMs ?? 30_000;
-  let mirror: ToolMirror | undefined;
-  const events: UpstreamEvents = {
-    toolsChanged: () => void mirror?.refresh(),
-    promptsChanged: () => outlast.notifier()?.promptsChanged(),
-    resourcesChanged: () => outlast.notifier()?.resourcesChanged(),
-    log,
-  };
-  const pool = new UpstreamPool(upstream, o.poolSize ?? 4, events, connectTimeoutMs);
-  let control: Promise<UpstreamConnection> | undefined;
-  let capabilities: Record<string, unknown> | undefined;
-  let closed = false;
-  const controlConnection = (): Promise<UpstreamConnection> => {
-    if (closed) return Promise.reject(new Error('the gateway is shutting down'));
-    const current = control;
-    if (current) {
-      // A broken control connection is replaced at the next use.
-      return current.then((c) => (c.broken ? ((control = undefined), controlConnection()) : c), () => ((control = undefined), controlConnection()));
-    }
-    const opening = UpstreamConnection.open(upstream, events, connectTimeoutMs).then((c) => {
-      capabilities = c.client.getServerCapabilities() as Record<string, unknown> | undefined;
-      return c;
-    });
-    control = opening;
-    opening.catch(() => {
-      if (control === opening) control = undefined;
-    });
-    return opening;
-  };
-  mirror = new ToolMirror({ outlast, pool, control: controlConnection, retrySafeTools: new Set(o.retrySafeTools ?? []), callTimeoutMs: o.callTimeoutMs, log });
-  await mirror.refresh();
-  // One connection ready for the first call, when the upstream could be listed (else the first call says why).
-  if (!(await mirror.unavailable())) await pool.warm();
-  outlast.toolsUnavailable = () => mirror!.unavailable();
-  const info: Implementation = { name: `outlast-gateway:${upstream.name}`, version: '1', description: `Outlast in front of ${describeUpstream(upstream)}` };
-  const surface = { capabilities: () => capabilities, control: controlConnection };
-  return {
-    factory: () => {
-      const mcp = new McpServer(info, { capabilities: { tools: { listChanged: true } } });
-      passThrough(mcp, surface);
-      return mcp;
-    },
-    info,
-    async close() {
-      closed = true;
-      await pool.close();
-      await control?.then((c) => c.close(), () => undefined);
-    },
-  };
+  const { upstreams, log } = o;
+  const several = upstreams.length > 1;
+  const owners = new Map<string, string>();
+  const retrySafeTools = new Set(o.retrySafeTools ?? []);
+  const mounts: MountedUpstream[] = upstreams.map((spec) =>
+    mountUpstream(outlast, spec, {
+      poolSize: o.poolSize ?? 4,
+      callTimeoutMs: o.callTimeoutMs,
+      connectTimeoutMs: o.connectTimeoutMs ?? 30_000,
+      retrySafeTools,
+      owners,
+      log,
+      ...(several ? { prefix: spec.name } : {}),
+    }),
+  );
+  const close = async () => void (await Promise.all(mounts.map((m) => m.close())));
+  // In parallel: an upstream slow to start delays the others' by nothing.
+  await Promise.all(mounts.map((m) => m.start()));
+  const problems = mounts.flatMap((m) => m.mirror.nameProblems);
+  if (problems.length) {
+    await close();
+    throw new Error(`the upstreams' tools cannot all be served under their names, so the gateway does not start: ${problems.join('; ')}`);
+  }
+  if (several) {
+    outlast.toolsUnavailable = (tool) => unavailable(mounts, tool);
+    const merged = new MergedSurface(mounts.map((m) => ({ name: m.spec.name, surface: m.surface })), log);
+    const info: Implementation = { name: 'outlast-gateway', version: '1', description: `Outlast in front of ${upstreams.map(describeUpstream).join(', ')}` };
+    return { factory: () => serverOf(info, (mcp) => merged.attach(mcp)), info, close };
+  }
+  const only = mounts[0]!;
+  outlast.toolsUnavailable = () => only.mirror.unavailable();
+  const info: Implementation = { name: `outlast-gateway:${only.spec.name}`, version: '1', description: `Outlast in front of ${describeUpstream(only.spec)}` };
+  return { factory: () => serverOf(info, (mcp) => passThrough(mcp, only.surface)), info, close };
+}
+
+function serverOf(info: Implementation, attach: (mcp: McpServer) => void): McpServer {
+  const mcp = new McpServer(info, { capabilities: { tools: { listChanged: true } } });
+  attach(mcp);
+  return mcp;
+}
+
+/** Of several upstreams: a call of an unknown tool of NAME__ gets NAME's reason; tools/list fails only when no upstream
+ *  can be listed (the others are tried again meanwhile, without holding up the list). */
+async function unavailable(mounts: MountedUpstream[], tool: string | undefined): Promise<string | undefined> {
+  if (tool !== undefined) {
+    const owner = mounts.filter((m) => tool.startsWith(`${m.spec.name}__`)).sort((a, b) => b.spec.name.length - a.spec.name.length)[0];
+    return owner?.mirror.unavailable();
+  }
+  const down = mounts.filter((m) => m.mirror.reason() !== undefined);
+  if (down.length < mounts.length) {
+    for (const m of down) void m.mirror.unavailable();
+    return undefined;
+  }
+  const reasons = await Promise.all(mounts.map((m) => m.mirror.unavailable()));
+  return reasons.every((r) => r !== undefined) ? reasons.join('; ') : undefined;
 }
