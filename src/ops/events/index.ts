@@ -13,7 +13,7 @@ import type { Logger } from '../../runtime/types.js';
 import type { TaskRecord, TaskStore } from '../../store/types.js';
 import { TASK_FINISHED, TASK_INPUT_REQUIRED, type ClaimedControl, type ClaimedDelivery, type DeliveryOutcome, type EventName, type LoggedChange } from '../../store/events.js';
 import { webhookHeaders, webhookKey } from '../../protocol/webhook.js';
-import { CallbackError, checkedPost, statusFailure, type CallbackPolicy } from './ssrf.js';
+import { CallbackError, callbackAgents, checkedPost, statusFailure, type CallbackPolicy } from './ssrf.js';
 import type { SignalBus } from '../../store/local-bus.js';
 import { sendOutput, type OutputSender } from './output.js';
 
@@ -147,6 +147,8 @@ export class EventDelivery {
   private unwatch: (() => void) | undefined;
   private lastPrune = 0;
   private readonly keys = new Map<string, Buffer>();
+  /** Connections kept open to endpoints between POSTs (a burst to one endpoint reuses them). */
+  private readonly agents = callbackAgents();
   private readonly outputs: OutputSender;
 
   constructor(options: EventDeliveryOptions) {
@@ -202,6 +204,8 @@ export class EventDelivery {
     if (this.timer) clearTimeout(this.timer);
     await this.running?.catch(() => undefined);
     await Promise.all(this.sending);
+    this.agents.http.destroy();
+    this.agents.https.destroy();
   }
 
   /** Claims what is due now and starts sending it (the next round does not wait for these sends: a signal claims at
@@ -277,7 +281,7 @@ export class EventDelivery {
   private async sendGap(d: Pick<ClaimedDelivery, 'subId' | 'seq' | 'url' | 'secret'>): Promise<void> {
     const body = JSON.stringify({ type: 'gap', cursor: String(d.seq) });
     const headers = { ...webhookHeaders(this.key(d.secret), `msg_gap_${randomBytes(12).toString('hex')}`, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
-    await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs).catch(() => undefined);
+    await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs, 0, this.agents).catch(() => undefined);
   }
 
   /** Delivers the `terminated` envelope of an operator's deactivation: signed, retried and settled like an event. */
@@ -314,7 +318,7 @@ export class EventDelivery {
     let error = '';
     let retryAfterMs: number | undefined;
     try {
-      const res = await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs);
+      const res = await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs, 0, this.agents);
       status = res.status;
       retryAfterMs = res.retryAfterMs;
       if (status < 200 || status >= 300) error = statusFailure(status);
