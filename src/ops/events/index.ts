@@ -135,12 +135,23 @@ export interface EventDeliveryOptions {
   bus?: SignalBus;
 }
 
+/** What a claim round takes: deliveries of status changes, output cursors (and, with every kind, terminated envelopes). */
+interface Kinds {
+  changed: boolean;
+  output: boolean;
+}
+const ALL_KINDS: Kinds = { changed: true, output: true };
+
 export class EventDelivery {
   private readonly o: Required<Omit<EventDeliveryOptions, 'answerLinkOf' | 'bus'>> & Pick<EventDeliveryOptions, 'answerLinkOf' | 'bus'>;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
   private woken = false;
+  /** Kinds signalled since the last round began; `claimAll`: the next round claims every kind. */
+  private signalled: Kinds = { changed: false, output: false };
+  private claimAll = true;
+  private lastAll = 0;
   /** A round found no room (CLAIM_BATCH sends in flight): the next send to end wakes the loop. */
   private full = false;
   private readonly sending = new Set<Promise<void>>();
@@ -168,7 +179,7 @@ export class EventDelivery {
     // A status change (its deliveries committed with it) or output written, on any replica: claim at once (a burst
     // coalesces into one tick; the claim decides who sends each delivery, so replicas woken together never both do).
     this.unwatch = this.o.bus?.subscribeAll((s) => {
-      if (s.kind === 'changed' || s.kind === 'output') this.wake();
+      if (s.kind === 'changed' || s.kind === 'output') this.wake(s.kind);
     });
   }
 
@@ -176,20 +187,32 @@ export class EventDelivery {
     if (this.stopped) return;
     this.timer = undefined;
     this.woken = false;
+    // A signal's round claims what the signal can have made due (a status change: its deliveries; output: output
+    // cursors); every kind (retries, terminated envelopes) is claimed at least once a period, however busy.
+    const now = Date.now();
+    const all = this.claimAll || now - this.lastAll >= this.o.everyMs;
+    const kinds: Kinds = all ? ALL_KINDS : this.signalled;
+    if (all) this.lastAll = now;
+    this.claimAll = false;
+    this.signalled = { changed: false, output: false };
     let full = false;
-    this.running = this.tick().then((n) => void (full = n > 0 && n >= this.room())).finally(() => {
+    this.running = this.tick(kinds).then((n) => void (full = n > 0 && n >= this.room())).finally(() => {
       this.running = undefined;
       // A full batch (or a signal while claiming) means more is due: claim again at once instead of waiting a period.
+      if (full) this.claimAll = true;
       if (!this.stopped) this.timer = setTimeout(() => this.loop(), full || this.woken ? 0 : this.o.everyMs);
     });
   }
 
-  private wake(): void {
+  private wake(kind: 'changed' | 'output' | 'all'): void {
+    if (kind === 'all') this.claimAll = true;
+    else this.signalled[kind] = true;
     if (this.stopped || this.woken) return;
     this.woken = true;
     if (this.running) return; // the running claim round claims again when it ends
     if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.loop(), 5);
+    // The next turn, not a later timer: signals of one turn still share a round, and the commit waits no longer.
+    this.timer = setTimeout(() => this.loop(), 0);
   }
 
   /** What one claim (of each kind) may take now: sends in flight count against the batch, so at most CLAIM_BATCH of
@@ -210,7 +233,7 @@ export class EventDelivery {
 
   /** Claims what is due now and starts sending it (the next round does not wait for these sends: a signal claims at
    *  once, even while a slow endpoint holds an earlier send); returns how many were claimed. */
-  async tick(): Promise<number> {
+  async tick(kinds: Kinds = ALL_KINDS): Promise<number> {
     const room = this.room();
     if (room === 0) {
       this.full = true; // a send that ends wakes the loop
@@ -226,9 +249,9 @@ export class EventDelivery {
       const claimMs = this.o.timeoutMs + 2000;
       // The three claims are independent statements: asked together, a round waits for one round trip, not three.
       const [claimed, control, outputs] = await Promise.all([
-        this.o.store.events.claim(this.o.replicaId, now, claimMs, room),
-        this.o.store.events.claimControl(this.o.replicaId, now, claimMs, room),
-        this.o.store.outputEvents.claim(this.o.replicaId, now, claimMs, room),
+        kinds.changed ? this.o.store.events.claim(this.o.replicaId, now, claimMs, room) : [],
+        kinds === ALL_KINDS ? this.o.store.events.claimControl(this.o.replicaId, now, claimMs, room) : [],
+        kinds.output ? this.o.store.outputEvents.claim(this.o.replicaId, now, claimMs, room) : [],
       ]);
       // One body per change and event name, however many subscriptions it goes to (one read of the task).
       const bodies = new Map<string, Promise<{ occurrence: EventOccurrence; body: string }>>();
@@ -257,7 +280,7 @@ export class EventDelivery {
       this.sending.delete(tracked);
       if (this.full) {
         this.full = false;
-        this.wake();
+        this.wake('all');
       }
     });
     this.sending.add(tracked);
