@@ -54,7 +54,7 @@ export function eventIdOf(c: LoggedChange): string {
 /** The answer page's link of one open question (answer pages on), for input_required events. */
 export type AnswerLinkOf = (record: TaskRecord, key: string) => string | undefined;
 
-export async function occurrenceOf(store: TaskStore, change: LoggedChange, name: EventName, cursor?: string | null, answerLinkOf?: AnswerLinkOf): Promise<{ occurrence: EventOccurrence; body: string }> {
+export async function occurrenceOf(store: TaskStore, change: LoggedChange, name: EventName, cursor?: string | null, answerLinkOf?: AnswerLinkOf, known?: TaskRecord | null): Promise<{ occurrence: EventOccurrence; body: string }> {
   const data: Record<string, unknown> = {
     taskId: change.taskId,
     tool: change.tool,
@@ -62,8 +62,9 @@ export async function occurrenceOf(store: TaskStore, change: LoggedChange, name:
     ...(change.statusMessage !== null ? { statusMessage: change.statusMessage } : {}),
     lastUpdatedAt: new Date(change.at).toISOString(),
   };
-  const found = await store.get(change.taskId).catch(() => undefined);
-  const record = found?.state === 'found' ? found.record : undefined;
+  // Read with the claim when the store does (PostgreSQL), else here.
+  const found = known !== undefined ? undefined : await store.get(change.taskId).catch(() => undefined);
+  const record = known !== undefined ? known ?? undefined : found?.state === 'found' ? found.record : undefined;
   if (record && record.principal === change.principal) {
     data.createdAt = new Date(record.createdAt).toISOString();
     if (record.ttlMs !== null) data.ttl = record.ttlMs;
@@ -258,7 +259,7 @@ export class EventDelivery {
       const bodyOf = (d: ClaimedDelivery) => {
         const k = `${d.seq} ${d.name}`;
         let b = bodies.get(k);
-        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf)));
+        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf, d.task)));
         return b;
       };
       for (const d of claimed) this.track(this.send(d, bodyOf(d)));

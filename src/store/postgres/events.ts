@@ -4,6 +4,7 @@
  * delivering together never take the same one while a claim holds.
  */
 import type pg from 'pg';
+import type { TaskRecord } from '../types.js';
 import {
   EVENTS_MIGRATION,
   filterWhere,
@@ -154,8 +155,9 @@ function deliveredSettler(query: Query): (d: Delivered) => Promise<void> {
     });
 }
 
-/** `startCursor`: puts an output subscription's cursor in place, in the subscribe's transaction (./output-events.ts). */
-export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolClient, s: NewSubscription) => Promise<void>): EventStore {
+/** `startCursor`: puts an output subscription's cursor in place, in the subscribe's transaction (./output-events.ts).
+ *  `taskOf`: a task row read with a claim (its columns and the database's `store_now`) as the record (null: expired). */
+export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolClient, s: NewSubscription) => Promise<void>, taskOf: (row: object) => TaskRecord | null): EventStore {
   const settleDelivered = deliveredSettler(query);
   return {
     subscribe: (s, limit) =>
@@ -217,7 +219,7 @@ export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolCli
       return (r.rowCount ?? 0) > 0;
     },
     claim: async (replica, now, claimMs, limit) => {
-      const r = await query<ClaimRow>(
+      const r = await query<ClaimRow & { nth: string; task: object | null }>(
         'ev_claim',
         `WITH due AS (
             SELECT d.sub_id, d.seq FROM event_deliveries d JOIN event_subscriptions s ON s.sub_id = d.sub_id
@@ -228,11 +230,17 @@ export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolCli
             UPDATE event_deliveries d SET claimed_by = $1, claimed_until = $3, attempts = d.attempts + 1
             FROM due WHERE d.sub_id = due.sub_id AND d.seq = due.seq RETURNING d.sub_id, d.seq, d.attempts
           )
-          SELECT l.*, c.sub_id, c.attempts, s.name, s.url, s.secret FROM claimed c
-          JOIN event_log l ON l.seq = c.seq JOIN event_subscriptions s ON s.sub_id = c.sub_id`,
+          SELECT l.*, c.sub_id, c.attempts, s.name, s.url, s.secret, row_number() OVER (PARTITION BY c.seq ORDER BY c.sub_id) AS nth,
+            CASE WHEN row_number() OVER (PARTITION BY c.seq ORDER BY c.sub_id) = 1
+              THEN to_jsonb(t) || jsonb_build_object('store_now', (extract(epoch FROM now()) * 1000)::float8) END AS task
+          FROM claimed c JOIN event_log l ON l.seq = c.seq JOIN event_subscriptions s ON s.sub_id = c.sub_id
+          LEFT JOIN tasks t ON t.task_id = l.task_id`,
         [replica, now, now + claimMs, limit],
       );
-      return r.rows.map(toClaimed);
+      // The task is read once per change (the first of its rows carries it), however many subscriptions it goes to.
+      const tasks = new Map<string, TaskRecord | null>();
+      for (const row of r.rows) if (Number(row.nth) === 1) tasks.set(String(row.seq), row.task ? taskOf(row.task) : null);
+      return r.rows.map((row) => ({ ...toClaimed(row), task: tasks.get(String(row.seq)) ?? null }));
     },
     claimControl: async (replica, now, claimMs, limit) => {
       const r = await query<{ sub_id: string; seq: string; attempts: number; url: string; secret: string }>(
