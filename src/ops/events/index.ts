@@ -136,7 +136,8 @@ export interface EventDeliveryOptions {
   bus?: SignalBus;
 }
 
-/** What a claim round takes: deliveries of status changes, output cursors (and, with every kind, terminated envelopes). */
+/** What a claim round takes: after a status change, its deliveries and output cursors; after output, output cursors;
+ *  with every kind, also terminated envelopes (an operator's deactivation sends no signal). */
 interface Kinds {
   changed: boolean;
   output: boolean;
@@ -188,8 +189,8 @@ export class EventDelivery {
     if (this.stopped) return;
     this.timer = undefined;
     this.woken = false;
-    // A signal's round claims what the signal can have made due (a status change: its deliveries; output: output
-    // cursors); every kind (retries, terminated envelopes) is claimed at least once a period, however busy.
+    // A signal's round claims what the signal can have made due (a status change: its deliveries and output cursors
+    // of a task that ended; output: output cursors); every kind (retries, terminated envelopes) at least once a period.
     const now = Date.now();
     const all = this.claimAll || now - this.lastAll >= this.o.everyMs;
     const kinds: Kinds = all ? ALL_KINDS : this.signalled;
@@ -252,7 +253,8 @@ export class EventDelivery {
       const [claimed, control, outputs] = await Promise.all([
         kinds.changed ? this.o.store.events.claim(this.o.replicaId, now, claimMs, room) : [],
         kinds === ALL_KINDS ? this.o.store.events.claimControl(this.o.replicaId, now, claimMs, room) : [],
-        kinds.output ? this.o.store.outputEvents.claim(this.o.replicaId, now, claimMs, room) : [],
+        // A status change can end a task whose output subscriptions then get their `task_terminal` envelope.
+        kinds.output || kinds.changed ? this.o.store.outputEvents.claim(this.o.replicaId, now, claimMs, room) : [],
       ]);
       // One body per change and event name, however many subscriptions it goes to (one read of the task).
       const bodies = new Map<string, Promise<{ occurrence: EventOccurrence; body: string }>>();
