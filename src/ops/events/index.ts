@@ -202,7 +202,9 @@ export class EventDelivery {
       this.running = undefined;
       // A full batch (or a signal while claiming) means more is due: claim again at once instead of waiting a period.
       if (full) this.claimAll = true;
-      if (!this.stopped) this.timer = setTimeout(() => this.loop(), full || this.woken ? 0 : this.o.everyMs);
+      if (this.stopped) return;
+      if (full || this.woken) this.timer = setTimeout(() => this.loop(), 0);
+      else this.timer = setTimeout(() => ((this.claimAll = true), this.loop()), this.o.everyMs); // the period's round: every kind
     });
   }
 
