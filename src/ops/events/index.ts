@@ -159,6 +159,7 @@ export class EventDelivery {
   private readonly sending = new Set<Promise<void>>();
   private unwatch: (() => void) | undefined;
   private lastPrune = 0;
+  private pruning: Promise<void> | undefined;
   private readonly keys = new Map<string, Buffer>();
   /** Connections kept open to endpoints between POSTs (a burst to one endpoint reuses them). */
   private readonly agents = callbackAgents();
@@ -231,6 +232,7 @@ export class EventDelivery {
     if (this.timer) clearTimeout(this.timer);
     await this.running?.catch(() => undefined);
     await Promise.all(this.sending);
+    await this.pruning;
     this.agents.http.destroy();
     this.agents.https.destroy();
   }
@@ -246,9 +248,10 @@ export class EventDelivery {
     try {
       // The store's clock, which stamped the change's deliveries due: a wake right after a commit finds them due.
       const now = this.o.store.now();
-      if (now - this.lastPrune > 60_000) {
+      if (now - this.lastPrune > 60_000 && !this.pruning) {
         this.lastPrune = now;
-        await this.o.store.events.prune(now - this.o.logRetentionMs, now);
+        // Beside the claim, not before it: a large log's prune must not hold back the deliveries of this round.
+        this.pruning = this.o.store.events.prune(now - this.o.logRetentionMs, now).catch((e) => this.storeTrouble(e)).finally(() => (this.pruning = undefined));
       }
       const claimMs = this.o.timeoutMs + 2000;
       // The three claims are independent statements: asked together, a round waits for one round trip, not three.
