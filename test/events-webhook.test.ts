@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -153,6 +153,51 @@ describe('MCP Events: webhooks', () => {
     assert.deepEqual(attempts.map((a) => a.answered), [500, 200]);
     assert.equal(new Set(attempts.map((a) => a.headers['webhook-id'])).size, 1);
     for (const a of attempts) new Webhook(secret).verify(a.body, a.headers as Record<string, string>);
+  });
+
+  it('deliveries reuse a kept-alive connection; one the endpoint reset as it was reused costs no failed attempt', async () => {
+    // A bare HTTP/1.1 endpoint: answers the first request of each connection 204 (kept alive), resets it on the next.
+    const bodies: string[] = [];
+    let resets = 0;
+    const endpoint = createNetServer((socket) => {
+      let buf = '';
+      let answered = false;
+      socket.on('data', (chunk) => {
+        if (answered) return void (resets++, socket.resetAndDestroy());
+        buf += chunk;
+        const end = buf.indexOf('\r\n\r\n');
+        const length = Number(/content-length: *(\d+)/i.exec(buf)?.[1] ?? 0);
+        if (end < 0 || buf.length < end + 4 + length) return;
+        const body = buf.slice(end + 4, end + 4 + length);
+        answered = true;
+        const json = JSON.parse(body) as { type?: string; challenge?: string };
+        if (json.type === 'verification') {
+          const echo = JSON.stringify({ challenge: json.challenge });
+          return void socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${echo.length}\r\n\r\n${echo}`);
+        }
+        bodies.push(body);
+        socket.write('HTTP/1.1 204 No Content\r\n\r\n');
+      });
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', r));
+    try {
+      const sub = await subscribe(`http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/reuse`, alice, { delivery: { secret: secretOf() } });
+      assert.equal(sub.error, undefined, JSON.stringify(sub.error));
+      // Three in turn, from two replicas: one of them delivers twice, on the connection its first delivery left open.
+      const ids: string[] = [];
+      for (const key of ['r1', 'r2', 'r3']) {
+        const id = await startTask(alice, 'work', { key, ms: 0 });
+        ids.push(id);
+        await until(`the delivery of ${key}`, () => bodies.some((b) => b.includes(id)));
+      }
+      assert.ok(resets >= 1, 'a delivery went out on a kept-alive connection');
+      assert.deepEqual(ids.map((id) => bodies.filter((b) => b.includes(id)).length), [1, 1, 1], 'each delivered once');
+      const failed = servers.flatMap((s) => s.stderr().split('\n')).filter((l) => l.includes(sub.result.id) && /delivery failed|given up/.test(l));
+      assert.deepEqual(failed, [], 'no attempt failed');
+    } finally {
+      endpoint.close();
+    }
   });
 
   it('the delivering replica killed with SIGKILL mid-attempt: the other delivers, same webhook-id', async () => {

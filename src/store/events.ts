@@ -6,6 +6,7 @@
  * over the task's output log (./output-events.ts).
  */
 import type { TaskStatus } from '../protocol/index.js';
+import type { TaskRecord } from './types.js';
 import { TASK_OUTPUT } from './output-events.js';
 
 /** Migration numbers of this room (renumber here, one line, when merging next to other rooms' migrations). */
@@ -74,6 +75,9 @@ export interface ClaimedDelivery extends LoggedChange {
   url: string;
   secret: string;
   attempts: number;
+  /** The task as the claim read it (null: gone or expired), when the backend reads it there (PostgreSQL: no second
+   *  round trip before the POST); absent: the sender reads it. */
+  task?: TaskRecord | null;
 }
 
 /** A claimed `terminated` control envelope (the subscription was ended server-side: an operator deactivated it).

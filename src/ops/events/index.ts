@@ -13,7 +13,7 @@ import type { Logger } from '../../runtime/types.js';
 import type { TaskRecord, TaskStore } from '../../store/types.js';
 import { TASK_FINISHED, TASK_INPUT_REQUIRED, type ClaimedControl, type ClaimedDelivery, type DeliveryOutcome, type EventName, type LoggedChange } from '../../store/events.js';
 import { webhookHeaders, webhookKey } from '../../protocol/webhook.js';
-import { CallbackError, checkedPost, statusFailure, type CallbackPolicy } from './ssrf.js';
+import { CallbackError, callbackAgents, checkedPost, statusFailure, type CallbackPolicy } from './ssrf.js';
 import type { SignalBus } from '../../store/local-bus.js';
 import { sendOutput, type OutputSender } from './output.js';
 
@@ -54,7 +54,7 @@ export function eventIdOf(c: LoggedChange): string {
 /** The answer page's link of one open question (answer pages on), for input_required events. */
 export type AnswerLinkOf = (record: TaskRecord, key: string) => string | undefined;
 
-export async function occurrenceOf(store: TaskStore, change: LoggedChange, name: EventName, cursor?: string | null, answerLinkOf?: AnswerLinkOf): Promise<{ occurrence: EventOccurrence; body: string }> {
+export async function occurrenceOf(store: TaskStore, change: LoggedChange, name: EventName, cursor?: string | null, answerLinkOf?: AnswerLinkOf, known?: TaskRecord | null): Promise<{ occurrence: EventOccurrence; body: string }> {
   const data: Record<string, unknown> = {
     taskId: change.taskId,
     tool: change.tool,
@@ -62,8 +62,9 @@ export async function occurrenceOf(store: TaskStore, change: LoggedChange, name:
     ...(change.statusMessage !== null ? { statusMessage: change.statusMessage } : {}),
     lastUpdatedAt: new Date(change.at).toISOString(),
   };
-  const found = await store.get(change.taskId).catch(() => undefined);
-  const record = found?.state === 'found' ? found.record : undefined;
+  // Read with the claim when the store does (PostgreSQL), else here.
+  const found = known !== undefined ? undefined : await store.get(change.taskId).catch(() => undefined);
+  const record = known !== undefined ? known ?? undefined : found?.state === 'found' ? found.record : undefined;
   if (record && record.principal === change.principal) {
     data.createdAt = new Date(record.createdAt).toISOString();
     if (record.ttlMs !== null) data.ttl = record.ttlMs;
@@ -135,18 +136,33 @@ export interface EventDeliveryOptions {
   bus?: SignalBus;
 }
 
+/** What a claim round takes: after a status change, its deliveries and output cursors; after output, output cursors;
+ *  with every kind, also terminated envelopes (an operator's deactivation sends no signal). */
+interface Kinds {
+  changed: boolean;
+  output: boolean;
+}
+const ALL_KINDS: Kinds = { changed: true, output: true };
+
 export class EventDelivery {
   private readonly o: Required<Omit<EventDeliveryOptions, 'answerLinkOf' | 'bus'>> & Pick<EventDeliveryOptions, 'answerLinkOf' | 'bus'>;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
   private woken = false;
+  /** Kinds signalled since the last round began; `claimAll`: the next round claims every kind. */
+  private signalled: Kinds = { changed: false, output: false };
+  private claimAll = true;
+  private lastAll = 0;
   /** A round found no room (CLAIM_BATCH sends in flight): the next send to end wakes the loop. */
   private full = false;
   private readonly sending = new Set<Promise<void>>();
   private unwatch: (() => void) | undefined;
   private lastPrune = 0;
+  private pruning: Promise<void> | undefined;
   private readonly keys = new Map<string, Buffer>();
+  /** Connections kept open to endpoints between POSTs (a burst to one endpoint reuses them). */
+  private readonly agents = callbackAgents();
   private readonly outputs: OutputSender;
 
   constructor(options: EventDeliveryOptions) {
@@ -166,7 +182,7 @@ export class EventDelivery {
     // A status change (its deliveries committed with it) or output written, on any replica: claim at once (a burst
     // coalesces into one tick; the claim decides who sends each delivery, so replicas woken together never both do).
     this.unwatch = this.o.bus?.subscribeAll((s) => {
-      if (s.kind === 'changed' || s.kind === 'output') this.wake();
+      if (s.kind === 'changed' || s.kind === 'output') this.wake(s.kind);
     });
   }
 
@@ -174,20 +190,34 @@ export class EventDelivery {
     if (this.stopped) return;
     this.timer = undefined;
     this.woken = false;
+    // A signal's round claims what the signal can have made due (a status change: its deliveries and output cursors
+    // of a task that ended; output: output cursors); every kind (retries, terminated envelopes) at least once a period.
+    const now = Date.now();
+    const all = this.claimAll || now - this.lastAll >= this.o.everyMs;
+    const kinds: Kinds = all ? ALL_KINDS : this.signalled;
+    if (all) this.lastAll = now;
+    this.claimAll = false;
+    this.signalled = { changed: false, output: false };
     let full = false;
-    this.running = this.tick().then((n) => void (full = n > 0 && n >= this.room())).finally(() => {
+    this.running = this.tick(kinds).then((n) => void (full = n > 0 && n >= this.room())).finally(() => {
       this.running = undefined;
       // A full batch (or a signal while claiming) means more is due: claim again at once instead of waiting a period.
-      if (!this.stopped) this.timer = setTimeout(() => this.loop(), full || this.woken ? 0 : this.o.everyMs);
+      if (full) this.claimAll = true;
+      if (this.stopped) return;
+      if (full || this.woken) this.timer = setTimeout(() => this.loop(), 0);
+      else this.timer = setTimeout(() => ((this.claimAll = true), this.loop()), this.o.everyMs); // the period's round: every kind
     });
   }
 
-  private wake(): void {
+  private wake(kind: 'changed' | 'output' | 'all'): void {
+    if (kind === 'all') this.claimAll = true;
+    else this.signalled[kind] = true;
     if (this.stopped || this.woken) return;
     this.woken = true;
     if (this.running) return; // the running claim round claims again when it ends
     if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.loop(), 5);
+    // The next turn, not a later timer: signals of one turn still share a round, and the commit waits no longer.
+    this.timer = setTimeout(() => this.loop(), 0);
   }
 
   /** What one claim (of each kind) may take now: sends in flight count against the batch, so at most CLAIM_BATCH of
@@ -202,11 +232,14 @@ export class EventDelivery {
     if (this.timer) clearTimeout(this.timer);
     await this.running?.catch(() => undefined);
     await Promise.all(this.sending);
+    await this.pruning;
+    this.agents.http.destroy();
+    this.agents.https.destroy();
   }
 
   /** Claims what is due now and starts sending it (the next round does not wait for these sends: a signal claims at
    *  once, even while a slow endpoint holds an earlier send); returns how many were claimed. */
-  async tick(): Promise<number> {
+  async tick(kinds: Kinds = ALL_KINDS): Promise<number> {
     const room = this.room();
     if (room === 0) {
       this.full = true; // a send that ends wakes the loop
@@ -215,23 +248,25 @@ export class EventDelivery {
     try {
       // The store's clock, which stamped the change's deliveries due: a wake right after a commit finds them due.
       const now = this.o.store.now();
-      if (now - this.lastPrune > 60_000) {
+      if (now - this.lastPrune > 60_000 && !this.pruning) {
         this.lastPrune = now;
-        await this.o.store.events.prune(now - this.o.logRetentionMs, now);
+        // Beside the claim, not before it: a large log's prune must not hold back the deliveries of this round.
+        this.pruning = this.o.store.events.prune(now - this.o.logRetentionMs, now).catch((e) => this.storeTrouble(e)).finally(() => (this.pruning = undefined));
       }
       const claimMs = this.o.timeoutMs + 2000;
       // The three claims are independent statements: asked together, a round waits for one round trip, not three.
       const [claimed, control, outputs] = await Promise.all([
-        this.o.store.events.claim(this.o.replicaId, now, claimMs, room),
-        this.o.store.events.claimControl(this.o.replicaId, now, claimMs, room),
-        this.o.store.outputEvents.claim(this.o.replicaId, now, claimMs, room),
+        kinds.changed ? this.o.store.events.claim(this.o.replicaId, now, claimMs, room) : [],
+        kinds === ALL_KINDS ? this.o.store.events.claimControl(this.o.replicaId, now, claimMs, room) : [],
+        // A status change can end a task whose output subscriptions then get their `task_terminal` envelope.
+        kinds.output || kinds.changed ? this.o.store.outputEvents.claim(this.o.replicaId, now, claimMs, room) : [],
       ]);
       // One body per change and event name, however many subscriptions it goes to (one read of the task).
       const bodies = new Map<string, Promise<{ occurrence: EventOccurrence; body: string }>>();
       const bodyOf = (d: ClaimedDelivery) => {
         const k = `${d.seq} ${d.name}`;
         let b = bodies.get(k);
-        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf)));
+        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf, d.task)));
         return b;
       };
       for (const d of claimed) this.track(this.send(d, bodyOf(d)));
@@ -253,7 +288,7 @@ export class EventDelivery {
       this.sending.delete(tracked);
       if (this.full) {
         this.full = false;
-        this.wake();
+        this.wake('all');
       }
     });
     this.sending.add(tracked);
@@ -277,7 +312,7 @@ export class EventDelivery {
   private async sendGap(d: Pick<ClaimedDelivery, 'subId' | 'seq' | 'url' | 'secret'>): Promise<void> {
     const body = JSON.stringify({ type: 'gap', cursor: String(d.seq) });
     const headers = { ...webhookHeaders(this.key(d.secret), `msg_gap_${randomBytes(12).toString('hex')}`, body), [SUBSCRIPTION_ID_HEADER]: d.subId, 'user-agent': 'outlast-events' };
-    await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs).catch(() => undefined);
+    await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs, 0, this.agents).catch(() => undefined);
   }
 
   /** Delivers the `terminated` envelope of an operator's deactivation: signed, retried and settled like an event. */
@@ -314,7 +349,7 @@ export class EventDelivery {
     let error = '';
     let retryAfterMs: number | undefined;
     try {
-      const res = await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs);
+      const res = await checkedPost(d.url, headers, body, this.o.policy, this.o.timeoutMs, 0, this.agents);
       status = res.status;
       retryAfterMs = res.retryAfterMs;
       if (status < 200 || status >= 300) error = statusFailure(status);

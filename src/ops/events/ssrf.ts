@@ -2,10 +2,11 @@
  * A POST to a caller-given URL under SSRF rules, checked at every connection: the name is resolved, every address
  * that is not publicly routable (loopback, private, link-local, CGNAT, multicast, unique-local, IPv4-mapped forms of
  * those) is refused unless the operator allowed the host, the socket connects to the address that was checked, and
- * a redirect is never followed. Failures surface only as categories (never the receiver's body).
+ * a redirect is never followed. Failures surface only as categories (never the receiver's body). A sender may keep
+ * connections open between POSTs (callbackAgents): the check is made when a connection is opened, never skipped.
  */
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { lookup } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 
@@ -76,8 +77,36 @@ export interface PostResult {
   body: string;
 }
 
-/** POSTs `body` under the SSRF rules; throws CallbackError with a category for every failure but an HTTP status. */
-export function checkedPost(url: string, headers: Record<string, string>, body: string, policy: CallbackPolicy, timeoutMs: number, readLimit = 0): Promise<PostResult> {
+/** Keep-alive connections to endpoints, one pool per sender: a burst of deliveries to one endpoint reuses a few
+ *  connections instead of opening one per POST. Idle ones close after `idleMs` (sooner if the endpoint says so). */
+export interface CallbackAgents {
+  http: HttpAgent;
+  https: HttpsAgent;
+}
+
+export function callbackAgents(idleMs = 4000): CallbackAgents {
+  const o = { keepAlive: true, timeout: idleMs, maxFreeSockets: 64, scheduling: 'lifo' as const };
+  return { http: new HttpAgent(o), https: new HttpsAgent(o) };
+}
+
+/** POSTs `body` under the SSRF rules; throws CallbackError with a category for every failure but an HTTP status.
+ *  With `agents`, a kept-alive connection that the endpoint closed as it was reused is retried once on a new one. */
+export async function checkedPost(url: string, headers: Record<string, string>, body: string, policy: CallbackPolicy, timeoutMs: number, readLimit = 0, agents?: CallbackAgents): Promise<PostResult> {
+  try {
+    return await postOnce(url, headers, body, policy, timeoutMs, readLimit, agents);
+  } catch (e) {
+    if (!(e instanceof StaleConnection)) throw e;
+    return postOnce(url, headers, body, policy, timeoutMs, readLimit, agents);
+  }
+}
+
+/** Bytes of an answer read (and dropped) so its connection stays reusable. */
+const DRAIN_LIMIT = 16 * 1024;
+
+/** A reused keep-alive connection failed before any answer (the endpoint closed it while idle). */
+class StaleConnection extends Error {}
+
+function postOnce(url: string, headers: Record<string, string>, body: string, policy: CallbackPolicy, timeoutMs: number, readLimit: number, agents: CallbackAgents | undefined): Promise<PostResult> {
   const u = new URL(url);
   const host = hostOf(u);
   const allowed = policy.allowHosts.has(host);
@@ -94,10 +123,14 @@ export function checkedPost(url: string, headers: Record<string, string>, body: 
     });
   };
   return new Promise((resolve, reject) => {
-    const req = (u.protocol === 'https:' ? httpsRequest : httpRequest)(
+    const https = u.protocol === 'https:';
+    const agent = agents ? (https ? agents.https : agents.http) : false;
+    let answered = false;
+    const req = (https ? httpsRequest : httpRequest)(
       u,
-      { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, lookup: checkedLookup, timeout: timeoutMs, agent: false },
+      { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, lookup: checkedLookup, timeout: timeoutMs, agent },
       (res) => {
+        answered = true;
         const status = res.statusCode ?? 0;
         const ra = Number(res.headers['retry-after']);
         const retryAfterMs = Number.isFinite(ra) && ra > 0 ? ra * 1000 : undefined;
@@ -106,9 +139,13 @@ export function checkedPost(url: string, headers: Record<string, string>, body: 
         res.on('data', (c: Buffer) => {
           size += c.length;
           if (size <= readLimit) chunks.push(c);
-          else if (readLimit === 0 || size > readLimit) res.destroy();
+          // A short answer is read to its end (unkept) so the connection can serve the next POST; a long one is cut.
+          else if (size > Math.max(readLimit, DRAIN_LIMIT)) res.destroy();
         });
-        const done = () => resolve({ status, retryAfterMs, body: Buffer.concat(chunks).toString('utf8') });
+        const done = () => {
+          clearTimeout(timer);
+          resolve({ status, retryAfterMs, body: Buffer.concat(chunks).toString('utf8') });
+        };
         res.once('end', done);
         res.once('close', done);
         res.once('error', done);
@@ -120,6 +157,7 @@ export function checkedPost(url: string, headers: Record<string, string>, body: 
     req.once('error', (e: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       if (e instanceof CallbackError) return reject(e);
+      if (req.reusedSocket && !answered && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) return reject(new StaleConnection(e.message));
       if (e.code === 'EBLOCKED') return reject(new CallbackError('blocked_address', e.message));
       if (/CERT|SSL|TLS/i.test(e.code ?? '') || /certificate|TLS|SSL/i.test(e.message)) return reject(new CallbackError('tls_error', 'TLS failed'));
       if (e.code === 'ETIMEDOUT') return reject(new CallbackError('timeout', 'connection timed out'));

@@ -4,6 +4,7 @@
  * delivering together never take the same one while a claim holds.
  */
 import type pg from 'pg';
+import type { TaskRecord } from '../types.js';
 import {
   EVENTS_MIGRATION,
   filterWhere,
@@ -104,8 +105,60 @@ CREATE TRIGGER tasks_event_created AFTER INSERT ON tasks FOR EACH ROW WHEN (NEW.
 
 const SUB_COLUMNS = `s.*, (SELECT count(*) FROM event_deliveries d WHERE d.sub_id = s.sub_id AND d.state = 'pending') AS pending`;
 
-/** `startCursor`: puts an output subscription's cursor in place, in the subscribe's transaction (./output-events.ts). */
-export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolClient, s: NewSubscription) => Promise<void>): EventStore {
+/** Deliveries settled as delivered, in one statement: the subscriptions' rows are locked in sub_id order (two replicas'
+ *  batches never wait on each other in a cycle), each takes its newest delivery's status and time. */
+const SETTLE_DELIVERED = `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::bigint[]) AS x(sub_id, seq, replica, status, now)),
+    d AS (UPDATE event_deliveries e SET state = 'delivered', last_status = x.status, claimed_by = NULL, claimed_until = NULL
+      FROM x WHERE e.sub_id = x.sub_id AND e.seq = x.seq AND e.claimed_by = x.replica RETURNING e.sub_id, e.seq, x.status, x.now),
+    newest AS (SELECT DISTINCT ON (sub_id) sub_id, status, now FROM d ORDER BY sub_id, now DESC, seq DESC),
+    locked AS (SELECT s.sub_id FROM event_subscriptions s WHERE s.sub_id IN (SELECT sub_id FROM newest) ORDER BY s.sub_id FOR UPDATE)
+  UPDATE event_subscriptions s SET failures = 0, last_status = n.status, last_error = NULL, last_delivery_at = n.now
+  FROM newest n WHERE s.sub_id = n.sub_id AND s.sub_id IN (SELECT sub_id FROM locked)`;
+
+interface Delivered {
+  subId: string;
+  seq: number;
+  replica: string;
+  status: number;
+  now: number;
+}
+
+/** Settles deliveries as delivered: one statement at a time, and what is settled while it runs goes in the next (a
+ *  burst of deliveries to one subscription would otherwise queue on its row, a commit each). */
+function deliveredSettler(query: Query): (d: Delivered) => Promise<void> {
+  let queued: Array<{ d: Delivered; done: (e?: unknown) => void }> = [];
+  let running = false;
+  const run = async (): Promise<void> => {
+    running = true;
+    while (queued.length > 0) {
+      const batch = queued;
+      queued = [];
+      const cols = [batch.map((b) => b.d.subId), batch.map((b) => b.d.seq), batch.map((b) => b.d.replica), batch.map((b) => b.d.status), batch.map((b) => b.d.now)];
+      let error: unknown;
+      try {
+        await query('ev_delivered_many', SETTLE_DELIVERED, cols).catch(async (e) => {
+          // A deadlock with a statement of another kind is resolved by the database cancelling one: run it again once.
+          if ((e as { code?: string }).code !== '40P01') throw e;
+          await query('ev_delivered_many', SETTLE_DELIVERED, cols);
+        });
+      } catch (e) {
+        error = e ?? new Error('settle failed');
+      }
+      for (const b of batch) b.done(error);
+    }
+    running = false;
+  };
+  return (d) =>
+    new Promise<void>((resolve, reject) => {
+      queued.push({ d, done: (e) => (e === undefined ? resolve() : reject(e)) });
+      if (!running) void run();
+    });
+}
+
+/** `startCursor`: puts an output subscription's cursor in place, in the subscribe's transaction (./output-events.ts).
+ *  `taskOf`: a task row read with a claim (its columns and the database's `store_now`) as the record (null: expired). */
+export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolClient, s: NewSubscription) => Promise<void>, taskOf: (row: object) => TaskRecord | null): EventStore {
+  const settleDelivered = deliveredSettler(query);
   return {
     subscribe: (s, limit) =>
       tx(async (c) => {
@@ -166,7 +219,7 @@ export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolCli
       return (r.rowCount ?? 0) > 0;
     },
     claim: async (replica, now, claimMs, limit) => {
-      const r = await query<ClaimRow>(
+      const r = await query<ClaimRow & { nth: string; task: object | null }>(
         'ev_claim',
         `WITH due AS (
             SELECT d.sub_id, d.seq FROM event_deliveries d JOIN event_subscriptions s ON s.sub_id = d.sub_id
@@ -177,11 +230,17 @@ export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolCli
             UPDATE event_deliveries d SET claimed_by = $1, claimed_until = $3, attempts = d.attempts + 1
             FROM due WHERE d.sub_id = due.sub_id AND d.seq = due.seq RETURNING d.sub_id, d.seq, d.attempts
           )
-          SELECT l.*, c.sub_id, c.attempts, s.name, s.url, s.secret FROM claimed c
-          JOIN event_log l ON l.seq = c.seq JOIN event_subscriptions s ON s.sub_id = c.sub_id`,
+          SELECT l.*, c.sub_id, c.attempts, s.name, s.url, s.secret, row_number() OVER (PARTITION BY c.seq ORDER BY c.sub_id) AS nth,
+            CASE WHEN row_number() OVER (PARTITION BY c.seq ORDER BY c.sub_id) = 1
+              THEN to_jsonb(t) || jsonb_build_object('store_now', (extract(epoch FROM now()) * 1000)::float8) END AS task
+          FROM claimed c JOIN event_log l ON l.seq = c.seq JOIN event_subscriptions s ON s.sub_id = c.sub_id
+          LEFT JOIN tasks t ON t.task_id = l.task_id`,
         [replica, now, now + claimMs, limit],
       );
-      return r.rows.map(toClaimed);
+      // The task is read once per change (the first of its rows carries it), however many subscriptions it goes to.
+      const tasks = new Map<string, TaskRecord | null>();
+      for (const row of r.rows) if (Number(row.nth) === 1) tasks.set(String(row.seq), row.task ? taskOf(row.task) : null);
+      return r.rows.map((row) => ({ ...toClaimed(row), task: tasks.get(String(row.seq)) ?? null }));
     },
     claimControl: async (replica, now, claimMs, limit) => {
       const r = await query<{ sub_id: string; seq: string; attempts: number; url: string; secret: string }>(
@@ -201,16 +260,7 @@ export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolCli
       return r.rows.map((x) => ({ type: 'terminated' as const, subId: x.sub_id, seq: Number(x.seq), url: x.url, secret: x.secret, attempts: x.attempts }));
     },
     settle: async (subId, seq, replica, o) => {
-      if (o.delivered) {
-        await query(
-          'ev_delivered',
-          `WITH d AS (UPDATE event_deliveries SET state = 'delivered', last_status = $4, claimed_by = NULL, claimed_until = NULL
-              WHERE sub_id = $1 AND seq = $2 AND claimed_by = $3 RETURNING sub_id)
-           UPDATE event_subscriptions SET failures = 0, last_status = $4, last_error = NULL, last_delivery_at = $5 WHERE sub_id IN (SELECT sub_id FROM d)`,
-          [subId, seq, replica, o.status, o.now],
-        );
-        return;
-      }
+      if (o.delivered) return settleDelivered({ subId, seq, replica, status: o.status, now: o.now });
       await query(
         'ev_failed',
         `WITH d AS (UPDATE event_deliveries SET state = CASE WHEN $6::bigint IS NULL THEN 'failed' ELSE 'pending' END,

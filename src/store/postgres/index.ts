@@ -338,6 +338,7 @@ export class PostgresTaskStore implements TaskStore {
         }
       },
       startOutputCursor,
+      (row) => (unlessExpired(row as Row) ? null : toRecord(row as Row)),
     );
   }
 
