@@ -137,13 +137,28 @@ describe('gateway --config: one server, and what refuses the start', () => {
     assert.match(servers({ 'my server': { command: 'node' } }), /server "my server": a server's name must be 1 to 32 letters, digits/);
     assert.match(servers({ a: { command: 'node', env: { TOKEN: 'sekret', N: 5 } } }), /server "a": "env": "N" must be a string/);
     assert.match(servers({ a: { url: 'ftp://sekret@example.com/mcp' } }), /server "a": "url" must be an http:\/\/ or https:\/\/ URL/);
+    assert.match(servers({ a: { url: 'https://x.example/mcp', headers: { Authorization: 'Bearer ${OUTLAST_TEST_UNSET_TOKEN}' } } }),
+      /server "a": "headers": "Authorization" names \$\{OUTLAST_TEST_UNSET_TOKEN\}, which is not set in the gateway's environment$/);
+  });
+
+  it('${VAR} in a value comes from the environment (secrets stay out of the file); ${VAR:-default} when unset', () => {
+    const file = join(tempDir(), 'mcp.json');
+    writeFileSync(file, JSON.stringify({ mcpServers: {
+      local: { command: 'node', args: ['${env:GW_DIR}/server.js'], env: { TOKEN: '${GW_TOKEN}', LEVEL: '${GW_LEVEL:-warn}' } },
+      remote: { url: 'https://${GW_HOST}/mcp', headers: { Authorization: 'Bearer ${GW_TOKEN}' } },
+    } }));
+    const specs = readGatewayConfig(file, { GW_DIR: '/srv', GW_TOKEN: 'sekret', GW_HOST: 'tickets.example.com' });
+    assert.deepEqual(specs, [
+      { kind: 'stdio', name: 'local', command: 'node', args: ['/srv/server.js'], env: { TOKEN: 'sekret', LEVEL: 'warn' } },
+      { kind: 'http', name: 'remote', url: 'https://tickets.example.com/mcp', headers: { Authorization: 'Bearer sekret' } },
+    ]);
   });
 
   it('docs/gateway.md: the documented config reads as the servers it shows', () => {
     const block = docBlock('docs/gateway.md', 'gateway-config');
     const file = join(tempDir(), 'mcp.json');
     writeFileSync(file, block.code);
-    const specs = readGatewayConfig(file);
+    const specs = readGatewayConfig(file, { TICKETS_TOKEN: 'from-the-environment' });
     assert.deepEqual(specs.map((s) => [s.name, s.kind]), [['files', 'stdio'], ['everything', 'stdio'], ['tickets', 'http']]);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * `outlast gateway --config FILE`: the upstreams as hosts already describe their servers, the `mcpServers` JSON of
  * Claude Desktop and Cursor (VS Code's `servers` too): `{"NAME": {"command", "args", "env", "cwd"}}` for a stdio
- * server, `{"NAME": {"url", "headers"}}` for a Streamable HTTP one (`"type"` may say which). Each mistake is a
+ * server, `{"NAME": {"url", "headers"}}` for a Streamable HTTP one (`"type"` may say which); `${VAR}` in a value is
+ * taken from the gateway's environment. Each mistake is a
  * UsageError naming the server; values of `env` and `headers` are never quoted (they are often secrets).
  */
 import { readFileSync } from 'node:fs';
@@ -25,17 +26,33 @@ export function httpUrlOf(text: string, what: string, quote = true): string {
   return url.href;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** An object of strings (env, headers), or a UsageError naming the first key whose value is not one. */
-function stringsOf(v: unknown, what: string): Record<string, string> {
-  if (v === undefined) return {};
-  if (!isObject(v)) throw new UsageError(`${what} must be an object of strings`);
-  for (const [k, x] of Object.entries(v)) if (typeof x !== 'string') throw new UsageError(`${what}: "${k}" must be a string`);
-  return v as Record<string, string>;
+/** `${VAR}`, `${env:VAR}` (VS Code's spelling) and `${VAR:-default}` in a value, from the gateway's environment, so
+ *  secrets stay out of the file as hosts allow; a variable that is not set (with no default) is a UsageError naming
+ *  it, never a silent empty string. */
+function expanded(text: string, what: string, env: NodeJS.ProcessEnv): string {
+  return text.replace(/\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_, name: string, fallback: string | undefined) => {
+    const value = env[name];
+    if (value !== undefined && value !== '') return value;
+    if (fallback !== undefined) return fallback;
+    throw new UsageError(`${what} names \${${name}}, which is not set in the gateway's environment`);
+  });
 }
 
-export function readGatewayConfig(file: string): UpstreamSpec[] {
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** An object of strings (env, headers), variables expanded, or a UsageError naming the first key whose value is not one. */
+function stringsOf(v: unknown, what: string, env: NodeJS.ProcessEnv): Record<string, string> {
+  if (v === undefined) return {};
+  if (!isObject(v)) throw new UsageError(`${what} must be an object of strings`);
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (typeof x !== 'string') throw new UsageError(`${what}: "${k}" must be a string`);
+    out[k] = expanded(x, `${what}: "${k}"`, env);
+  }
+  return out;
+}
+
+export function readGatewayConfig(file: string, env: NodeJS.ProcessEnv = process.env): UpstreamSpec[] {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -67,13 +84,15 @@ export function readGatewayConfig(file: string): UpstreamSpec[] {
       if (typeof s.command !== 'string' || !s.command) throw new UsageError(`${what}: "command" must be a non-empty string`);
       if (s.args !== undefined && (!Array.isArray(s.args) || s.args.some((a) => typeof a !== 'string'))) throw new UsageError(`${what}: "args" must be an array of strings`);
       if (s.cwd !== undefined && typeof s.cwd !== 'string') throw new UsageError(`${what}: "cwd" must be a string`);
-      const env = stringsOf(s.env, `${what}: "env"`);
-      specs.push({ kind: 'stdio', name, command: s.command, args: (s.args as string[] | undefined) ?? [], env, ...(s.cwd ? { cwd: s.cwd as string } : {}) });
+      const vars = stringsOf(s.env, `${what}: "env"`, env);
+      const args = ((s.args as string[] | undefined) ?? []).map((a, i) => expanded(a, `${what}: "args"[${i}]`, env));
+      const command = expanded(s.command, `${what}: "command"`, env);
+      specs.push({ kind: 'stdio', name, command, args, env: vars, ...(s.cwd ? { cwd: expanded(s.cwd as string, `${what}: "cwd"`, env) } : {}) });
     } else {
       if (type === 'stdio') throw new UsageError(`${what}: "type": "stdio" needs "command", not "url"`);
       if (typeof s.url !== 'string') throw new UsageError(`${what}: "url" must be a string`);
-      const url = httpUrlOf(s.url, `${what}: "url"`, false);
-      specs.push({ kind: 'http', name, url, headers: stringsOf(s.headers, `${what}: "headers"`) });
+      const url = httpUrlOf(expanded(s.url, `${what}: "url"`, env), `${what}: "url"`, false);
+      specs.push({ kind: 'http', name, url, headers: stringsOf(s.headers, `${what}: "headers"`, env) });
     }
   }
   if (!specs.length) throw new UsageError(`--config ${file} names no servers; it needs {"mcpServers": {"NAME": {"command": …} or {"url": …}}}`);
