@@ -2,10 +2,11 @@
 import { metrics } from '@opentelemetry/api';
 import { MCP_BUCKETS } from '../runtime/telemetry.js';
 import { whenAnswered } from './response-end.js';
+import type { Answer } from './front/exchange.js';
 
 /** Starts timing a parsed request; the function it returns takes the answer (and whether its body may still be
  *  streaming) and records the duration at its end. */
-export function requestMetrics(): (msg: unknown) => ((response: Response, mayStream: boolean) => Response) | undefined {
+export function requestMetrics(): (msg: unknown) => ((response: Answer, mayStream: boolean) => Answer) | undefined {
   const duration = metrics.getMeter('outlast').createHistogram('mcp.server.operation.duration', {
     unit: 's',
     description: 'MCP requests served over HTTP, request to response end',

@@ -1,6 +1,7 @@
 /** Request bodies and paths, as cheaply as the hot path needs them: the body held to its limit, the path sliced. */
 import { ErrorCode } from '../../protocol/index.js';
 import { jsonRpcError } from './answers.js';
+import type { Reply, FrontRequest } from './exchange.js';
 import type { FrontExtra } from './types.js';
 
 /** Reads a web-standard body, stopping once it is longer than `limit`. */
@@ -27,7 +28,7 @@ async function readLimited(request: Request, limit: number): Promise<Uint8Array 
 const decoder = new TextDecoder();
 
 /** The body as JSON, held to the limit whichever way it came. */
-export async function parseBody(request: Request, extra: FrontExtra | undefined, maxBody: number): Promise<{ parsed: unknown } | Response> {
+export async function parseBody(request: FrontRequest, extra: FrontExtra | undefined, maxBody: number): Promise<{ parsed: unknown } | Reply> {
   const tooLarge = () => jsonRpcError(413, null, ErrorCode.InvalidRequest, `Request body exceeds ${maxBody} bytes; send less (large inputs belong in resources)`);
   if (extra?.parsedBody !== undefined) {
     // Parsed by a framework: its JSON text is what the client sent, near enough to hold it to the same limit.
@@ -37,7 +38,7 @@ export async function parseBody(request: Request, extra: FrontExtra | undefined,
   if (extra?.bodyConsumed) {
     return jsonRpcError(400, null, ErrorCode.InvalidRequest, 'The request body was already read by a body parser and not handed over: pass it on, e.g. handler.node(req, res, req.body)');
   }
-  const body = extra?.rawBody ?? (await readLimited(request, maxBody));
+  const body = extra?.rawBody ?? (await readLimited(request.web(), maxBody));
   if (body === 'too-large' || body.byteLength > maxBody) return tooLarge();
   try {
     return { parsed: JSON.parse(decoder.decode(body)) };
