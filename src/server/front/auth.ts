@@ -14,8 +14,8 @@ import type { FrontExtra, OutlastHandlerOptions } from './types.js';
 export interface FrontAuth {
   /** A refusal (403) when the Host or Origin is not allowed, else undefined. */
   refusedHost(request: FrontRequest): Response | undefined;
-  /** The caller's auth, or the refusal (401) to answer. */
-  authenticate(request: FrontRequest, extra: FrontExtra | undefined): Promise<AuthInfo | Answer | undefined>;
+  /** The caller's auth, or the refusal (401) to answer; at once unless an OAuth token is to be verified. */
+  authenticate(request: FrontRequest, extra: FrontExtra | undefined): Promise<AuthInfo | Answer | undefined> | AuthInfo | Answer | undefined;
   /** The OAuth resource server in front, when configured. */
   readonly oauth: OAuthResourceServer | undefined;
   /** Resolves once the OAuth issuers' metadata is there (at once without OAuth). */
@@ -51,18 +51,20 @@ export function createFrontAuth(outlast: Outlast, options: OutlastHandlerOptions
     return (options.allowedOrigins && request.headers.get('origin') && originValidationResponse(request.web(), options.allowedOrigins)) || undefined;
   }
 
-  async function authenticate(request: FrontRequest, extra: FrontExtra | undefined): Promise<AuthInfo | Answer | undefined> {
+  async function viaOAuth(oauth: OAuthResourceServer, request: FrontRequest): Promise<AuthInfo | Answer> {
+    await ready;
+    const verdict = await oauth.authenticate(request.web());
+    if ('authInfo' in verdict) return verdict.authInfo;
+    // The reason only (the SDK puts it in the challenge); never the token.
+    outlast.runtime.log.debug('OAuth: request refused', { status: verdict.response.status, reason: challengeReason(verdict.response) });
+    return verdict.response;
+  }
+
+  function authenticate(request: FrontRequest, extra: FrontExtra | undefined): Promise<AuthInfo | Answer> | AuthInfo | Answer | undefined {
     if (!bearer && !oauth) return extra?.authInfo;
     const m = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '');
     const principal = m && bearer ? bearer.get(m[1]!.trim()) : undefined;
-    if (!principal && oauth) {
-      await ready;
-      const verdict = await oauth.authenticate(request.web());
-      if ('authInfo' in verdict) return verdict.authInfo;
-      // The reason only (the SDK puts it in the challenge); never the token.
-      outlast.runtime.log.debug('OAuth: request refused', { status: verdict.response.status, reason: challengeReason(verdict.response) });
-      return verdict.response;
-    }
+    if (!principal && oauth) return viaOAuth(oauth, request);
     if (!principal) {
       return jsonRpcError(401, null, ErrorCode.InvalidRequest, m ? 'Unknown bearer token' : 'Authorization: Bearer <token> is required', undefined, {
         'www-authenticate': 'Bearer realm="outlast"',

@@ -15,6 +15,8 @@ export interface FrontRequest {
   readonly headers: { get(name: string): string | null };
   /** The web-standard request (its signal aborts when the client leaves), built on first use by the node adapter. */
   web(): Request;
+  /** Calls `done` once the answer is written out or the client left, where the adapter sees that (node:http). */
+  ended?(done: () => void): void;
 }
 
 /** A complete answer: status, headers (lower-case names) and its whole body, or none. */

@@ -89,6 +89,10 @@ export function nodeAdapter(front: Front): NodeHandler {
     get method(): string {
       return this.req.method ?? 'GET';
     }
+    ended(done: () => void): void {
+      if (this.res.closed) done();
+      else this.res.once('close', done);
+    }
     web(): Request {
       if (this.#web) return this.#web;
       let deliver!: (answer: Response) => void;

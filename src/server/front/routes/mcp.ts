@@ -46,10 +46,13 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
       if (pathname !== path) return undefined;
       const refused = auth.refusedHost(request);
       if (refused) return refused;
-      const who = await auth.authenticate(request, extra);
+      // Both are at hand on the hot path (no OAuth, a body the adapter read): no await, and no microtask, for them.
+      const authenticated = auth.authenticate(request, extra);
+      const who = authenticated instanceof Promise ? await authenticated : authenticated;
       if (isAnswer(who)) return who;
       if (request.method !== 'POST') return sdk.fetch(request.web(), who ? { authInfo: who } : undefined);
-      const body = await parseBody(request, extra, maxBody);
+      const read = parseBody(request, extra, maxBody);
+      const body = read instanceof Promise ? await read : read;
       if (body instanceof Reply) return body;
       const msg = body.parsed as RpcMessage;
       const measured = observe(msg);
@@ -62,7 +65,7 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
       if (urlSession && response.ok && answerHeader(response, 'mcp-session-id') === null) response = withHeader(response, 'mcp-session-id', urlSession);
       const streams = response instanceof Reply ? false : streaming.has(response);
       if (traced) response = traced.answered(response);
-      return measured ? measured(response, streams) : response;
+      return measured ? measured(response, streams, request.ended?.bind(request)) : response;
     },
   };
 
