@@ -66,6 +66,12 @@ export interface BenchRow {
   pass?: boolean;
   rounds?: number[];
   baselineRounds?: number[];
+  /** The server's CPU per request (µs, median of the rounds), where the row measures it: it moves much less with the
+   *  machine's load than the rates do. */
+  cpuUsPerReq?: number;
+  baselineCpuUsPerReq?: number;
+  /** cpuUsPerReq / baselineCpuUsPerReq: below 1, the figure's side spends less CPU per request. */
+  cpuRatio?: number;
   note?: string;
 }
 

@@ -56,6 +56,11 @@ async function parkTasks(url: string): Promise<WireRequest[]> {
 const p = (s: PollingSide, k: 'p50Ms' | 'p99Ms' | 'cpuUsPerReq') => round(median(s.results.map((r) => r[k] ?? NaN)), k === 'cpuUsPerReq' ? 0 : 2);
 const latency = (s: PollingSide) => `p50/p99 ${p(s, 'p50Ms')}/${p(s, 'p99Ms')} ms`;
 
+/** The CPU per request of both sides and their ratio, when both were measured. */
+function cpuFigures(a: number, b: number): Pick<BenchRow, 'cpuUsPerReq' | 'baselineCpuUsPerReq' | 'cpuRatio'> {
+  return Number.isFinite(a) && Number.isFinite(b) && b > 0 ? { cpuUsPerReq: a, baselineCpuUsPerReq: b, cpuRatio: round(a / b, 3) } : {};
+}
+
 /** A throughput row of two sides of a rotation, with latency and the server's CPU per request beside it. */
 export function row(id: string, what: string, a: PollingSide, baselineWhat: string, b: PollingSide, min: number | undefined): BenchRow {
   const fa = median(a.results.map((r) => r.rps));
@@ -72,6 +77,7 @@ export function row(id: string, what: string, a: PollingSide, baselineWhat: stri
     ...(min === undefined ? {} : { pass: fa / fb >= min }),
     rounds: a.results.map((r) => round(r.rps)),
     baselineRounds: b.results.map((r) => round(r.rps)),
+    ...cpuFigures(p(a, 'cpuUsPerReq'), p(b, 'cpuUsPerReq')),
     // Throughput on this shared 2-core machine moves with the other sessions' load; the server's own CPU per
     // request does much less, so the cost ratio is given beside the throughput ratio.
     note: `latency ${latency(a)}; baseline ${latency(b)}; server CPU per request ${p(a, 'cpuUsPerReq')} vs ${p(b, 'cpuUsPerReq')} µs (cost ratio ${round(p(b, 'cpuUsPerReq') / p(a, 'cpuUsPerReq'), 3)})`,

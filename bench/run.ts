@@ -46,10 +46,11 @@
  *   (v) (bench/soak.ts) 50,000 mixed requests against the fixture server and the demo, each started with
  *       --max-old-space-size=128: both survive, and heap used after a full GC grows by less than 5 MB from the
  *       first 10,000 to the last; a control that builds fromJsonSchema tools per request shows what a leak looks like.
- *   (w), (x) (bench/front-rows.ts): tasks/get through outlastHandler on node:http (>= 0.8) and in Express (>= 0.7) vs
- *       node:http + one SQLite primary-key read; an inline tools/call through outlastHandler in Express vs a bare SDK
- *       server in Express (>= 0.95); task creations/s and tasks/get req/s vs the SDK v1 experimental tasks server on
- *       the 2025-11-25 wire (>= 1.0 each); RSS after 10,000 finished tasks on both.
+ *   (w), (x) (bench/front-rows.ts): tasks/get through outlastHandler on node:http (>= 0.9) and in Express (>= 0.7;
+ *       against Express alone >= 0.9) vs node:http + one SQLite primary-key read; an inline tools/call through
+ *       outlastHandler in Express vs a bare SDK server in Express (>= 0.95); task creations/s (>= 1.2) and tasks/get
+ *       req/s (>= 1.0) vs the SDK v1 experimental tasks server on the 2025-11-25 wire; RSS after 10,000 finished
+ *       tasks on both. Rows carry the server's CPU per request beside the rates (cpuUsPerReq, cpuRatio).
  *   (l) the dashboard's pages (overview with counts, task list unfiltered and filtered) p99 over HTTP with
  *       1,000,000 tasks stored vs 1,000, SQLite and PostgreSQL (bench/dashboard-scale.ts). Target ratio <= 2.
  *       (l.tools): the Tools page alone (per-tool durations of the last hour; its read is capped), same ratio.

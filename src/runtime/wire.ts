@@ -23,32 +23,42 @@ export function createResult(rec: TaskRecord, now: number, policy: PollPolicy): 
   return out;
 }
 
-/** What tasks/get and notifications/tasks carry for a record. */
+/** What tasks/get and notifications/tasks carry for a record: one object, its fields in the wire's order (every poll
+ *  builds one, so no spread copies). */
 export function detailedTask(rec: TaskView, now: number, policy: PollPolicy): DetailedTask {
-  const base = {
+  const createdAt = isoOf(rec.createdAt);
+  const out: Record<string, unknown> = {
     taskId: rec.taskId,
-    createdAt: isoOf(rec.createdAt),
-    lastUpdatedAt: isoOf(rec.updatedAt),
+    createdAt,
+    lastUpdatedAt: rec.updatedAt === rec.createdAt ? createdAt : isoOf(rec.updatedAt),
     ttlMs: rec.ttlMs,
     pollIntervalMs: advertisedPollInterval(rec, now, policy),
-    ...(rec.statusMessage !== null ? { statusMessage: rec.statusMessage } : {}),
-    ...(rec.outputSeq ? { _meta: { [OUTPUT_SEQ_META]: rec.outputSeq } } : {}),
   };
+  if (rec.statusMessage !== null) out.statusMessage = rec.statusMessage;
+  if (rec.outputSeq) out._meta = { [OUTPUT_SEQ_META]: rec.outputSeq };
   switch (rec.status) {
     case 'input_required': {
       const inputRequests: Record<string, InputRequest> = {};
       for (const [k, v] of Object.entries(rec.inputRequests)) inputRequests[k] = v.request;
-      return { ...base, status: 'input_required', inputRequests };
+      out.status = 'input_required';
+      out.inputRequests = inputRequests;
+      break;
     }
     case 'completed':
-      return { ...base, status: 'completed', result: rec.result ?? { content: [], resultType: 'complete' } };
+      out.status = 'completed';
+      out.result = rec.result ?? { content: [], resultType: 'complete' };
+      break;
     case 'failed':
-      return { ...base, status: 'failed', error: rec.error ?? { code: ErrorCode.InternalError, message: 'Failed' } };
+      out.status = 'failed';
+      out.error = rec.error ?? { code: ErrorCode.InternalError, message: 'Failed' };
+      break;
     case 'cancelled':
-      return { ...base, status: 'cancelled' };
+      out.status = 'cancelled';
+      break;
     default:
-      return { ...base, status: 'working' };
+      out.status = 'working';
   }
+  return out as unknown as DetailedTask;
 }
 
 export function checkTaskId(taskId: unknown): string {

@@ -13,7 +13,7 @@
  *   4. the task method from `task-methods.ts` (the -32021 gate first, then one indexed read or write), its result
  *      or error encoded as the SDK encodes it for that era.
  * Body limit, bearer principal, the poll governor (429) and the `tasks/update` shape check stay in the front
- * (`front/handler.ts`), before this, for both paths alike. Web-standard: a `Request`'s headers in, a `Response` out.
+ * (`front/handler.ts`), before this, for both paths alike. A request's headers in, a complete reply (front/exchange.ts) out.
  *
  * An era is a row of ERAS: `modern` (2026-07-28) and `legacy` (2025-11-25: tasks/get, tasks/list, tasks/cancel,
  * answered as that era's stateless transport answers, one SSE event). tasks/result streams, so it stays with the SDK.
@@ -30,6 +30,7 @@ import {
 import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, SERVER_INFO_META, type JsonObject } from '../protocol/index.js';
 import type { TaskRuntime } from '../runtime/runtime.js';
 import { TASK_METHODS, type TaskMethod, type TaskMethodCall } from './task-methods.js';
+import { Reply } from './front/exchange.js';
 
 /** A JSON-RPC answer and its HTTP status (and, for a refusal, the line the SDK would report to `onerror`). */
 interface Answer {
@@ -75,7 +76,7 @@ export interface DirectTaskPathOptions {
 
 export interface DirectTaskPath {
   /** The answer to `body` if it is a task-method request it recognises; undefined leaves the request to the SDK. */
-  serve(request: Request, body: unknown, principal: string): Promise<Response | undefined>;
+  serve(request: RequestHeaders, body: unknown, principal: string): Promise<Reply | undefined>;
 }
 
 // ---- answers as the SDK writes them ---------------------------------------------------------------------------
@@ -259,7 +260,10 @@ export class PollClassifications {
   }
 }
 
-function header(request: Request, name: string): string | undefined {
+/** What the direct path reads of a request: its headers (a web `Request` or the front's neutral request). */
+type RequestHeaders = { headers: { get(name: string): string | null } };
+
+function header(request: RequestHeaders, name: string): string | undefined {
   return request.headers.get(name) ?? undefined;
 }
 
@@ -267,9 +271,9 @@ const SSE_HEADERS = { 'cache-control': 'no-cache, no-transform', connection: 'ke
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
-function write(a: Answer): Response {
-  if (a.sse) return new Response(`event: message\ndata: ${JSON.stringify(a.body)}\n\n`, { status: a.status, headers: SSE_HEADERS });
-  return new Response(JSON.stringify(a.body), { status: a.status, headers: JSON_HEADERS });
+function write(a: Answer): Reply {
+  if (a.sse) return new Reply(a.status, SSE_HEADERS, `event: message\ndata: ${JSON.stringify(a.body)}\n\n`);
+  return new Reply(a.status, JSON_HEADERS, JSON.stringify(a.body));
 }
 
 export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPathOptions): DirectTaskPath {

@@ -2,10 +2,12 @@
 import { metrics } from '@opentelemetry/api';
 import { MCP_BUCKETS } from '../runtime/telemetry.js';
 import { whenAnswered } from './response-end.js';
+import type { Answer } from './front/exchange.js';
 
 /** Starts timing a parsed request; the function it returns takes the answer (and whether its body may still be
- *  streaming) and records the duration at its end. */
-export function requestMetrics(): (msg: unknown) => ((response: Response, mayStream: boolean) => Response) | undefined {
+ *  streaming) and records the duration at its end: told by `ended` when the adapter can tell (no relay stream),
+ *  else by watching the body. */
+export function requestMetrics(): (msg: unknown) => ((response: Answer, mayStream: boolean, ended?: (done: () => void) => void) => Answer) | undefined {
   const duration = metrics.getMeter('outlast').createHistogram('mcp.server.operation.duration', {
     unit: 's',
     description: 'MCP requests served over HTTP, request to response end',
@@ -17,15 +19,14 @@ export function requestMetrics(): (msg: unknown) => ((response: Response, mayStr
     const start = performance.now();
     const attrs: Record<string, string> = { 'mcp.method.name': m.method, 'network.transport': 'tcp' };
     if (m.method === 'tools/call' && typeof m.params?.name === 'string') attrs['gen_ai.tool.name'] = m.params.name;
-    return (response, mayStream) =>
-      whenAnswered(
-        response,
-        0,
-        () => {
-          if (response.status >= 400) attrs['error.type'] = String(response.status);
-          duration.record((performance.now() - start) / 1000, attrs);
-        },
-        mayStream,
-      );
+    return (response, mayStream, ended) => {
+      const done = () => {
+        if (response.status >= 400) attrs['error.type'] = String(response.status);
+        duration.record((performance.now() - start) / 1000, attrs);
+      };
+      if (!(mayStream && ended)) return whenAnswered(response, 0, done, mayStream);
+      ended(done);
+      return response;
+    };
   };
 }

@@ -12,6 +12,7 @@ import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Attr
 import { PROTOCOL_VERSION_META } from '../protocol/index.js';
 import { contextOf } from '../runtime/tracing.js';
 import { whenAnswered } from './response-end.js';
+import { answerHeader, type Answer as FrontAnswer } from './front/exchange.js';
 
 const tracer = trace.getTracer('outlast');
 
@@ -24,7 +25,7 @@ const clip = (s: string) => (s.length > MAX_TEXT ? `${s.slice(0, MAX_TEXT)}…` 
 
 /** Starts the request's span (when it is a request worth one): the context to answer it in, and what ends the span
  *  with the answer (the response to send in its place). */
-export type RequestSpans = (msg: unknown, request: Request) => { context: Context; answered(response: Response): Response } | undefined;
+export type RequestSpans = (msg: unknown, request: { headers: { get(name: string): string | null } }) => { context: Context; answered(response: FrontAnswer): FrontAnswer } | undefined;
 
 interface RpcRequest {
   id?: unknown;
@@ -49,7 +50,7 @@ export function requestSpans(options: { polls?: boolean } = {}): RequestSpans {
       context: started.context,
       answered: (response) =>
         span.isRecording()
-          ? whenAnswered(response, READ_LIMIT, (text) => endRequestSpan(span, text === undefined ? undefined : answerIn(text, response.headers.get('content-type') ?? '', id), response.status))
+          ? whenAnswered(response, READ_LIMIT, (text) => endRequestSpan(span, text === undefined ? undefined : answerIn(text, answerHeader(response, 'content-type') ?? '', id), response.status))
           : (span.end(), response),
     };
   };

@@ -3,11 +3,19 @@
  * to its response's end, and a span reads the answer's first bytes for its error code. A body that is not a stream
  * of events is written at once, so it needs no watching unless its text is wanted.
  */
+import { Reply, type Answer } from './front/exchange.js';
 
 /** Calls `done` once the response's body has been read to its end (or cancelled), with its first `keep` bytes as
  *  text (undefined when `keep` is 0 or the body was longer). `mayStream` false: the body is all there already.
  *  Returns the response to send in its place. */
-export function whenAnswered(response: Response, keep: number, done: (text: string | undefined) => void, mayStream = true): Response {
+export function whenAnswered<A extends Answer>(response: A, keep: number, done: (text: string | undefined) => void, mayStream?: boolean): A;
+export function whenAnswered(response: Answer, keep: number, done: (text: string | undefined) => void, mayStream = true): Answer {
+  // A plain reply is complete: its text is at hand.
+  if (response instanceof Reply) {
+    const text = response.body ?? '';
+    done(keep === 0 || Buffer.byteLength(text) > keep ? undefined : text);
+    return response;
+  }
   // Read `headers` and `body` only when they must be watched: on @hono/node-server reading them costs its fast path.
   if (keep === 0 && !mayStream) {
     done(undefined);

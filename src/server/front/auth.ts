@@ -8,13 +8,14 @@ import { ErrorCode } from '../../protocol/index.js';
 import type { Outlast } from '../outlast.js';
 import { createOAuthResourceServer, type OAuthResourceServer } from '../oauth/index.js';
 import { jsonRpcError } from './answers.js';
+import type { Answer, FrontRequest } from './exchange.js';
 import type { FrontExtra, OutlastHandlerOptions } from './types.js';
 
 export interface FrontAuth {
   /** A refusal (403) when the Host or Origin is not allowed, else undefined. */
-  refusedHost(request: Request): Response | undefined;
-  /** The caller's auth, or the refusal (401) to answer. */
-  authenticate(request: Request, extra: FrontExtra | undefined): Promise<AuthInfo | Response | undefined>;
+  refusedHost(request: FrontRequest): Response | undefined;
+  /** The caller's auth, or the refusal (401) to answer; at once unless an OAuth token is to be verified. */
+  authenticate(request: FrontRequest, extra: FrontExtra | undefined): Promise<AuthInfo | Answer | undefined> | AuthInfo | Answer | undefined;
   /** The OAuth resource server in front, when configured. */
   readonly oauth: OAuthResourceServer | undefined;
   /** Resolves once the OAuth issuers' metadata is there (at once without OAuth). */
@@ -34,11 +35,11 @@ export function createFrontAuth(outlast: Outlast, options: OutlastHandlerOptions
    *  refusals are never remembered. */
   const allowedHostValues = new Set<string>();
 
-  function refusedHost(request: Request): Response | undefined {
+  function refusedHost(request: FrontRequest): Response | undefined {
     if (options.allowedHosts) {
       const host = request.headers.get('host');
       if (host === null || !allowedHostValues.has(host)) {
-        const refused = hostHeaderValidationResponse(request, options.allowedHosts);
+        const refused = hostHeaderValidationResponse(request.web(), options.allowedHosts);
         if (refused) return refused;
         if (host !== null) {
           if (allowedHostValues.size >= HOST_VALUES_MAX) allowedHostValues.clear();
@@ -46,21 +47,24 @@ export function createFrontAuth(outlast: Outlast, options: OutlastHandlerOptions
         }
       }
     }
-    return (options.allowedOrigins && originValidationResponse(request, options.allowedOrigins)) || undefined;
+    // No Origin passes the SDK's check (non-browser clients send none): only a present one is checked.
+    return (options.allowedOrigins && request.headers.get('origin') && originValidationResponse(request.web(), options.allowedOrigins)) || undefined;
   }
 
-  async function authenticate(request: Request, extra: FrontExtra | undefined): Promise<AuthInfo | Response | undefined> {
+  async function viaOAuth(oauth: OAuthResourceServer, request: FrontRequest): Promise<AuthInfo | Answer> {
+    await ready;
+    const verdict = await oauth.authenticate(request.web());
+    if ('authInfo' in verdict) return verdict.authInfo;
+    // The reason only (the SDK puts it in the challenge); never the token.
+    outlast.runtime.log.debug('OAuth: request refused', { status: verdict.response.status, reason: challengeReason(verdict.response) });
+    return verdict.response;
+  }
+
+  function authenticate(request: FrontRequest, extra: FrontExtra | undefined): Promise<AuthInfo | Answer> | AuthInfo | Answer | undefined {
     if (!bearer && !oauth) return extra?.authInfo;
     const m = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '');
     const principal = m && bearer ? bearer.get(m[1]!.trim()) : undefined;
-    if (!principal && oauth) {
-      await ready;
-      const verdict = await oauth.authenticate(request);
-      if ('authInfo' in verdict) return verdict.authInfo;
-      // The reason only (the SDK puts it in the challenge); never the token.
-      outlast.runtime.log.debug('OAuth: request refused', { status: verdict.response.status, reason: challengeReason(verdict.response) });
-      return verdict.response;
-    }
+    if (!principal && oauth) return viaOAuth(oauth, request);
     if (!principal) {
       return jsonRpcError(401, null, ErrorCode.InvalidRequest, m ? 'Unknown bearer token' : 'Authorization: Bearer <token> is required', undefined, {
         'www-authenticate': 'Bearer realm="outlast"',

@@ -1,6 +1,7 @@
 /** Request bodies and paths, as cheaply as the hot path needs them: the body held to its limit, the path sliced. */
 import { ErrorCode } from '../../protocol/index.js';
 import { jsonRpcError } from './answers.js';
+import type { Reply, FrontRequest } from './exchange.js';
 import type { FrontExtra } from './types.js';
 
 /** Reads a web-standard body, stopping once it is longer than `limit`. */
@@ -26,19 +27,24 @@ async function readLimited(request: Request, limit: number): Promise<Uint8Array 
 
 const decoder = new TextDecoder();
 
-/** The body as JSON, held to the limit whichever way it came. */
-export async function parseBody(request: Request, extra: FrontExtra | undefined, maxBody: number): Promise<{ parsed: unknown } | Response> {
-  const tooLarge = () => jsonRpcError(413, null, ErrorCode.InvalidRequest, `Request body exceeds ${maxBody} bytes; send less (large inputs belong in resources)`);
+const tooLarge = (maxBody: number) => jsonRpcError(413, null, ErrorCode.InvalidRequest, `Request body exceeds ${maxBody} bytes; send less (large inputs belong in resources)`);
+
+/** The body as JSON, held to the limit whichever way it came; at once when the adapter read or parsed it. */
+export function parseBody(request: FrontRequest, extra: FrontExtra | undefined, maxBody: number): Promise<{ parsed: unknown } | Reply> | { parsed: unknown } | Reply {
   if (extra?.parsedBody !== undefined) {
     // Parsed by a framework: its JSON text is what the client sent, near enough to hold it to the same limit.
     const text = JSON.stringify(extra.parsedBody);
-    return text !== undefined && Buffer.byteLength(text) > maxBody ? tooLarge() : { parsed: extra.parsedBody };
+    return text !== undefined && Buffer.byteLength(text) > maxBody ? tooLarge(maxBody) : { parsed: extra.parsedBody };
   }
   if (extra?.bodyConsumed) {
     return jsonRpcError(400, null, ErrorCode.InvalidRequest, 'The request body was already read by a body parser and not handed over: pass it on, e.g. handler.node(req, res, req.body)');
   }
-  const body = extra?.rawBody ?? (await readLimited(request, maxBody));
-  if (body === 'too-large' || body.byteLength > maxBody) return tooLarge();
+  if (extra?.rawBody === undefined) return readLimited(request.web(), maxBody).then((body) => parseRaw(body, maxBody));
+  return parseRaw(extra.rawBody, maxBody);
+}
+
+function parseRaw(body: Uint8Array | 'too-large', maxBody: number): { parsed: unknown } | Reply {
+  if (body === 'too-large' || body.byteLength > maxBody) return tooLarge(maxBody);
   try {
     return { parsed: JSON.parse(decoder.decode(body)) };
   } catch (e) {

@@ -5,12 +5,13 @@
  */
 import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_META, declaresTasks, missingTasksCapability } from '../../protocol/index.js';
 import { jsonRpcError } from './answers.js';
+import type { Reply } from './exchange.js';
 
 /** The headers of a stream's SSE response. */
 export const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive' };
 
 /** The refusal (a JSON-RPC error response), or undefined when the request may open its stream. */
-export function refuseTaskStream(request: Request, method: string, id: unknown, meta: Record<string, unknown> | undefined): Response | undefined {
+export function refuseTaskStream(request: Request, method: string, id: unknown, meta: Record<string, unknown> | undefined): Reply | undefined {
   if (id === undefined || id === null) return jsonRpcError(400, null, ErrorCode.InvalidRequest, `${method} must be a request with an id`);
   const version = meta?.[PROTOCOL_VERSION_META];
   const caps = meta?.[CLIENT_CAPABILITIES_META];

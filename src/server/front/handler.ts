@@ -1,11 +1,11 @@
 /**
- * The front: everything Outlast adds in front of the SDK's createMcpHandler, web-standard (`Request` → `Response`),
- * so every runtime serves all of it. It is a list of routes (route.ts), each a module of its own: health, the
- * node:http mounts, OAuth metadata, answer pages, and the MCP endpoint, whose message routes are the front's own
- * refusals (over-polling 429, no capacity 503, the `tasks/update` shape), 2025-11-25 answers posted to any replica,
- * the Events wire, `subscriptions/listen` with `taskIds`, `tasks/stream`, and the direct path for the task methods of
- * both eras, before the SDK's handler. Imports no adapter: node.ts (node:http, Express, Fastify) and any fetch
- * runtime wrap it.
+ * The front: everything Outlast adds in front of the SDK's createMcpHandler, on the neutral request and reply of
+ * exchange.ts (a web `Request` and `Response` at heart), so every runtime serves all of it. It is a list of routes
+ * (route.ts), each a module of its own: health, the node:http mounts, OAuth metadata, answer pages, and the MCP
+ * endpoint, whose message routes are the front's own refusals (over-polling 429, no capacity 503, the `tasks/update`
+ * shape), 2025-11-25 answers posted to any replica, the Events wire, `subscriptions/listen` with `taskIds`,
+ * `tasks/stream`, and the direct path for the task methods of both eras, before the SDK's handler. Imports no
+ * adapter: node.ts (node:http, Express, Fastify) and any fetch runtime wrap it.
  */
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { ErrorCode } from '../../protocol/index.js';
@@ -14,6 +14,7 @@ import { createDirectTaskPath } from '../direct.js';
 import type { TaskRecord } from '../../store/types.js';
 import { createEventsWire } from '../events/index.js';
 import { jsonRpcError } from './answers.js';
+import { Reply, fromWeb, toResponse, type Answer, type FrontRequest } from './exchange.js';
 import { createFrontAuth } from './auth.js';
 import { pathnameOf } from './body.js';
 import type { ListenStream } from './listen.js';
@@ -30,7 +31,7 @@ import { pollLimitRoute } from './messages/poll-limit.js';
 import { capacityRoute } from './messages/capacity.js';
 import { updateShapeRoute } from './messages/update-shape.js';
 import { eventsRoute } from './messages/events.js';
-import { DEFAULT_MAX_BODY_BYTES, type Front, type OutlastHandlerOptions, type ServerFactory } from './types.js';
+import { DEFAULT_MAX_BODY_BYTES, type Front, type FrontExtra, type OutlastHandlerOptions, type ServerFactory } from './types.js';
 
 export { DEFAULT_MAX_BODY_BYTES, type Front, type FrontExtra, type NodeMount, type OutlastHandlerOptions, type ServerFactory } from './types.js';
 
@@ -74,9 +75,9 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     ...(answerPages ? [answerPages] : []),
     mcpEndpointRoute(outlast, { path, maxBody, auth, sdk, messages, tracePolls: options.tracePolls }),
   ];
-  const notFound = () => new Response(`Not found: the MCP endpoint is ${path}\n`, { status: 404, headers: { 'content-type': 'text/plain' } });
+  const notFound = new Reply(404, { 'content-type': 'text/plain' }, `Not found: the MCP endpoint is ${path}\n`);
 
-  async function serve(request: Request, extra: Parameters<Front['fetch']>[1]): Promise<Response> {
+  async function route(request: FrontRequest, extra: FrontExtra | undefined): Promise<Answer> {
     const pathname = pathnameOf(request.url);
     for (const route of routes) {
       const served = route.serve(request, extra, pathname);
@@ -84,7 +85,16 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
       const r = served instanceof Promise ? await served : served;
       if (r) return r;
     }
-    return notFound();
+    return notFound;
+  }
+
+  async function serve(request: FrontRequest, extra: FrontExtra | undefined): Promise<Answer> {
+    try {
+      return await route(request, extra);
+    } catch (e) {
+      onerror(e as Error);
+      return jsonRpcError(500, null, ErrorCode.InternalError, 'Internal error');
+    }
   }
 
   return {
@@ -92,14 +102,8 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     sdk,
     ready: async () => void (await Promise.all([auth.ready, answerPages?.ready()])),
     mount: (request) => mounts.mountOf(request, pathnameOf(request.url)),
-    async fetch(request, extra) {
-      try {
-        return await serve(request, extra);
-      } catch (e) {
-        onerror(e as Error);
-        return jsonRpcError(500, null, ErrorCode.InternalError, 'Internal error');
-      }
-    },
+    serve,
+    fetch: async (request, extra) => toResponse(await serve(fromWeb(request), extra)),
     /** Ends listen streams and the dashboard's, closes the SDK handler (the runtime is stopped separately: outlast.stop). */
     async close() {
       for (const s of [...streams]) s.end();

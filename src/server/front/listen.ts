@@ -8,6 +8,7 @@ import { ErrorCode, SUBSCRIPTION_ID_META, TaskProtocolError, type JsonObject } f
 import { SSE_HEADERS, refuseTaskStream } from './envelope.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { jsonRpcError } from './answers.js';
+import type { Answer } from './exchange.js';
 import { isRequestObject, type MessageRoute } from './route.js';
 
 export interface ListenRequest {
@@ -29,7 +30,7 @@ export interface TaskListenHost {
 
 const encoder = new TextEncoder();
 
-export async function serveTaskListen(host: TaskListenHost, request: Request, msg: ListenRequest, principal: string): Promise<Response> {
+export async function serveTaskListen(host: TaskListenHost, request: Request, msg: ListenRequest, principal: string): Promise<Answer> {
   const { runtime, bus, keepAliveMs, streams } = host;
   const id = msg.id;
   const refused = refuseTaskStream(request, 'subscriptions/listen', id, msg.params?._meta);
@@ -137,6 +138,6 @@ export function taskListenRoute(host: TaskListenHost): MessageRoute {
   return ({ request, msg, who, streaming }) => {
     if (!isRequestObject(msg) || msg.method !== 'subscriptions/listen') return undefined;
     if ((msg.params?.notifications as { taskIds?: unknown } | undefined)?.taskIds === undefined) return undefined;
-    return serveTaskListen(host, request, msg as ListenRequest, who).then(streaming);
+    return serveTaskListen(host, request.web(), msg as ListenRequest, who).then((r) => (r instanceof Response ? streaming(r) : r));
   };
 }

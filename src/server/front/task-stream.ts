@@ -13,6 +13,7 @@ import { SSE_HEADERS, refuseTaskStream } from './envelope.js';
 import { checkAfter, followOutput } from '../../runtime/output-follow.js';
 import type { TaskRuntime } from '../../runtime/runtime.js';
 import { jsonRpcError } from './answers.js';
+import type { Answer } from './exchange.js';
 import { isRequestObject, type MessageRoute } from './route.js';
 import type { ListenStream } from './listen.js';
 
@@ -32,7 +33,7 @@ const encoder = new TextEncoder();
 /** Messages a tasks/stream holds for a slow client before it stops reading the store (a page is read whole). */
 const STREAM_HIGH_WATER = 256;
 
-export async function serveTaskStream(host: TaskStreamHost, request: Request, msg: TaskStreamRequest, principal: string): Promise<Response> {
+export async function serveTaskStream(host: TaskStreamHost, request: Request, msg: TaskStreamRequest, principal: string): Promise<Answer> {
   const id = msg.id;
   const refused = refuseTaskStream(request, TASKS_STREAM_METHOD, id, msg.params?._meta);
   if (refused) return refused;
@@ -132,5 +133,5 @@ export async function serveTaskStream(host: TaskStreamHost, request: Request, ms
 /** The front's route for `tasks/stream`. */
 export function taskStreamRoute(host: TaskStreamHost): MessageRoute {
   return ({ request, msg, who, streaming }) =>
-    isRequestObject(msg) && msg.method === TASKS_STREAM_METHOD ? serveTaskStream(host, request, msg as TaskStreamRequest, who).then(streaming) : undefined;
+    isRequestObject(msg) && msg.method === TASKS_STREAM_METHOD ? serveTaskStream(host, request.web(), msg as TaskStreamRequest, who).then((r) => (r instanceof Response ? streaming(r) : r)) : undefined;
 }

@@ -3,6 +3,7 @@ import type { AuthInfo, Implementation, McpHttpHandler, McpRequestContext, McpSe
 import type { DashboardOptions } from '../../ops/dashboard/index.js';
 import type { OAuthFrontOptions } from '../oauth/index.js';
 import type { EventsWireOptions } from '../events/index.js';
+import type { Answer, FrontRequest } from './exchange.js';
 
 /** Largest request body accepted, in bytes (1 MiB). Larger bodies get HTTP 413 and a JSON-RPC error. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -62,11 +63,13 @@ export interface FrontExtra {
 }
 
 export interface Front {
+  /** The front itself, on the neutral request and answer (exchange.ts) an adapter maps its runtime to. */
+  serve(request: FrontRequest, extra?: FrontExtra): Promise<Answer>;
   fetch(request: Request, extra?: FrontExtra): Promise<Response>;
   /** Resolves once what the front needs before its first request is there (the OAuth issuers' metadata); rejects with why not. */
   ready(): Promise<void>;
   /** The node:http handler that owns this request (the dashboard, /metrics), after the Host check; a refusal; or undefined. */
-  mount(request: Request): NodeMount | Response | undefined;
+  mount(request: FrontRequest): NodeMount | Response | undefined;
   /** Reads at most this many bytes of a body before calling it too large. */
   readonly bodyCap: number;
   /** The SDK's handler behind the front (its notifier and bus). */

@@ -5,6 +5,6 @@ import { isRequestObject, type MessageRoute } from '../route.js';
 export function eventsRoute(events: EventsWire): MessageRoute {
   return ({ request, msg, who, auth, streaming }) =>
     isRequestObject(msg) && typeof msg.method === 'string' && EVENT_METHODS.has(msg.method)
-      ? events.answer(msg as { method: string }, who, auth !== undefined, request.signal).then(streaming)
+      ? events.answer(msg as { method: string }, who, auth !== undefined, request.web().signal).then(streaming)
       : undefined;
 }

@@ -6,6 +6,7 @@ import type { Outlast } from '../../outlast.js';
 import { answerPostedResponse, isInputResponse } from '../../legacy.js';
 import { answerPostedUrlResponse, parseUrlResponse } from '../../url-elicitation.js';
 import { jsonRpcError } from '../answers.js';
+import { Reply } from '../exchange.js';
 import type { MessageRoute } from '../route.js';
 
 export function postedAnswersRoute(outlast: Outlast): MessageRoute {
@@ -16,6 +17,6 @@ export function postedAnswersRoute(outlast: Outlast): MessageRoute {
       : isInputResponse(msg)
         ? answerPostedResponse(outlast.runtime, msg, who)
         : undefined;
-    return recorded?.then((r) => (r.status === 202 ? new Response(null, { status: 202 }) : jsonRpcError(400, null, r.error.code, r.error.message)));
+    return recorded?.then((r) => (r.status === 202 ? new Reply(202, {}, null) : jsonRpcError(400, null, r.error.code, r.error.message)));
   };
 }

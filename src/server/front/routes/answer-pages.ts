@@ -6,6 +6,7 @@
 import type { Outlast } from '../../outlast.js';
 import { ANSWER_PATH, createAnswerPage, createAnswerSignIn } from '../../answers/index.js';
 import { challengeReason, type FrontAuth } from '../auth.js';
+import { fromWeb, isAnswer } from '../exchange.js';
 import type { Route } from '../route.js';
 import type { OutlastHandlerOptions } from '../types.js';
 
@@ -48,8 +49,8 @@ export function answerPagesRoute(outlast: Outlast, options: OutlastHandlerOption
     ...(signIn ? { signIn } : {}),
     principalOf: async (request) => {
       if (!request.headers.get('authorization')) return undefined;
-      const who = await auth.authenticate(request, undefined);
-      return who instanceof Response ? '(refused credentials)' : outlast.principalOfAuth(who);
+      const who = await auth.authenticate(fromWeb(request), undefined);
+      return isAnswer(who) ? '(refused credentials)' : outlast.principalOfAuth(who);
     },
   });
   return {
@@ -59,7 +60,7 @@ export function answerPagesRoute(outlast: Outlast, options: OutlastHandlerOption
       const refused = auth.refusedHost(request);
       if (refused) return refused;
       if (extra?.rawBody === 'too-large') return new Response('The answer is too long.\n', { status: 413, headers: { 'content-type': 'text/plain' } });
-      return page(request, extra?.rawBody ?? (typeof extra?.parsedBody === 'string' ? extra.parsedBody : undefined));
+      return page(request.web(), extra?.rawBody ?? (typeof extra?.parsedBody === 'string' ? extra.parsedBody : undefined));
     },
   };
 }

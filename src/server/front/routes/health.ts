@@ -4,5 +4,5 @@ import { HEALTH_PATHS, healthResponse } from '../../health.js';
 import type { Route } from '../route.js';
 
 export function healthRoute(outlast: Outlast): Route {
-  return { serve: (request, _extra, pathname) => (HEALTH_PATHS.has(pathname) ? healthResponse(outlast, request) : undefined) };
+  return { serve: (request, _extra, pathname) => (HEALTH_PATHS.has(pathname) ? healthResponse(outlast, request.web()) : undefined) };
 }

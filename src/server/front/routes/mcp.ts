@@ -10,6 +10,7 @@ import { requestMetrics } from '../../request-metrics.js';
 import { requestSpans } from '../../request-spans.js';
 import type { FrontAuth } from '../auth.js';
 import { parseBody } from '../body.js';
+import { Reply, answerHeader, isAnswer, type Answer } from '../exchange.js';
 import type { MessageRoute, Route, RpcCall, RpcMessage } from '../route.js';
 
 export interface McpEndpointOptions {
@@ -30,14 +31,14 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
   const streaming = new WeakSet<Response>();
   const markStreaming = (r: Response) => (streaming.add(r), r);
 
-  async function answer(call: RpcCall): Promise<Response> {
+  async function answer(call: RpcCall): Promise<Answer> {
     for (const route of messages) {
       const answered = route(call);
       // Most message routes pass synchronously: no await (and no microtask) for those.
       const r = answered instanceof Promise ? await answered : answered;
       if (r) return r;
     }
-    return markStreaming(await sdk.fetch(call.request, { parsedBody: call.parsed, ...(call.auth ? { authInfo: call.auth } : {}) }));
+    return markStreaming(await sdk.fetch(call.request.web(), { parsedBody: call.parsed, ...(call.auth ? { authInfo: call.auth } : {}) }));
   }
 
   return {
@@ -45,11 +46,14 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
       if (pathname !== path) return undefined;
       const refused = auth.refusedHost(request);
       if (refused) return refused;
-      const who = await auth.authenticate(request, extra);
-      if (who instanceof Response) return who;
-      if (request.method !== 'POST') return sdk.fetch(request, who ? { authInfo: who } : undefined);
-      const body = await parseBody(request, extra, maxBody);
-      if (body instanceof Response) return body;
+      // Both are at hand on the hot path (no OAuth, a body the adapter read): no await, and no microtask, for them.
+      const authenticated = auth.authenticate(request, extra);
+      const who = authenticated instanceof Promise ? await authenticated : authenticated;
+      if (isAnswer(who)) return who;
+      if (request.method !== 'POST') return sdk.fetch(request.web(), who ? { authInfo: who } : undefined);
+      const read = parseBody(request, extra, maxBody);
+      const body = read instanceof Promise ? await read : read;
+      if (body instanceof Reply) return body;
       const msg = body.parsed as RpcMessage;
       const measured = observe(msg);
       const call: RpcCall = { request, msg, parsed: body.parsed, who: outlast.principalOfAuth(who), auth: who, streaming: markStreaming };
@@ -58,16 +62,20 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
       let response = traced ? await context.with(traced.context, () => answer(call)) : await answer(call);
       // A client that declared URL-mode elicitation carries that declaration on its later stateless requests.
       const urlSession = outlast.answers && outlast.handles ? urlModeSessionId(msg) : undefined;
-      if (urlSession && response.ok && !response.headers.has('mcp-session-id')) {
-        const headers = new Headers(response.headers);
-        headers.set('mcp-session-id', urlSession);
-        const tracked = streaming.has(response);
-        response = new Response(response.body, { status: response.status, statusText: response.statusText, headers });
-        if (tracked) streaming.add(response);
-      }
-      const streams = streaming.has(response);
+      if (urlSession && response.ok && answerHeader(response, 'mcp-session-id') === null) response = withHeader(response, 'mcp-session-id', urlSession);
+      const streams = response instanceof Reply ? false : streaming.has(response);
       if (traced) response = traced.answered(response);
-      return measured ? measured(response, streams) : response;
+      return measured ? measured(response, streams, request.ended?.bind(request)) : response;
     },
   };
+
+  /** The answer with one more header (a streaming one stays marked). */
+  function withHeader(answer: Answer, name: string, value: string): Answer {
+    if (answer instanceof Reply) return new Reply(answer.status, { ...answer.headers, [name]: value }, answer.body);
+    const headers = new Headers(answer.headers);
+    headers.set(name, value);
+    const replaced = new Response(answer.body, { status: answer.status, statusText: answer.statusText, headers });
+    if (streaming.has(answer)) streaming.add(replaced);
+    return replaced;
+  }
 }

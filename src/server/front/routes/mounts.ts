@@ -5,12 +5,13 @@
 import { hostHeaderValidationResponse } from '@modelcontextprotocol/server';
 import type { Outlast } from '../../outlast.js';
 import { checkDashboardExposure, createDashboard, type Dashboard } from '../../../ops/dashboard/index.js';
+import type { FrontRequest } from '../exchange.js';
 import type { Route } from '../route.js';
 import type { NodeMount, OutlastHandlerOptions } from '../types.js';
 
 export interface Mounts {
   /** The node:http handler that owns a request's path (after the Host check), a refusal, or undefined. */
-  mountOf(request: Request, pathname: string): NodeMount | Response | undefined;
+  mountOf(request: FrontRequest, pathname: string): NodeMount | Response | undefined;
   /** For fetch runtimes: a mounted path is answered 501 (or the Host refusal). */
   readonly route: Route;
   close(): void;
@@ -24,10 +25,10 @@ export function createMounts(outlast: Outlast, options: OutlastHandlerOptions): 
     dashboard = createDashboard({ ...options.dashboard, store: outlast.runtime.store, bus: outlast.runtime.bus, host });
   }
 
-  function mountOf(request: Request, pathname: string): NodeMount | Response | undefined {
+  function mountOf(request: FrontRequest, pathname: string): NodeMount | Response | undefined {
     if (dashboard?.owns(pathname)) {
       if (options.allowedHosts) {
-        const refused = hostHeaderValidationResponse(request, options.allowedHosts);
+        const refused = hostHeaderValidationResponse(request.web(), options.allowedHosts);
         if (refused) return refused;
       }
       return (req, res) => dashboard!.handle(req, res);

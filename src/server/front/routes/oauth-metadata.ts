@@ -3,5 +3,5 @@ import type { OAuthResourceServer } from '../../oauth/index.js';
 import type { Route } from '../route.js';
 
 export function oauthMetadataRoute(oauth: OAuthResourceServer): Route {
-  return { serve: (request, _extra, pathname) => (pathname.startsWith('/.well-known/') ? oauth.metadata(request) ?? undefined : undefined) };
+  return { serve: (request, _extra, pathname) => (pathname.startsWith('/.well-known/') ? oauth.metadata(request.web()) ?? undefined : undefined) };
 }
