@@ -382,9 +382,7 @@ export class RunQueue {
         const tool = this.host.tool(rec.tool);
         if (!tool || this.host.runsHere(rec.taskId)) continue;
         this.host.log.warn('a claim whose answer was lost took this task; it starts now', { taskId: rec.taskId, tool: rec.tool });
-        this.depth = Math.max(0, this.depth - 1);
-        this.host.publish(rec.taskId);
-        this.host.rerun(rec, tool, this.take(rec.tool, rec.principal));
+        this.startClaimed(rec, tool);
       }
       this.unanswered.shift();
     }
@@ -426,12 +424,15 @@ export class RunQueue {
         continue;
       }
       this.backlog = true;
-      this.depth = Math.max(0, this.depth - claimed.length);
-      for (const rec of claimed) {
-        this.host.publish(rec.taskId);
-        this.host.rerun(rec, this.host.tool(rec.tool)!, this.take(rec.tool, rec.principal));
-      }
+      for (const rec of claimed) this.startClaimed(rec, this.host.tool(rec.tool)!);
     }
+  }
+
+  /** Runs a task a claim of this replica took, in a slot of its own (it left the queue: the depth estimate drops). */
+  private startClaimed(rec: TaskRecord, tool: RegisteredTool): void {
+    this.depth = Math.max(0, this.depth - 1);
+    this.host.publish(rec.taskId);
+    this.host.rerun(rec, tool, this.take(rec.tool, rec.principal));
   }
 }
 

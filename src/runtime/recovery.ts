@@ -232,7 +232,7 @@ export class Recovery {
   }
 
   /** A task of this replica that nothing runs: once the store answers, it is re-run or failed like a stopped run. */
-  settleLater(taskId: string, why: StoppedWhy, carried: () => StepWrite[] = () => []): void {
+  settleLater(taskId: string, why: Stopped['why'], carried: () => StepWrite[] = () => []): void {
     if (this.stopped.size < 100_000) this.stopped.set(taskId, { why, handlerEnded: () => true, since: performance.now(), carried });
   }
 
@@ -329,7 +329,7 @@ export class Recovery {
       // The takeover may have committed with its answer lost: then no listing of orphans shows the task again (its
       // owner is this live replica), so it is taken back like a stopped run; if it did not commit, that is refused
       // and the next recovery finds the orphan again.
-      if (this.stopped.size < 100_000) this.stopped.set(orphan.taskId, { why: 'lost', handlerEnded: () => true, since: performance.now(), carried: () => [] });
+      this.settleLater(orphan.taskId, 'lost');
       throw e;
     }
     await this.resume(rec, 'lost');
