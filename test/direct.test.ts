@@ -343,14 +343,84 @@ describe('the direct path answers every task-method request exactly as the SDK p
     assert.match(String(answers[0]!.body), /"status":"cancelled"/);
   });
 
-  it('the direct path builds no McpServer; the SDK path builds one per request', async () => {
+  it('the direct path builds no McpServer for polls or calls of its tools; the SDK path builds one per request', async () => {
     const built = async (url: string) => Number(textOf((await callTool(url, 'servers_built', {}, { token: 'tok-a' })).result));
-    for (const [s, perPoll] of [[direct, 0], [sdk, 1]] as const) {
+    for (const [s, perRequest] of [[direct, 0], [sdk, 1]] as const) {
       const before = await built(s.server.url);
       for (let i = 0; i < 20; i++) assert.equal((await rpc(s.server.url, 'tasks/get', { taskId: s.tasks.failed }, { token: 'tok-a' })).result.status, 'failed');
       for (let i = 0; i < 10; i++) assert.equal((await send(s.server.url, legacy('tasks/get', { taskId: s.tasks.failed }))).message!.result.status, 'failed');
+      for (let i = 0; i < 5; i++) assert.equal(textOf((await callTool(s.server.url, 'greet', { name: 'Ada' }, { token: 'tok-a' })).result), 'Hello, Ada!');
       const afterPolls = await built(s.server.url);
-      assert.equal(afterPolls - before, 1 + 30 * perPoll, `${s.name}: McpServers built for 20 polls, 10 of them 2025-11-25 (and the count itself)`);
+      assert.equal(afterPolls - before, perRequest * (1 + 30 + 5), `${s.name}: McpServers built for 20 polls, 10 of them 2025-11-25, 5 calls (and the count itself)`);
+    }
+  });
+});
+
+/** A tools/call as a 2026-07-28 client sends it; `caps` replaces the declared capabilities. */
+function call(name: string, args: unknown, change: Parameters<typeof request>[2] = {}): RawRequest {
+  return request('tools/call', args === undefined ? { name } : { name, arguments: args }, change);
+}
+
+/** tools/call requests, valid and broken, and whether the direct server answers them without a per-request
+ *  McpServer (true) or leaves them to the SDK's path (false): both must answer alike either way. */
+const CALLS: Array<[string, () => RawRequest, boolean]> = [
+  ['greet', () => call('greet', { name: 'Ada' }), true],
+  ['greet, string id', () => call('greet', { name: 'Ada' }, { id: 'call-1' }), true],
+  ['greet, Mcp-Name base64', () => call('greet', { name: 'Ada' }, { headers: { 'mcp-name': `=?base64?${Buffer.from('greet').toString('base64')}?=` } }), true],
+  ['greet, arguments of the wrong type', () => call('greet', { name: 5 }), true],
+  ['greet, arguments missing', () => call('greet', undefined), true],
+  ['greet, arguments an array', () => call('greet', [1]), true],
+  ['greet, extra _meta keys and a progressToken', () => call('greet', { name: 'Ada' }, { meta: { progressToken: 'p1', 'example.com/x': 1 } }), true],
+  ['greet, no Mcp-Name', () => call('greet', { name: 'Ada' }, { headers: { 'mcp-name': undefined } }), true],
+  ['greet, Mcp-Name names another tool', () => call('greet', { name: 'Ada' }, { headers: { 'mcp-name': 'slow_compute' } }), true],
+  ['greet, bad Mcp-Name base64', () => call('greet', { name: 'Ada' }, { headers: { 'mcp-name': '=?base64?not base64!?=' } }), true],
+  ['greet, no Mcp-Method', () => call('greet', { name: 'Ada' }, { headers: { 'mcp-method': undefined } }), true],
+  ['greet, unsupported version', () => call('greet', { name: 'Ada' }, { meta: { 'io.modelcontextprotocol/protocolVersion': '2027-01-01' }, headers: { 'mcp-protocol-version': '2027-01-01' } }), true],
+  ['greet, no _meta', () => call('greet', { name: 'Ada' }, { meta: null }), true],
+  ['slow_compute inline (tasks declared)', () => call('slow_compute', { seconds: 0 }), true],
+  ['slow_compute becomes a task (tasks declared)', () => call('slow_compute', { seconds: 30 }), true],
+  ['slow_compute, no capabilities: a handle', () => call('slow_compute', { seconds: 0 }, { caps: {} }), true],
+  ['failing_job without the extension: -32021', () => call('failing_job', {}, { caps: {} }), true],
+  ['protocol_error_job: a task', () => call('protocol_error_job', {}), true],
+  ['sleep, idempotency key not a string', () => call('sleep', { seconds: 0 }, { meta: { 'io.modelcontextprotocol/idempotencyKey': 5 } }), true],
+  ['sleep, unknown push destination', () => call('sleep', { seconds: 0 }, { meta: { 'outlast/push': 'nowhere' } }), true],
+  ['elicitation declared, no Tasks: MRTR, left to the SDK', () => call('slow_compute', { seconds: 0 }, { caps: { elicitation: {} } }), false],
+  ['a requestState, left to the SDK', () => request('tools/call', { name: 'greet', arguments: { name: 'Ada' }, requestState: 'opaque' }), false],
+  ['an unknown tool, left to the SDK', () => call('no_such_tool', {}), false],
+  ['a handle tool, left to the SDK', () => call('outlast_task_status', { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' }), false],
+  ['2025 greet', () => legacy('tools/call', { name: 'greet', arguments: { name: 'Ada' } }), true],
+  ['2025 greet, bad arguments', () => legacy('tools/call', { name: 'greet', arguments: { name: 5 } }), true],
+  ['2025 slow_compute as a task', () => legacy('tools/call', { name: 'slow_compute', arguments: { seconds: 30 }, task: { ttl: 60000 } }), true],
+  ['2025 greet as a task: forbidden', () => legacy('tools/call', { name: 'greet', arguments: { name: 'Ada' }, task: {} }), true],
+  ['2025 slow_compute, task not an object', () => legacy('tools/call', { name: 'slow_compute', arguments: { seconds: 1 }, task: 5 }), true],
+  ['2025 slow_compute without a task: a handle caller, left to the SDK (questions go on its stream)', () => legacy('tools/call', { name: 'slow_compute', arguments: { seconds: 0 } }), false],
+  ['2025 greet, no bearer token', () => legacy('tools/call', { name: 'greet', arguments: { name: 'Ada' } }, { token: null }), true],
+];
+
+describe('the direct path answers tools/call of its tools exactly as the SDK path does', () => {
+  let pair: { direct: ServerProcess; sdk: ServerProcess };
+  before(async () => {
+    pair = await startPair(['--no-poll-limit', '--max-body-bytes', '4096', ...BEARER]);
+  });
+  after(async () => {
+    await Promise.all([pair?.direct.stop(), pair?.sdk.stop()]);
+  });
+
+  it(`${CALLS.length} calls, valid and broken: the same answers, the direct ones without a per-request McpServer`, async () => {
+    const none = { working: '§1', asking: '§2', confirming: '§3', completed: '§4', failed: '§5', cancelled: '§6' } as Tasks;
+    const built = async (url: string) => Number(textOf((await callTool(url, 'servers_built', {}, { token: 'tok-a' })).result));
+    // Task ids and tokens of calls that became tasks differ between the servers.
+    const blank = (r: RawReply) => {
+      const n = normalise(r, none);
+      return { ...n, body: String(n.body).replace(/"taskId":"[^"]+"/g, '"taskId":"<new>"').replace(/Started task [\w-]+/g, 'Started task <new>').replace(/\{\\"taskId\\": \\"[^"\\]+\\"\}/g, '{"taskId": "<new>"}') };
+    };
+    for (const [name, build, directly] of CALLS) {
+      const before = await built(pair.direct.url);
+      const a = await send(pair.direct.url, build());
+      const after = await built(pair.direct.url);
+      const b = await send(pair.sdk.url, build());
+      assert.deepEqual(blank(a), blank(b), `${name}: the direct path answers as the SDK path does`);
+      assert.equal(after - before, directly ? 0 : 1, `${name}: ${directly ? 'answered without' : 'left to'} the per-request McpServer`);
     }
   });
 });

@@ -31,6 +31,8 @@ import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, SERVER_INFO_META
 import type { TaskRuntime } from '../runtime/runtime.js';
 import { TASK_METHODS, type TaskMethod, type TaskMethodCall } from './task-methods.js';
 import { Reply } from './front/exchange.js';
+import type { DirectCallRequest, DirectToolCall } from './direct-call.js';
+import type { AuthInfo } from '@modelcontextprotocol/server';
 
 /** A JSON-RPC answer and its HTTP status (and, for a refusal, the line the SDK would report to `onerror`). */
 interface Answer {
@@ -57,6 +59,8 @@ interface Inbound {
 /** One protocol generation on the direct path. */
 interface Era {
   methods: Readonly<Record<string, TaskMethod>>;
+  /** How the era writes a JSON-RPC message the SDK encoded (a tools/call's answer). */
+  write(message: JsonObject): Answer;
   /** The era's checks after classification: the call for the task method, or the SDK's refusal, or undefined to leave it to the SDK. */
   admit(route: InboundModernRoute | InboundLegacyRoute, req: Inbound): TaskMethodCall | Answer | undefined;
   /** A task method's result, stamped as the SDK stamps results of this era. */
@@ -72,11 +76,13 @@ export interface DirectTaskPathOptions {
   legacy?: Readonly<Record<string, TaskMethod>>;
   /** Told about refused requests, as the SDK's handler tells its `onerror`. */
   onerror?: (e: Error) => void;
+  /** tools/call of Outlast's own tools, dispatched by the SDK on a kept server (direct-call.ts). */
+  toolCall?: DirectToolCall;
 }
 
 export interface DirectTaskPath {
   /** The answer to `body` if it is a task-method request it recognises; undefined leaves the request to the SDK. */
-  serve(request: RequestHeaders, body: unknown, principal: string): Promise<Reply | undefined>;
+  serve(request: RequestHeaders & Pick<DirectCallRequest, 'onLeave'>, body: unknown, principal: string, authInfo?: AuthInfo): Promise<Reply | undefined>;
 }
 
 // ---- answers as the SDK writes them ---------------------------------------------------------------------------
@@ -152,14 +158,16 @@ function modernEra(serverInfo: Implementation): Era {
         return headerMismatch(req.id, 'version-header-missing', '(missing)', `the body envelope names protocol version ${revision} but the required MCP-Protocol-Version header is absent`);
       }
       if (req.headers.method === undefined) return headerMismatch(req.id, 'method-header-missing', '(missing)', `the body names method ${req.method} but the required Mcp-Method header is absent`);
-      const taskId = typeof req.params.taskId === 'string' ? req.params.taskId : undefined;
+      // Mcp-Name mirrors params.name on tools/call, params.taskId on the task methods.
+      const field = req.method === 'tools/call' ? 'name' : 'taskId';
+      const taskId = typeof req.params[field] === 'string' ? (req.params[field] as string) : undefined;
       if (req.headers.name === undefined) {
-        if (taskId !== undefined) return headerMismatch(req.id, 'name-header-missing', '(missing)', `the body carries params.taskId="${taskId}" but the required Mcp-Name header is absent`);
+        if (taskId !== undefined) return headerMismatch(req.id, 'name-header-missing', '(missing)', `the body carries params.${field}="${taskId}" but the required Mcp-Name header is absent`);
       } else {
         const name = stripOws(req.headers.name);
         const decoded = decodeHeaderValue(name);
         if (decoded === undefined) return headerMismatch(req.id, 'name-header-invalid-encoding', name, 'the Mcp-Name header carries an invalid Base64 sentinel value');
-        if (taskId !== undefined && decoded !== taskId) return headerMismatch(req.id, 'name-header-mismatch', name, `the body carries params.taskId="${taskId}" but the Mcp-Name header names "${decoded}"`);
+        if (taskId !== undefined && decoded !== taskId) return headerMismatch(req.id, 'name-header-mismatch', name, `the body carries params.${field}="${taskId}" but the Mcp-Name header names "${decoded}"`);
       }
       const meta = req.params._meta as JsonObject;
       const lifted = 'inputResponses' in req.params ? splitInputResponses(req.params.inputResponses) : undefined;
@@ -173,6 +181,10 @@ function modernEra(serverInfo: Implementation): Era {
     },
     result(id, value) {
       return { status: 200, body: { result: stampServerInfo(value, serverInfo), jsonrpc: '2.0', id } };
+    },
+    write(message) {
+      const code = (message.error as { code?: unknown } | undefined)?.code;
+      return { status: code === ErrorCode.MissingRequiredClientCapability ? 400 : 200, body: message };
     },
     error(id, e) {
       // As the SDK answers a handler's error: its integer code (the retired -32002 as -32602), HTTP 200 except -32021.
@@ -208,6 +220,9 @@ function legacyEra(methods: Readonly<Record<string, TaskMethod>>): Era {
     },
     result(id, value) {
       return sse({ result: value, jsonrpc: '2.0', id });
+    },
+    write(message) {
+      return sse(message);
     },
     error(id, e) {
       const err = e as { code?: unknown; message?: unknown; data?: unknown } | null;
@@ -279,11 +294,13 @@ function write(a: Answer): Reply {
 export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPathOptions): DirectTaskPath {
   const eras: { modern: Era; legacy?: Era } = { modern: modernEra(options.serverInfo), ...(options.legacy ? { legacy: legacyEra(options.legacy) } : {}) };
   const methods = new Set(Object.values(eras).flatMap((e) => (e ? Object.keys(e.methods) : [])));
+  const toolCall = options.toolCall;
+  if (toolCall) methods.add('tools/call');
   const report = (message: string) => options.onerror?.(new Error(message));
   const polls = new PollClassifications();
 
   return {
-    async serve(request, body, principal) {
+    async serve(request, body, principal, authInfo) {
       if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined;
       const msg = body as JsonObject;
       const id = msg.id;
@@ -300,18 +317,26 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
       }
       const era = eras[route.kind];
       const run = era?.methods[msg.method];
-      if (!era || !run) return undefined;
+      const calling = msg.method === 'tools/call' && era !== undefined;
+      if (!era || (!run && !calling)) return undefined;
       const params = (msg.params ?? {}) as Record<string, unknown>;
       if (msg.params !== undefined && (msg.params === null || typeof msg.params !== 'object' || Array.isArray(msg.params))) return undefined;
+      if (calling && !toolCall!.takes(params.name, params)) return undefined;
       const admitted = era.admit(route, { id, method: msg.method, params, headers, jsonrpc: msg.jsonrpc, principal });
       if (admitted === undefined) return undefined;
       if ('status' in admitted) {
         if (admitted.report) report(admitted.report);
         return write(admitted);
       }
+      if (calling) {
+        const called = await toolCall!.call(route.kind as 'modern' | 'legacy', route as InboundModernRoute | InboundLegacyRoute, msg, authInfo, request);
+        if (called === undefined) return undefined;
+        // The SDK's field order: result first on a result, error last on an error.
+        return write(era.write('error' in called ? { jsonrpc: '2.0', id, error: called.error } : { result: called.result, jsonrpc: '2.0', id }));
+      }
       let answer: Answer;
       try {
-        answer = era.result(id, await run(runtime, admitted));
+        answer = era.result(id, await run!(runtime, admitted));
       } catch (e) {
         answer = era.error(id, e);
       }

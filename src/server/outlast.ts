@@ -33,6 +33,7 @@ import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
 import { taskStreamCapability } from '../runtime/output-follow.js';
 import { EVENTS_EXTENSION } from './events/index.js';
 import { declaresEvents, taskEventSource } from './events/task-output.js';
+import { declineDirectCall, isDirectCall } from './direct-call.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -146,6 +147,8 @@ export class Outlast {
   /** Answer-page links (when `answerPages` is set and handles are on). */
   readonly answers: AnswerLinks | undefined;
   private readonly tools = new Map<string, DefinedTool>();
+  /** Counts changes to the tools defined here (the direct tools/call path rebuilds its kept servers on a change). */
+  toolsVersion = 0;
   private readonly principalOf: (a: AuthInfo | undefined) => string;
   private readonly pushDestinations: Set<string>;
   /** Set by the HTTP front when it serves the Events wire (src/server/events): server/discover advertises it. */
@@ -211,6 +214,7 @@ export class Outlast {
       ...(c.scopes?.length ? { scopeChallenge: oauthScopeChallenge(c.scopes) } : {}),
     };
     this.tools.set(name, { name, config: c, registration });
+    this.toolsVersion++;
     return this;
   }
 
@@ -218,8 +222,16 @@ export class Outlast {
    *  define it again with another schema. Tell clients with `notifier()?.toolListChanged()`. */
   removeTool(name: string): boolean {
     if (!this.tools.delete(name)) return false;
+    this.toolsVersion++;
     this.runtime.removeTool(name);
     return true;
+  }
+
+  /** @internal Whether the direct tools/call path may serve `name`: a tool defined here, without OAuth scopes (the
+   *  SDK's step-up challenge runs on the per-request path). */
+  directCallable(name: string): boolean {
+    const t = this.tools.get(name);
+    return t !== undefined && !t.config.scopes?.length && this.runtime.hasTool(name);
   }
 
   /** Starts the runtime (store, recovery, sweeper). Idempotent. */
@@ -441,9 +453,15 @@ export class Outlast {
     }
 
     // 2026-07-28 without Tasks, elicitation declared: a question asked while inline goes out as MRTR input_required.
+    const mrtrKinds = era === 'modern' && !wire.tasksDeclared && this.handles && !def.preflight && policy !== 'never' ? declaredInputKinds(clientCapabilities) : undefined;
+    // A handle caller on 2025-11-25 hears the task's questions on this call's own stream while it waits inline.
+    const relayQuestions = era === 'legacy' && !wire.tasksDeclared && this.handles !== undefined;
+    // The direct path (direct-call.ts) answers with one complete reply and no stream: a call that may need one goes
+    // back to the per-request path, before anything of it ran.
+    if (isDirectCall(ctx.mcpReq.id) && ((relayQuestions && policy !== 'never') || def.preflight || (mrtrKinds !== undefined && mrtrKinds.size > 0))) throw declineDirectCall(ctx.mcpReq.id);
     let mrtr: { kinds: Set<string>; secret: string; principal: string; url?: UrlOffer | undefined } | undefined;
-    if (era === 'modern' && !wire.tasksDeclared && this.handles && !def.preflight && policy !== 'never') {
-      const kinds = declaredInputKinds(clientCapabilities);
+    if (mrtrKinds) {
+      const kinds = mrtrKinds;
       if (kinds.size > 0) {
         mrtr = { kinds, secret: await this.runtime.sharedSecret('outlast-handle-state'), principal: this.principal(ctx), url: this.mrtrUrlOffer(clientCapabilities) };
         const resumed = openTaskState(mrtr.secret, ctx.mcpReq.requestState(), mrtr.principal);
@@ -477,13 +495,12 @@ export class Outlast {
     }
     let outcome: CallOutcome;
     const started = performance.now();
-    // A handle caller on 2025-11-25 hears the task's questions on this call's own stream while it waits inline.
     let stopRelay: (ended?: boolean) => void = () => {};
     let endedWithResult = false;
     const asked = new AbortController();
     let resolveAsked!: (q: { taskId: string; questions: InputRequests }) => void;
     const question = new Promise<{ taskId: string; questions: InputRequests }>((r) => (resolveAsked = r));
-    const relay = era === 'legacy' && !wire.tasksDeclared && this.handles
+    const relay = relayQuestions
       ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal, this.urlQuestionLinks(mcp, ctx)))
       : mrtr
         ? (record: { taskId: string; principal: string }) =>

@@ -11,6 +11,7 @@ import { createMcpHandler } from '@modelcontextprotocol/server';
 import { ErrorCode } from '../../protocol/index.js';
 import type { Outlast } from '../outlast.js';
 import { createDirectTaskPath } from '../direct.js';
+import { createDirectToolCall, type DirectCallRequest } from '../direct-call.js';
 import type { TaskRecord } from '../../store/types.js';
 import { createEventsWire } from '../events/index.js';
 import { jsonRpcError } from './answers.js';
@@ -35,6 +36,15 @@ import { DEFAULT_MAX_BODY_BYTES, type Front, type FrontExtra, type OutlastHandle
 
 export { DEFAULT_MAX_BODY_BYTES, type Front, type FrontExtra, type NodeMount, type OutlastHandlerOptions, type ServerFactory } from './types.js';
 
+/** What the direct path reads of a request: its headers, and whether its client left before the answer (node:http
+ *  tells that without a web request). */
+function leaving(request: FrontRequest): DirectCallRequest {
+  return {
+    headers: request.headers,
+    onLeave: (left) => (request.ended ? request.ended(left) : request.web().signal.addEventListener('abort', left, { once: true })),
+  };
+}
+
 export function createFront(outlast: Outlast, factory: ServerFactory, options: OutlastHandlerOptions = {}): Front {
   const path = options.path ?? '/mcp';
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
@@ -46,8 +56,9 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   outlast.servedBy({ notify: () => sdk.notify });
   const streams = new Set<ListenStream>();
   const streamHost = { runtime: outlast.runtime, bus: sdk.bus, keepAliveMs, streams };
+  const toolCall = options.serverInfo && options.directTaskMethods !== false ? createDirectToolCall(outlast, options.serverInfo, onerror) : undefined;
   const direct = options.serverInfo && options.directTaskMethods !== false
-    ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods })
+    ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods, toolCall })
     : undefined;
   const events = options.events
     ? createEventsWire({ ...(outlast.answers ? { answerLinkOf: (t: TaskRecord, key: string) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}), ...options.events, store: outlast.runtime.store, bus: outlast.runtime.bus, recheckMs: outlast.runtime.watchRecheckMs })
@@ -65,7 +76,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     ...(events ? [eventsRoute(events)] : []),
     taskListenRoute(streamHost),
     taskStreamRoute(streamHost),
-    ...(direct ? [({ request, parsed, who }) => direct.serve(request, parsed, who)] satisfies MessageRoute[] : []),
+    ...(direct ? [({ request, parsed, who, auth }) => direct.serve(leaving(request), parsed, who, auth)] satisfies MessageRoute[] : []),
   ];
   const routes: Route[] = [
     // Liveness and readiness come before everything else: a balancer asks them without credentials.
@@ -108,6 +119,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     async close() {
       for (const s of [...streams]) s.end();
       mounts.close();
+      await toolCall?.close();
       await sdk.close();
     },
   };
