@@ -16,14 +16,18 @@
  * requests by id) and restored on the answer. A client that leaves before the answer cancels the request, as the
  * per-request transport's close does.
  */
-import { McpServer, type AuthInfo, type Implementation, type InboundLegacyRoute, type InboundModernRoute, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/server';
+import { McpServer, type AuthInfo, type Implementation, type InboundLegacyRoute, type InboundModernRoute, type JSONRPCMessage, type Transport, type TransportSendOptions } from '@modelcontextprotocol/server';
 import type { JsonObject } from '../protocol/index.js';
 import type { Outlast } from './outlast.js';
 
 type RequestId = string | number;
 
-/** The JSON-RPC response the SDK wrote for one request (its id the original one again). */
-export type DirectCallAnswer = { result: JsonObject } | { error: { code: number; message: string; data?: unknown } };
+/** The JSON-RPC error the SDK wrote for one request. */
+type WireError = { code: number; message: string; data?: unknown };
+
+/** The call's answer: the SDK's JSON-RPC response (its id the caller's again), or the SSE stream it goes out on once
+ *  the call sent something else first (a 2025-11-25 handle caller's questions, or a wait past `STREAM_AFTER_MS`). */
+export type DirectCallAnswer = { message: JsonObject } | { stream: Response };
 
 /** What the direct path knows of the HTTP request a call came on. */
 export interface DirectCallRequest {
@@ -37,6 +41,10 @@ let nextId = 0;
 /** Ids whose call Outlast's tools/call declined (it needs the per-request path); read once, by the dispatcher. */
 const declined = new Set<string>();
 
+/** A 2025-11-25 call not answered within this many ms answers on an SSE stream, as the SDK's transport does from the
+ *  start: its headers go out and keep-alives follow, so nothing between waits idle for the end of a long call. */
+const STREAM_AFTER_MS = 1000;
+
 /** Whether a request in the SDK's dispatch came through this path. */
 export function isDirectCall(id: unknown): boolean {
   return typeof id === 'string' && id.startsWith(ID_PREFIX);
@@ -49,8 +57,10 @@ export function declineDirectCall(id: unknown): Error {
 }
 
 interface Pending {
-  id: RequestId;
-  settle(answer: DirectCallAnswer | 'declined' | 'gone'): void;
+  /** The SDK's response to the call (its own id in it), or 'declined'. */
+  answer(message: JsonObject | 'declined'): void;
+  /** Something the SDK sent on the call's stream before its response (a notification, an input request). */
+  event(message: JsonObject): void;
 }
 
 /** A transport that hands requests to a kept server and takes its answers back by id. */
@@ -59,26 +69,74 @@ class LoopbackTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   readonly pending = new Map<string, Pending>();
-  constructor(private readonly report: (e: Error) => void) {}
   async start(): Promise<void> {}
   async close(): Promise<void> {
-    for (const p of this.pending.values()) p.settle('gone');
     this.pending.clear();
     this.onclose?.();
   }
-  async send(message: JSONRPCMessage): Promise<void> {
-    const m = message as { id?: unknown; method?: unknown; result?: JsonObject; error?: { code: number; message: string; data?: unknown } };
-    if (m.method !== undefined || typeof m.id !== 'string') {
-      // Outlast's tools/call sends nothing on a direct call's stream (the calls that would are declined first).
-      this.report(new Error(`direct tools/call: a message with no stream to carry it was not sent: ${JSON.stringify(message).slice(0, 200)}`));
-      return;
+  async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    const m = message as JsonObject;
+    if (m.method === undefined && typeof m.id === 'string') {
+      const wasDeclined = declined.delete(m.id);
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      return p.answer(wasDeclined ? 'declined' : m);
     }
-    const wasDeclined = declined.delete(m.id);
-    const p = this.pending.get(m.id);
-    if (!p) return;
-    this.pending.delete(m.id);
-    if (wasDeclined) return p.settle('declined');
-    p.settle(m.error !== undefined ? { error: m.error } : { result: m.result! });
+    const related = options?.relatedRequestId;
+    const p = typeof related === 'string' ? this.pending.get(related) : undefined;
+    if (p) return p.event(m);
+    // As on the per-request path, whose stream has ended by then: nothing can carry it.
+    throw new Error(`no stream to carry ${String(m.method ?? 'a response')}: its request was answered or its client left`);
+  }
+}
+
+const encoder = new TextEncoder();
+const SSE_HEADERS = { 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'content-type': 'text/event-stream', 'x-accel-buffering': 'no' };
+
+/** One call's SSE answer, as the SDK's 2025-11-25 transport writes it: events, keep-alive comments, the response last. */
+class CallStream {
+  readonly response: Response;
+  private out!: ReadableStreamDefaultController<Uint8Array>;
+  private keepAlive: ReturnType<typeof setInterval> | undefined;
+  private open = true;
+  constructor(keepAliveMs: number, onCancel: () => void) {
+    const body = new ReadableStream<Uint8Array>({
+      start: (c) => void (this.out = c),
+      cancel: () => {
+        this.stop();
+        onCancel();
+      },
+    });
+    this.response = new Response(body, { status: 200, headers: SSE_HEADERS });
+    if (Number.isFinite(keepAliveMs) && keepAliveMs >= 1) {
+      this.keepAlive = setInterval(() => this.enqueue(': keepalive\n\n'), keepAliveMs);
+      this.keepAlive.unref?.();
+    }
+  }
+  event(message: JsonObject): void {
+    this.enqueue(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+  }
+  end(message: JsonObject): void {
+    this.event(message);
+    this.stop();
+    try {
+      this.out.close();
+    } catch {
+      // already cancelled by the client
+    }
+  }
+  private enqueue(text: string): void {
+    if (!this.open) return;
+    try {
+      this.out.enqueue(encoder.encode(text));
+    } catch {
+      this.stop();
+    }
+  }
+  private stop(): void {
+    this.open = false;
+    clearInterval(this.keepAlive);
   }
 }
 
@@ -99,8 +157,9 @@ export interface DirectToolCall {
   close(): Promise<void>;
 }
 
-export function createDirectToolCall(outlast: Outlast, serverInfo: Implementation, onerror: (e: Error) => void = () => undefined): DirectToolCall {
+export function createDirectToolCall(outlast: Outlast, serverInfo: Implementation, options: { onerror?: (e: Error) => void; keepAliveMs: number }): DirectToolCall {
   const kept: Partial<Record<'modern' | 'legacy', Kept>> = {};
+  const report = options.onerror ?? (() => undefined);
 
   async function serverFor(era: 'modern' | 'legacy'): Promise<Kept> {
     const have = kept[era];
@@ -109,7 +168,9 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
     const mcp = outlast.attachForFront(new McpServer(serverInfo), era);
     // The era the SDK's entry gives each per-request server of a 2026-07-28 request; a 2025-11-25 one stays unset.
     if (era === 'modern') (mcp.server as unknown as { _negotiatedProtocolVersion?: string })._negotiatedProtocolVersion = '2026-07-28';
-    const transport = new LoopbackTransport(onerror);
+    const transport = new LoopbackTransport();
+    // What the SDK's dispatch reports (a response it could not send) goes where the front's own reports go.
+    mcp.server.onerror = report;
     await mcp.connect(transport);
     const next: Kept = { version: outlast.toolsVersion, mcp, transport, headerBound: new Map() };
     kept[era] = next;
@@ -126,6 +187,11 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
     return bound;
   }
 
+  /** The SDK's message with the caller's id in place of ours (in the SDK's field order: result first, error last). */
+  function restored(m: JsonObject, callerId: RequestId): JsonObject {
+    return m.error !== undefined ? { jsonrpc: '2.0', id: callerId, error: m.error as WireError } : { result: m.result as JsonObject, jsonrpc: '2.0', id: callerId };
+  }
+
   return {
     takes(name, params) {
       if (typeof name !== 'string' || !outlast.directCallable(name)) return false;
@@ -136,13 +202,42 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
       const k = await serverFor(era);
       if (headerBound(k, (msg.params as JsonObject).name as string)) return undefined;
       const id = `${ID_PREFIX}${++nextId}`;
-      const answer = await new Promise<DirectCallAnswer | 'declined' | 'gone'>((settle) => {
-        k.transport.pending.set(id, { id: msg.id as RequestId, settle });
+      const callerId = msg.id as RequestId;
+      const cancel = () => {
+        if (!k.transport.pending.delete(id)) return;
+        // As the per-request transport's close: the handler's signal aborts (an inline call not yet a task stops).
+        k.transport.onmessage?.({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'the client left' } });
+      };
+      return new Promise<DirectCallAnswer | undefined>((settle) => {
+        let stream: CallStream | undefined;
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const streaming = (): CallStream => {
+          if (!stream) {
+            clearTimeout(timer);
+            stream = new CallStream(options.keepAliveMs, cancel);
+            settle({ stream: stream.response });
+          }
+          return stream;
+        };
+        k.transport.pending.set(id, {
+          answer(m) {
+            clearTimeout(timer);
+            if (m === 'declined') return settle(undefined);
+            if (stream) stream.end(restored(m, callerId));
+            else settle({ message: restored(m, callerId) });
+          },
+          event(m) {
+            streaming().event(m);
+          },
+        });
+        // Only the 2025-11-25 era answers on a stream; a 2026-07-28 call's answer is one JSON response.
+        if (era === 'legacy') timer = setTimeout(streaming, Math.min(STREAM_AFTER_MS, options.keepAliveMs));
         request.onLeave?.(() => {
-          if (!k.transport.pending.delete(id)) return;
-          settle('gone');
-          // As the per-request transport's close: the handler's signal aborts (an inline call not yet a task stops).
-          k.transport.onmessage?.({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'the client left' } });
+          clearTimeout(timer);
+          if (!k.transport.pending.has(id)) return;
+          cancel();
+          // Nobody reads this answer; it must not send the call on to the per-request path, which would run it again.
+          settle({ message: restored({ error: { code: -32603, message: 'The client left before the answer' } }, callerId) });
         });
         const extra = {
           ...(authInfo !== undefined ? { authInfo } : {}),
@@ -152,10 +247,6 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
         };
         k.transport.onmessage?.({ ...msg, id } as unknown as JSONRPCMessage, extra as never);
       });
-      if (answer === 'declined') return undefined;
-      // Nobody reads this answer; it must not send the call on to the per-request path, which would run it again.
-      if (answer === 'gone') return { error: { code: -32603, message: 'The client left before the answer' } };
-      return answer;
     },
     async close() {
       for (const k of Object.values(kept)) await k?.mcp.close().catch(() => undefined);

@@ -82,7 +82,7 @@ export interface DirectTaskPathOptions {
 
 export interface DirectTaskPath {
   /** The answer to `body` if it is a task-method request it recognises; undefined leaves the request to the SDK. */
-  serve(request: RequestHeaders & Pick<DirectCallRequest, 'onLeave'>, body: unknown, principal: string, authInfo?: AuthInfo): Promise<Reply | undefined>;
+  serve(request: DirectRequest, body: unknown, principal: string, authInfo?: AuthInfo): Promise<Reply | Response | undefined>;
 }
 
 // ---- answers as the SDK writes them ---------------------------------------------------------------------------
@@ -278,6 +278,12 @@ export class PollClassifications {
 /** What the direct path reads of a request: its headers (a web `Request` or the front's neutral request). */
 type RequestHeaders = { headers: { get(name: string): string | null } };
 
+/** The request as the front hands it over: its headers, its client leaving, and how to mark a streamed answer. */
+export interface DirectRequest extends DirectCallRequest {
+  /** Marks an answer whose body is still streaming (request metrics time it to its end). */
+  streaming(response: Response): Response;
+}
+
 function header(request: RequestHeaders, name: string): string | undefined {
   return request.headers.get(name) ?? undefined;
 }
@@ -331,8 +337,7 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
       if (calling) {
         const called = await toolCall!.call(route.kind as 'modern' | 'legacy', route as InboundModernRoute | InboundLegacyRoute, msg, authInfo, request);
         if (called === undefined) return undefined;
-        // The SDK's field order: result first on a result, error last on an error.
-        return write(era.write('error' in called ? { jsonrpc: '2.0', id, error: called.error } : { result: called.result, jsonrpc: '2.0', id }));
+        return 'stream' in called ? request.streaming(called.stream) : write(era.write(called.message));
       }
       let answer: Answer;
       try {

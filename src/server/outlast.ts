@@ -456,9 +456,9 @@ export class Outlast {
     const mrtrKinds = era === 'modern' && !wire.tasksDeclared && this.handles && !def.preflight && policy !== 'never' ? declaredInputKinds(clientCapabilities) : undefined;
     // A handle caller on 2025-11-25 hears the task's questions on this call's own stream while it waits inline.
     const relayQuestions = era === 'legacy' && !wire.tasksDeclared && this.handles !== undefined;
-    // The direct path (direct-call.ts) answers with one complete reply and no stream: a call that may need one goes
-    // back to the per-request path, before anything of it ran.
-    if (isDirectCall(ctx.mcpReq.id) && ((relayQuestions && policy !== 'never') || def.preflight || (mrtrKinds !== undefined && mrtrKinds.size > 0))) throw declineDirectCall(ctx.mcpReq.id);
+    // The direct path (direct-call.ts) has no MRTR retry of its own (a requestState is the application server's to
+    // verify): a call that may answer input_required goes back to the per-request path, before anything of it ran.
+    if (isDirectCall(ctx.mcpReq.id) && (def.preflight || (mrtrKinds !== undefined && mrtrKinds.size > 0))) throw declineDirectCall(ctx.mcpReq.id);
     let mrtr: { kinds: Set<string>; secret: string; principal: string; url?: UrlOffer | undefined } | undefined;
     if (mrtrKinds) {
       const kinds = mrtrKinds;

@@ -10,8 +10,8 @@
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { ErrorCode } from '../../protocol/index.js';
 import type { Outlast } from '../outlast.js';
-import { createDirectTaskPath } from '../direct.js';
-import { createDirectToolCall, type DirectCallRequest } from '../direct-call.js';
+import { createDirectTaskPath, type DirectRequest } from '../direct.js';
+import { createDirectToolCall } from '../direct-call.js';
 import type { TaskRecord } from '../../store/types.js';
 import { createEventsWire } from '../events/index.js';
 import { jsonRpcError } from './answers.js';
@@ -36,12 +36,13 @@ import { DEFAULT_MAX_BODY_BYTES, type Front, type FrontExtra, type OutlastHandle
 
 export { DEFAULT_MAX_BODY_BYTES, type Front, type FrontExtra, type NodeMount, type OutlastHandlerOptions, type ServerFactory } from './types.js';
 
-/** What the direct path reads of a request: its headers, and whether its client left before the answer (node:http
- *  tells that without a web request). */
-function leaving(request: FrontRequest): DirectCallRequest {
+/** What the direct path reads of a request: its headers, whether its client left before the answer (node:http tells
+ *  that without a web request), and how to mark an answer that streams. */
+function directRequest(request: FrontRequest, streaming: (r: Response) => Response): DirectRequest {
   return {
     headers: request.headers,
     onLeave: (left) => (request.ended ? request.ended(left) : request.web().signal.addEventListener('abort', left, { once: true })),
+    streaming,
   };
 }
 
@@ -56,7 +57,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
   outlast.servedBy({ notify: () => sdk.notify });
   const streams = new Set<ListenStream>();
   const streamHost = { runtime: outlast.runtime, bus: sdk.bus, keepAliveMs, streams };
-  const toolCall = options.serverInfo && options.directTaskMethods !== false ? createDirectToolCall(outlast, options.serverInfo, onerror) : undefined;
+  const toolCall = options.serverInfo && options.directTaskMethods !== false ? createDirectToolCall(outlast, options.serverInfo, { onerror, keepAliveMs }) : undefined;
   const direct = options.serverInfo && options.directTaskMethods !== false
     ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods, toolCall })
     : undefined;
@@ -76,7 +77,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     ...(events ? [eventsRoute(events)] : []),
     taskListenRoute(streamHost),
     taskStreamRoute(streamHost),
-    ...(direct ? [({ request, parsed, who, auth }) => direct.serve(leaving(request), parsed, who, auth)] satisfies MessageRoute[] : []),
+    ...(direct ? [({ request, parsed, who, auth, streaming }) => direct.serve(directRequest(request, streaming), parsed, who, auth)] satisfies MessageRoute[] : []),
   ];
   const routes: Route[] = [
     // Liveness and readiness come before everything else: a balancer asks them without credentials.
