@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
 import { EXT, TASKS_CAPS, callTool, checkServerMessage, headersFor, metaFor, parseSse, rpc, sleep, startServer, tempDir, textOf, waitForTask, type ServerProcess } from './helpers.js';
 import { check2025Message } from './generations.js';
 
@@ -423,6 +424,48 @@ describe('the direct path answers tools/call of its tools exactly as the SDK pat
       assert.equal(after - before, directly ? 0 : 1, `${name}: ${directly ? 'answered without' : 'left to'} the per-request McpServer`);
     }
   });
+});
+
+describe('a tools/call whose client leaves before the answer, on both paths', () => {
+  let pair: { direct: ServerProcess; sdk: ServerProcess };
+  before(async () => {
+    pair = await startPair(['--no-poll-limit', ...BEARER]);
+  });
+  after(async () => {
+    await Promise.all([pair?.direct.stop(), pair?.sdk.stop()]);
+  });
+
+  /** Calls `busy` for 8 s as `build` asks, leaves after `leaveMs`, and returns how long the tool ran (START to END). */
+  async function ranFor(url: string, build: (args: Record<string, unknown>) => RawRequest, leaveMs: number): Promise<number> {
+    const log = join(tempDir(), 'busy.log');
+    const r = build({ seconds: 8, log });
+    const ac = new AbortController();
+    const sent = fetch(url, { method: 'POST', headers: r.headers, body: r.body!, signal: ac.signal }).then((res) => res.text()).catch(() => 'left');
+    await sleep(leaveMs);
+    ac.abort();
+    assert.equal(await sent, 'left');
+    const end = Date.now() + 15_000;
+    for (;;) {
+      const lines = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : [];
+      const at = (word: string) => Number(lines.find((l) => l.startsWith(word))?.split(' ')[3]);
+      if (lines.length >= 2) return at('END') - at('START');
+      assert.ok(Date.now() < end, `busy never ended: ${lines.join(' | ')}`);
+      await sleep(100);
+    }
+  }
+
+  for (const [what, build, leaveMs] of [
+    ['a 2026-07-28 call without Tasks (a handle caller), left after 500 ms', (args: Record<string, unknown>) => call('busy', args, { caps: {} }), 500],
+    ['a 2025-11-25 handle caller, left after 500 ms (before its answer became a stream)', (args: Record<string, unknown>) => legacy('tools/call', { name: 'busy', arguments: args }), 500],
+    ['a 2025-11-25 handle caller, left after 2 s (its answer a stream by then)', (args: Record<string, unknown>) => legacy('tools/call', { name: 'busy', arguments: args }), 2000],
+  ] as const) {
+    it(`${what}: its inline run stops, as on the SDK path`, async () => {
+      const [direct, sdk] = await Promise.all([ranFor(pair.direct.url, build, leaveMs), ranFor(pair.sdk.url, build, leaveMs)]);
+      // An 8 s run cut off when its caller left: it ends shortly after, on both.
+      assert.ok(direct < leaveMs + 2000, `direct: the run went on for ${direct} ms after the client left at ${leaveMs} ms`);
+      assert.ok(sdk < leaveMs + 2000, `SDK: the run went on for ${sdk} ms after the client left at ${leaveMs} ms`);
+    });
+  }
 });
 
 describe('the direct path: over-polling and expired ids, as on the SDK path', () => {
