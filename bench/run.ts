@@ -969,7 +969,7 @@ async function main(): Promise<void> {
     if (ONLY.has('y')) await oauthThroughput(gen);
     if (ONLY.has('ad') || ONLY.has('ae')) await gatewayBench(gen);
     // (z) and (z.load): MCP Events webhooks (bench/events-bench.ts).
-    if (ONLY.has('z')) rows.push(await eventsLatency({ tasks: envNumber('BENCH_EVENT_TASKS', 500), pgUrl: PG_URL, schema: pgSchema('events'), inflight: 8 }, log));
+    if (ONLY.has('z')) rows.push(await eventsLatency({ tasks: envNumber('BENCH_EVENT_TASKS', 500), warmup: envNumber('BENCH_EVENT_WARMUP', 50), pgUrl: PG_URL, schema: pgSchema('events'), inflight: 8 }, log));
     if (ONLY.has('z.load')) rows.push(await eventsLoad({ seconds: SECONDS, rounds: ROUNDS, inflight: 8, dir: tempDir('zload'), matching: false }, log));
     if (ONLY.has('z.load.fanout')) rows.push(await eventsLoad({ seconds: SECONDS, rounds: ROUNDS, inflight: 8, dir: tempDir('zload'), matching: true }, log));
     // (aa)-(ac): task output (bench/output-rows.ts). PostgreSQL pools are kept small (4).
