@@ -1,34 +1,19 @@
 /**
  * Rows (z) and (z.load): MCP Events webhooks. (z): from a task's terminal commit (its `lastUpdatedAt`, the store's
  * write) to the webhook's arrival at a loopback receiver in a process of its own, p50/p99 over N tasks created across
- * two replicas on PostgreSQL, after a warm-up batch not counted. (z.load): task creations per second (each finishing at once, so each is also a delivery to every
- * subscription) with 100 matching subscriptions active vs none, same store, same run.
+ * two replicas on PostgreSQL, after a warm-up batch not counted. (z.load): task creations per second (each finishing
+ * at once, so each is also a delivery to every subscription) with 100 matching subscriptions active vs none, same
+ * store, same run.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { receiver } from './webhook-sink.js';
 import { ROOT, latencyRow, median, round, send, serve, toolCall, trackProcess, wire, type BenchRow, type WireRequest } from './common.js';
 
 const MODULE = join(ROOT, 'dist', 'test', 'events-module.js');
 
 const authed = (r: WireRequest): WireRequest => ({ ...r, headers: { ...r.headers, authorization: 'Bearer bench-token' } });
-
-async function receiver(onEvent: (json: any) => void) {
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      const json = JSON.parse(body);
-      if (json.type === 'verification') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ challenge: json.challenge }));
-      onEvent(json);
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => (server.closeAllConnections(), server.close()) };
-}
 
 async function subscribe(url: string, hook: string, args: Record<string, unknown> = {}) {
   const r = await send(url, authed(wire('events/subscribe', { name: 'outlast.task.finished', arguments: args, delivery: { mode: 'webhook', url: hook, secret: `whsec_${randomBytes(32).toString('base64')}` }, cursor: null })));
@@ -95,7 +80,7 @@ export async function eventsLatency(o: { tasks: number; warmup: number; pgUrl: s
     const ids = await burst(o.warmup, o.tasks);
     const samples = ids.filter((id) => arrivals.has(id)).map((id) => arrivals.get(id)!);
     log(`(z) ${samples.length}/${ids.length} delivered`);
-    return latencyRow('z', `terminal commit → webhook arrival (loopback receiver), ${o.tasks} tasks across two PG replicas, after ${o.warmup} not counted`, samples, 50, `${ids.length - samples.length} not delivered within 2 min`);
+    return latencyRow('z', `terminal commit → webhook arrival (loopback receiver, its own process), ${o.tasks} tasks across two PG replicas, after ${o.warmup} not counted`, samples, 50, `${ids.length - samples.length} not delivered within 2 min`);
   } finally {
     await a.stop();
     await b.stop();
