@@ -10,9 +10,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { BIN, ROOT, callTool, freePort, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { BIN, ROOT, callTool, freePort, httpServiceProcess, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
 import { connectV1 } from './generations.js';
-import { serviceProcess } from '../fixtures/service-process.js';
 import { TaskClient } from '../src/client/index.js';
 import { startAuthServer, type AuthServer } from './oauth-harness.js';
 
@@ -325,14 +324,7 @@ describe('gateway in front of server-everything over Streamable HTTP', () => {
   const upstream = { stop: async () => undefined } as { start?: () => Promise<void>; stop: () => Promise<void> };
   before(async () => {
     port = await freePort();
-    const svc = serviceProcess('server-everything', 'env', [`PORT=${port}`, NODE, EVERYTHING, 'streamableHttp'], async () => {
-      try {
-        await fetch(`http://127.0.0.1:${port}/mcp`);
-        return true;
-      } catch {
-        return false;
-      }
-    });
+    const svc = httpServiceProcess('server-everything', 'env', [`PORT=${port}`, NODE, EVERYTHING, 'streamableHttp'], `http://127.0.0.1:${port}/mcp`);
     await svc.start();
     upstream.stop = () => svc.stop();
     gw = await startGateway(['--http', `http://127.0.0.1:${port}/mcp`], ['--inline-budget-ms', '400']);
