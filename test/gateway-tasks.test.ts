@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ROOT, callTool, freePort, httpServiceProcess, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
-import { TaskClient, TaskFailedError } from '../src/client/index.js';
+import { Journal, TaskClient, TaskFailedError } from '../src/client/index.js';
 
 const UPSTREAMS = join(ROOT, 'dist', 'test', 'gateway-upstreams.js');
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -39,6 +39,7 @@ function upstreamTaskOf(log: string, tool: string, matches: (args: Record<string
 describe('gateway in front of a 2026-07-28 upstream that answers with tasks (outlast serve over HTTP)', () => {
   let upstream: ServerProcess;
   let gw: ServerProcess;
+  let tapUrl: string;
   const log = join(tempDir(), 'http-tap.log');
   const tap = { stop: async () => undefined } as { stop: () => Promise<void> };
   before(async () => {
@@ -47,8 +48,9 @@ describe('gateway in front of a 2026-07-28 upstream that answers with tasks (out
     const svc = httpServiceProcess('httptap', process.execPath, [UPSTREAMS, 'httptap', log, String(port), upstream.url], `http://127.0.0.1:${port}/healthz`);
     await svc.start();
     tap.stop = () => svc.stop();
+    tapUrl = `http://127.0.0.1:${port}/mcp`;
     gw = await startServer(['--store', `sqlite:${join(tempDir(), 'gw.db')}`, '--inline-budget-ms', '400', '--park-after-ms', '300', '--no-poll-limit'], {
-      command: ['gateway', '--http', `http://127.0.0.1:${port}/mcp`, '--name', 'up'],
+      command: ['gateway', '--http', tapUrl, '--name', 'up'],
     });
   });
   after(async () => {
@@ -143,6 +145,43 @@ describe('gateway in front of a 2026-07-28 upstream that answers with tasks (out
       assert.equal((await waitForTask(upstream.url, upId)).status, 'failed');
     } finally {
       await client.close();
+    }
+  });
+
+  it('--call-timeout-ms bounds the whole call, the upstream task included: the gateway task fails saying so, and the upstream task is cancelled', async () => {
+    const timed = await startServer(['--store', `sqlite:${join(tempDir(), 'gw2.db')}`, '--inline-budget-ms', '300'], {
+      command: ['gateway', '--http', tapUrl, '--name', 'up', '--call-timeout-ms', '2500'],
+    });
+    try {
+      const busyLog = join(tempDir(), 'busy.log');
+      const r = await callTool(timed.url, 'busy', { seconds: 30, log: busyLog });
+      const failed = await waitForTask(timed.url, r.result.taskId as string);
+      assert.equal(failed.status, 'failed');
+      assert.match(failed.error.message, /the call of "busy" on upstream "up" did not answer within 2500 ms \(--call-timeout-ms\); the call was cancelled upstream/);
+      assert.equal(failed.error.data.reason, 'upstream_timeout');
+      const upId = upstreamTaskOf(log, 'busy', (a) => a.log === busyLog)!;
+      assert.ok(upId, 'it had become an upstream task');
+      await until('tasks/cancel at the upstream', () => reached(log).find((x) => x.msg.method === 'tasks/cancel' && x.msg.params.taskId === upId), 5000);
+      assert.equal((await waitForTask(upstream.url, upId)).status, 'cancelled');
+    } finally {
+      await timed.stop();
+    }
+  });
+
+  it("the upstream connection's client keeps nothing of a call once it ended (TaskClient.forgetAll): a long-lived gateway does not grow per call", async () => {
+    const journal = new Journal(join(tempDir(), 'journal.db'));
+    const client = new TaskClient({ url: upstream.url, status: 'poll', journal });
+    try {
+      await client.callTool('greet', { name: 'Ada' });
+      await client.callTool('slow_compute', { seconds: 0.4 });
+      await client.callTool('protocol_error_job', {}).catch(() => undefined);
+      assert.equal(journal.list().length, 3);
+      client.forgetAll();
+      assert.deepEqual(journal.list(), []);
+      assert.equal(textOf(await client.callTool('greet', { name: 'again' })), 'Hello, again!', 'and it serves the next call');
+    } finally {
+      await client.close();
+      journal.close();
     }
   });
 });

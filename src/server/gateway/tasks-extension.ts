@@ -95,19 +95,20 @@ export async function callWithTasksExtension(
   const timer = o.callTimeoutMs === undefined ? undefined : setTimeout(() => deadline.abort(asUpstreamError('REQUEST_TIMEOUT', 'deadline')), o.callTimeoutMs);
   timer?.unref();
   const stop = AbortSignal.any([ctx.signal, deadline.signal]);
+  let onStop: (() => void) | undefined;
   try {
-    const call = await tasks.start(tool, args, { signal: stop });
+    const following = await tasks.start(tool, args, { signal: stop });
     let lastMessage: string | undefined;
     const seen = (m: string | undefined) => {
       if (m && m !== lastMessage) o.onStatusMessage((lastMessage = m));
     };
-    seen(call.task?.statusMessage);
-    call.on('task', (t) => seen(t.statusMessage));
-    call.on('note', (n) => o.log.debug('upstream task', { taskId: call.taskId ?? null, note: String((n as { error?: unknown }).error ?? n.kind) }));
+    seen(following.task?.statusMessage);
+    following.on('task', (t) => seen(t.statusMessage));
+    following.on('note', (n) => o.log.debug('upstream task', { taskId: following.taskId ?? null, note: String((n as { error?: unknown }).error ?? n.kind) }));
     const stopped = new Promise<never>((_, reject) => {
-      const onStop = () => {
+      onStop = () => {
         // The upstream hears the cancel (its task may still end otherwise); this call stops following it.
-        void call.cancel().catch((e) => o.log.warn(`tasks/cancel of upstream task ${call.taskId} failed: ${(e as Error).message}`)).finally(() => call.detach());
+        following.cancel().catch((e) => o.log.warn(`tasks/cancel of upstream task ${following.taskId} failed: ${(e as Error).message}`));
         reject(stop.reason);
       };
       if (stop.aborted) onStop();
@@ -115,7 +116,7 @@ export async function callWithTasksExtension(
     });
     stopped.catch(() => undefined);
     try {
-      const { _meta: _m, resultType: _r, ...result } = await Promise.race([call.result(), stopped]);
+      const { _meta: _m, resultType: _r, ...result } = await Promise.race([following.result(), stopped]);
       return result;
     } catch (e) {
       // TaskFailedError's message wraps the upstream's own words: "Task ID failed: WORDS (code N)".
@@ -130,5 +131,8 @@ export async function callWithTasksExtension(
     throw e;
   } finally {
     if (timer) clearTimeout(timer);
+    if (onStop) stop.removeEventListener('abort', onStop);
+    // The gateway's task store keeps the call; the client (this connection's, one call at a time) keeps nothing of it.
+    tasks.forgetAll();
   }
 }
