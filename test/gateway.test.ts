@@ -229,6 +229,44 @@ describe('gateway in front of server-everything over stdio', () => {
     }
   });
 
+  it("the upstream task's question (2025-11-25, on tasks/result) is the gateway task's; answered late by a person, the upstream task completes with it", async () => {
+    let asked: Record<string, any> | undefined;
+    const client = new TaskClient({
+      url: gw.url,
+      status: 'poll',
+      elicitation: async (params) => {
+        asked = params;
+        await sleep(900); // a person, slower than --park-after-ms
+        return { action: 'accept', content: { interpretation: 'snake' } };
+      },
+    });
+    try {
+      const seen: string[] = [];
+      const call = await client.start('simulate-research-query', { topic: 'python', ambiguous: true });
+      call.on('task', (t) => seen.push(t.status));
+      const result = await call.result();
+      assert.ok(seen.includes('input_required'), `statuses: ${seen.join(',')}`);
+      assert.match(asked!.message, /could have multiple interpretations/);
+      assert.match(textOf(result as never), /Clarification\*\*: snake/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("a cancel of the gateway's task is the upstream task's tasks/cancel (2025-11-25)", async () => {
+    const r = await callTool(gw.url, 'simulate-research-query', { topic: 'cancelled research' });
+    const taskId = r.result.taskId as string;
+    await waitForTask(gw.url, taskId, (t) => /Gathering sources|Analyzing content/.test(t.statusMessage ?? ''));
+    const sent = upstreamCall(log, 'simulate-research-query', (a) => a.topic === 'cancelled research')!;
+    const created = tapped(log).find((t) => t.pid === sent.pid && t.dir === '<' && t.msg.id === sent.msg.id)!;
+    const upId = created.msg.result.task.taskId as string;
+    assert.equal((await rpc(gw.url, 'tasks/cancel', { taskId })).error, undefined);
+    assert.equal((await waitForTask(gw.url, taskId)).status, 'cancelled');
+    const cancel = await until('tasks/cancel at the upstream', () => tapped(log).find((t) => t.dir === '>' && t.msg.method === 'tasks/cancel' && t.msg.params.taskId === upId), 5000);
+    const answered = await until("the upstream's answer to it", () => tapped(log).find((t) => t.pid === cancel.pid && t.dir === '<' && t.msg.id === cancel.msg.id), 5000);
+    assert.equal(answered.msg.result?.status, 'cancelled', JSON.stringify(answered.msg));
+  });
+
   it('an upstream process killed mid-call: a read-only call runs again on a new one, a question-waiting call fails naming it; the next call works', async () => {
     const r = await callTool(gw.url, 'trigger-long-running-operation', { duration: 3, steps: 3 });
     const taskId = r.result.taskId as string;

@@ -36,8 +36,9 @@ function httpAccess(spec: HttpSpec): { fetch?: FetchLike } {
 /** Does the upstream speak 2026-07-28 and list the Tasks extension? Any failure (a 2025-only server refuses the
  *  request) means no. */
 async function speaksTasksExtension(spec: HttpSpec): Promise<boolean> {
-  const probe = new RawDispatcher({ url: spec.url, capabilities: { extensions: { [TASKS_EXTENSION]: {} } }, clientInfo: { name: 'outlast-gateway', version: '1' }, ...httpAccess(spec) });
+  let probe: RawDispatcher | undefined;
   try {
+    probe = new RawDispatcher({ url: spec.url, capabilities: { extensions: { [TASKS_EXTENSION]: {} } }, clientInfo: { name: 'outlast-gateway', version: '1' }, ...httpAccess(spec) });
     const d = await probe.request('server/discover', {}, { timeoutMs: PROBE_TIMEOUT_MS });
     const versions = Array.isArray(d.supportedVersions) ? d.supportedVersions : [];
     const extensions = ((d.capabilities as JsonObject | undefined)?.extensions ?? {}) as JsonObject;
@@ -45,7 +46,7 @@ async function speaksTasksExtension(spec: HttpSpec): Promise<boolean> {
   } catch {
     return false;
   } finally {
-    await probe.close().catch(() => undefined);
+    await probe?.close().catch(() => undefined);
   }
 }
 
