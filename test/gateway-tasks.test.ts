@@ -8,8 +8,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ROOT, callTool, freePort, httpServiceProcess, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { ROOT, callTool, freePort, httpServiceProcess, rpc, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
 import { Journal, TaskClient, TaskFailedError } from '../src/client/index.js';
+import { lateAnswerer } from './late-answer.js';
 
 const UPSTREAMS = join(ROOT, 'dist', 'test', 'gateway-upstreams.js');
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -106,16 +107,8 @@ describe('gateway in front of a 2026-07-28 upstream that answers with tasks (out
   });
 
   it("the upstream task's question is the gateway task's; answered late by a person, the answer reaches the upstream task, which completes with it", async () => {
-    let asked: Record<string, any> | undefined;
-    const client = new TaskClient({
-      url: gw.url,
-      status: 'poll',
-      elicitation: async (params) => {
-        asked = params;
-        await sleep(1500); // a person, slower than either side's --park-after-ms
-        return { action: 'accept', content: { confirm: true } };
-      },
-    });
+    const person = lateAnswerer(gw.url, { confirm: true }, 1500); // slower than either side's --park-after-ms
+    const client = person.client;
     try {
       const seen: string[] = [];
       const call = await client.start('confirm_delete', { filename: 'notes.txt' });
@@ -123,8 +116,8 @@ describe('gateway in front of a 2026-07-28 upstream that answers with tasks (out
       const result = await call.result();
       assert.equal(textOf(result as never), 'Deleted notes.txt');
       assert.ok(seen.includes('input_required'), `the gateway's task asked: ${seen.join(',')}`);
-      assert.equal(asked!.message, 'Delete notes.txt?');
-      assert.equal(asked!.requestedSchema.properties.confirm.type, 'boolean');
+      assert.equal(person.asked!.message, 'Delete notes.txt?');
+      assert.equal(person.asked!.requestedSchema.properties.confirm.type, 'boolean');
       const upId = upstreamTaskOf(log, 'confirm_delete')!;
       const update = reached(log).find((x) => x.msg.method === 'tasks/update' && x.msg.params.taskId === upId);
       assert.deepEqual(update?.msg.params.inputResponses, { confirm: { action: 'accept', content: { confirm: true } } }, 'the answer went upstream with tasks/update, under the upstream key');

@@ -13,6 +13,7 @@ import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/clien
 import { BIN, ROOT, callTool, freePort, httpServiceProcess, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
 import { connectV1 } from './generations.js';
 import { TaskClient } from '../src/client/index.js';
+import { lateAnswerer } from './late-answer.js';
 import { startAuthServer, type AuthServer } from './oauth-harness.js';
 
 const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
@@ -163,24 +164,17 @@ describe('gateway in front of server-everything over stdio', () => {
   });
 
   it("the upstream's elicitation is the task's question; a person answers it late and the upstream gets the answer", async () => {
-    let asked: Record<string, any> | undefined;
-    const client = new TaskClient({
-      url: gw.url,
-      status: 'poll',
-      elicitation: async (params) => {
-        asked = params;
-        await sleep(900); // a person, slower than --park-after-ms
-        return { action: 'accept', content: { name: 'Ada Lovelace', check: true, integer: 7 } };
-      },
-    });
+    // A person, slower than --park-after-ms.
+    const person = lateAnswerer(gw.url, { name: 'Ada Lovelace', check: true, integer: 7 }, 900);
+    const client = person.client;
     try {
       const seen: string[] = [];
       const call = await client.start('trigger-elicitation-request', {});
       call.on('task', (t) => seen.push(t.status));
       const result = await call.result();
       assert.ok(seen.includes('input_required'), `statuses: ${seen.join(',')}`);
-      assert.match(asked!.message, /Please provide inputs/);
-      assert.equal(asked!.requestedSchema.properties.name.type, 'string');
+      assert.match(person.asked!.message, /Please provide inputs/);
+      assert.equal(person.asked!.requestedSchema.properties.name.type, 'string');
       assert.match(textOf(result as never), /Name: Ada Lovelace/);
       assert.match(textOf(result as never), /Favorite Integer: 7/);
       const answered = tapped(log).find((t) => t.dir === '>' && t.msg.result?.content?.name === 'Ada Lovelace');
@@ -230,23 +224,15 @@ describe('gateway in front of server-everything over stdio', () => {
   });
 
   it("the upstream task's question (2025-11-25, on tasks/result) is the gateway task's; answered late by a person, the upstream task completes with it", async () => {
-    let asked: Record<string, any> | undefined;
-    const client = new TaskClient({
-      url: gw.url,
-      status: 'poll',
-      elicitation: async (params) => {
-        asked = params;
-        await sleep(900); // a person, slower than --park-after-ms
-        return { action: 'accept', content: { interpretation: 'snake' } };
-      },
-    });
+    const person = lateAnswerer(gw.url, { interpretation: 'snake' }, 900); // slower than --park-after-ms
+    const client = person.client;
     try {
       const seen: string[] = [];
       const call = await client.start('simulate-research-query', { topic: 'python', ambiguous: true });
       call.on('task', (t) => seen.push(t.status));
       const result = await call.result();
       assert.ok(seen.includes('input_required'), `statuses: ${seen.join(',')}`);
-      assert.match(asked!.message, /could have multiple interpretations/);
+      assert.match(person.asked!.message, /could have multiple interpretations/);
       assert.match(textOf(result as never), /Clarification\*\*: snake/);
     } finally {
       await client.close();
