@@ -35,10 +35,10 @@ function httpAccess(spec: HttpSpec): { fetch?: FetchLike } {
 
 /** Does the upstream speak 2026-07-28 and list the Tasks extension? Any failure (a 2025-only server refuses the
  *  request) means no. */
-async function speaksTasksExtension(spec: HttpSpec): Promise<boolean> {
+async function speaksTasksExtension(spec: HttpSpec, access: { fetch?: FetchLike }): Promise<boolean> {
   let probe: RawDispatcher | undefined;
   try {
-    probe = new RawDispatcher({ url: spec.url, capabilities: { extensions: { [TASKS_EXTENSION]: {} } }, clientInfo: { name: 'outlast-gateway', version: '1' }, ...httpAccess(spec) });
+    probe = new RawDispatcher({ url: spec.url, capabilities: { extensions: { [TASKS_EXTENSION]: {} } }, clientInfo: { name: 'outlast-gateway', version: '1' }, ...access });
     const d = await probe.request('server/discover', {}, { timeoutMs: PROBE_TIMEOUT_MS });
     const versions = Array.isArray(d.supportedVersions) ? d.supportedVersions : [];
     const extensions = ((d.capabilities as JsonObject | undefined)?.extensions ?? {}) as JsonObject;
@@ -53,7 +53,10 @@ async function speaksTasksExtension(spec: HttpSpec): Promise<boolean> {
 /** A TaskClient for the calls of one connection, when its upstream has the Tasks extension (else undefined); its
  *  questions go to whoever holds the connection's lease (`relay()`). */
 export async function openTasksExtension(spec: UpstreamSpec, relay: () => CallRelay | undefined): Promise<TaskClient | undefined> {
-  if (spec.kind !== 'http' || !(await speaksTasksExtension(spec))) return undefined;
+  if (spec.kind !== 'http') return undefined;
+  // One access per connection: with OAuth, the probe's token serves its calls too.
+  const access = httpAccess(spec);
+  if (!(await speaksTasksExtension(spec, access))) return undefined;
   const leased = () => {
     const r = relay();
     // Association is by lease, as for the requests of a 2025-11-25 session (upstream.ts).
@@ -62,7 +65,7 @@ export async function openTasksExtension(spec: UpstreamSpec, relay: () => CallRe
   };
   return new TaskClient({
     url: spec.url,
-    ...httpAccess(spec),
+    ...access,
     clientInfo: { name: 'outlast-gateway', version: '1' },
     status: 'poll',
     // The gateway's own deadline (--call-timeout-ms) bounds the call; a round is not cut short and re-sent here.
