@@ -127,6 +127,19 @@ describe('gateway in front of a 2026-07-28 upstream that answers with tasks (out
     }
   });
 
+  it('a question the upstream asks before it makes a task (an MRTR round of tools/call) is the gateway task\'s too', async () => {
+    const person = lateAnswerer(gw.url, { name: 'Grace' }, 800);
+    try {
+      const result = await person.client.callTool('test_tool_with_task', {});
+      assert.equal(textOf(result as never), 'Hello, Grace! Your task is done.');
+      assert.equal(person.asked!.message, 'Your name?');
+      const retry = reached(log).findLast((x) => x.msg.method === 'tools/call' && x.msg.params?.name === 'test_tool_with_task');
+      assert.deepEqual(retry?.msg.params.inputResponses, { name: { action: 'accept', content: { name: 'Grace' } } }, 'the answer went upstream in the retried tools/call');
+    } finally {
+      await person.client.close();
+    }
+  });
+
   it("an upstream task that fails is a failed gateway task with the upstream's reason", async () => {
     const client = new TaskClient({ url: gw.url, status: 'poll' });
     try {
