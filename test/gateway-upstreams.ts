@@ -4,10 +4,14 @@
  *                      out; "PID child CPID" first), so a test sees what reached the real upstream (a cancel) and which
  *                      process to kill
  *   garbage            writes a line that is not JSON-RPC on stdout when spoken to, and stays
+ *   httptap LOG PORT URL  listens on 127.0.0.1:PORT and passes every HTTP request on to URL as it is (the answer
+ *                      streamed back), appending "EPOCHMS > BODY" to LOG for each request body, so a test sees what
+ *                      reached an HTTP upstream (its tasks/get, tasks/update, tasks/cancel) and when; "ready" on stdout
  *   silent             a real MCP server (SDK v1) whose tool `hang` never answers, `ok` answers at once, `env` answers
  *                      its environment as JSON; $GW_EXTRA_TOOL names one more tool (a name that collides, or is long)
  */
 import { spawn } from 'node:child_process';
+import { createServer, request } from 'node:http';
 import { appendFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import * as z from 'zod';
@@ -32,6 +36,25 @@ if (mode === 'tap') {
   process.on('SIGTERM', () => child.kill('SIGTERM'));
   // It ends as its child did (killed by a signal: by the same one), so the gateway sees the real upstream's end.
   child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
+} else if (mode === 'httptap') {
+  const [log, port, target] = rest as [string, string, string];
+  const to = new URL(target);
+  createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      if (body.length) appendFileSync(log, `${Date.now()} > ${body.toString('utf8').replace(/\n/g, ' ')}\n`);
+      const out = request({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: { ...req.headers, host: to.host } }, (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      });
+      out.on('error', () => res.destroy());
+      // The caller closing its stream (a cancel on HTTP) closes the upstream's.
+      res.on('close', () => out.destroy());
+      out.end(body);
+    });
+  }).listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
 } else if (mode === 'garbage') {
   process.stdin.once('data', () => process.stdout.write('Welcome! This server prints a banner on stdout.\n'));
   process.stdin.on('end', () => process.exit(0));

@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { BIN, ROOT, callTool, freePort, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { BIN, ROOT, callTool, freePort, httpServiceProcess, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
 import { connectV1 } from './generations.js';
-import { serviceProcess } from '../fixtures/service-process.js';
 import { TaskClient } from '../src/client/index.js';
+import { lateAnswerer } from './late-answer.js';
 import { startAuthServer, type AuthServer } from './oauth-harness.js';
 
 const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
@@ -164,24 +164,17 @@ describe('gateway in front of server-everything over stdio', () => {
   });
 
   it("the upstream's elicitation is the task's question; a person answers it late and the upstream gets the answer", async () => {
-    let asked: Record<string, any> | undefined;
-    const client = new TaskClient({
-      url: gw.url,
-      status: 'poll',
-      elicitation: async (params) => {
-        asked = params;
-        await sleep(900); // a person, slower than --park-after-ms
-        return { action: 'accept', content: { name: 'Ada Lovelace', check: true, integer: 7 } };
-      },
-    });
+    // A person, slower than --park-after-ms.
+    const person = lateAnswerer(gw.url, { name: 'Ada Lovelace', check: true, integer: 7 }, 900);
+    const client = person.client;
     try {
       const seen: string[] = [];
       const call = await client.start('trigger-elicitation-request', {});
       call.on('task', (t) => seen.push(t.status));
       const result = await call.result();
       assert.ok(seen.includes('input_required'), `statuses: ${seen.join(',')}`);
-      assert.match(asked!.message, /Please provide inputs/);
-      assert.equal(asked!.requestedSchema.properties.name.type, 'string');
+      assert.match(person.asked!.message, /Please provide inputs/);
+      assert.equal(person.asked!.requestedSchema.properties.name.type, 'string');
       assert.match(textOf(result as never), /Name: Ada Lovelace/);
       assert.match(textOf(result as never), /Favorite Integer: 7/);
       const answered = tapped(log).find((t) => t.dir === '>' && t.msg.result?.content?.name === 'Ada Lovelace');
@@ -228,6 +221,36 @@ describe('gateway in front of server-everything over stdio', () => {
     } finally {
       await client.close();
     }
+  });
+
+  it("the upstream task's question (2025-11-25, on tasks/result) is the gateway task's; answered late by a person, the upstream task completes with it", async () => {
+    const person = lateAnswerer(gw.url, { interpretation: 'snake' }, 900); // slower than --park-after-ms
+    const client = person.client;
+    try {
+      const seen: string[] = [];
+      const call = await client.start('simulate-research-query', { topic: 'python', ambiguous: true });
+      call.on('task', (t) => seen.push(t.status));
+      const result = await call.result();
+      assert.ok(seen.includes('input_required'), `statuses: ${seen.join(',')}`);
+      assert.match(person.asked!.message, /could have multiple interpretations/);
+      assert.match(textOf(result as never), /Clarification\*\*: snake/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("a cancel of the gateway's task is the upstream task's tasks/cancel (2025-11-25)", async () => {
+    const r = await callTool(gw.url, 'simulate-research-query', { topic: 'cancelled research' });
+    const taskId = r.result.taskId as string;
+    await waitForTask(gw.url, taskId, (t) => /Gathering sources|Analyzing content/.test(t.statusMessage ?? ''));
+    const sent = upstreamCall(log, 'simulate-research-query', (a) => a.topic === 'cancelled research')!;
+    const created = tapped(log).find((t) => t.pid === sent.pid && t.dir === '<' && t.msg.id === sent.msg.id)!;
+    const upId = created.msg.result.task.taskId as string;
+    assert.equal((await rpc(gw.url, 'tasks/cancel', { taskId })).error, undefined);
+    assert.equal((await waitForTask(gw.url, taskId)).status, 'cancelled');
+    const cancel = await until('tasks/cancel at the upstream', () => tapped(log).find((t) => t.dir === '>' && t.msg.method === 'tasks/cancel' && t.msg.params.taskId === upId), 5000);
+    const answered = await until("the upstream's answer to it", () => tapped(log).find((t) => t.pid === cancel.pid && t.dir === '<' && t.msg.id === cancel.msg.id), 5000);
+    assert.equal(answered.msg.result?.status, 'cancelled', JSON.stringify(answered.msg));
   });
 
   it('an upstream process killed mid-call: a read-only call runs again on a new one, a question-waiting call fails naming it; the next call works', async () => {
@@ -325,14 +348,7 @@ describe('gateway in front of server-everything over Streamable HTTP', () => {
   const upstream = { stop: async () => undefined } as { start?: () => Promise<void>; stop: () => Promise<void> };
   before(async () => {
     port = await freePort();
-    const svc = serviceProcess('server-everything', 'env', [`PORT=${port}`, NODE, EVERYTHING, 'streamableHttp'], async () => {
-      try {
-        await fetch(`http://127.0.0.1:${port}/mcp`);
-        return true;
-      } catch {
-        return false;
-      }
-    });
+    const svc = httpServiceProcess('server-everything', 'env', [`PORT=${port}`, NODE, EVERYTHING, 'streamableHttp'], `http://127.0.0.1:${port}/mcp`);
     await svc.start();
     upstream.stop = () => svc.stop();
     gw = await startGateway(['--http', `http://127.0.0.1:${port}/mcp`], ['--inline-budget-ms', '400']);

@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before } from 'node:test';
 import type { Client as PgClient } from 'pg';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { serviceProcess, type ServiceProcess } from '../fixtures/service-process.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** Repository root (tests run from dist/test). */
@@ -349,6 +350,18 @@ export function alive(pid: number): boolean {
 }
 
 export { freePort } from '../fixtures/service-process.js';
+
+/** A server process of a test's own (fixtures/service-process.ts), up once something answers HTTP at `url`. */
+export function httpServiceProcess(name: string, command: string, args: string[], url: string): ServiceProcess {
+  return serviceProcess(name, command, args, async () => {
+    try {
+      await fetch(url);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
 
 // ---- PostgreSQL ---------------------------------------------------------------------------------------------
 

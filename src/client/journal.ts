@@ -185,9 +185,15 @@ export class Journal {
       outputDelivered: db.prepare(`UPDATE calls SET output_seq = MAX(COALESCE(output_seq, 0), ?) WHERE task_id = ?`),
       outputSeq: db.prepare(`SELECT MAX(output_seq) AS seq FROM calls WHERE task_id = ?`),
       prune: db.prepare(`DELETE FROM calls WHERE read_at IS NOT NULL AND read_at < ?`),
+      forget: db.prepare(`DELETE FROM calls WHERE call_id = ?`),
     };
     const keep = options.keepReadMs ?? 30 * 24 * 3600_000;
     if (keep > 0) this.stmts.prune.run(Date.now() - keep);
+  }
+
+  /** Deletes a call and its answers (its owner keeps its own record of it). */
+  forget(callId: string): void {
+    this.stmts.forget.run(callId);
   }
 
   /** Records a logical call before it is sent. */

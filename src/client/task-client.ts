@@ -646,6 +646,17 @@ export class TaskClient {
     }
   }
 
+  /** Stops following every call and drops them all from this client and its journal: for an owner that keeps its
+   *  own record of its calls (the gateway, between two calls of one upstream connection), so a long-lived client
+   *  does not grow with each call. */
+  forgetAll(): void {
+    for (const call of this.calls.values()) {
+      call.detach();
+      this.journal.forget(call.callId);
+    }
+    this.calls.clear();
+  }
+
   /** Stops following every handle (tasks keep running; the journal keeps them) and closes the connection. */
   async close(): Promise<void> {
     if (this.closed) return;

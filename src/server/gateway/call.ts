@@ -2,8 +2,9 @@
  * The handler of a mirrored tool: one upstream call, run by Outlast's runtime (inline within the budget, a task
  * beyond it). It leases a connection (pool.ts), asks for progress (the SDK sends a progressToken because `onprogress`
  * is set) and turns it into the task's status and output, relays the upstream's questions to the task's caller
- * (relay.ts), follows an upstream that answers with a task of its own (2025-11-25 Tasks), and forwards a cancel as
- * the SDK's `notifications/cancelled` (or `tasks/cancel`). Failures say which upstream call failed and why.
+ * (relay.ts), follows an upstream that answers with a task of its own (2025-11-25 Tasks here; the 2026-07-28 extension
+ * in tasks-extension.ts), and forwards a cancel as the SDK's `notifications/cancelled` (or `tasks/cancel`). Failures
+ * say which upstream call failed and why.
  */
 import { ErrorCode, TaskProtocolError, isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
 import type { TaskContext, ToolHandler } from '../../runtime/context.js';
@@ -12,6 +13,7 @@ import { coalesced } from '../../runtime/coalesce.js';
 import type { UpstreamPool } from './pool.js';
 import { ANY_RESULT, type UpstreamConnection } from './upstream.js';
 import { questionRelay } from './relay.js';
+import { callWithTasksExtension } from './tasks-extension.js';
 
 /** setTimeout's largest delay: "no deadline" for the SDK's request timeout. */
 const NO_DEADLINE_MS = 2_147_483_647;
@@ -111,6 +113,11 @@ function callOnce(o: UpstreamToolOptions, what: string): ToolHandler {
     const options = { signal: ctx.signal, timeout: o.callTimeoutMs ?? NO_DEADLINE_MS, onprogress: (p: unknown) => progress.on(p as JsonObject) };
     let cut = false;
     try {
+      if (conn.tasks) {
+        const result = await callWithTasksExtension(conn.tasks, o.tool, args, ctx, { callTimeoutMs: o.callTimeoutMs, onStatusMessage: (message) => progress.on({ message }), log: o.log });
+        await progress.settled();
+        return result;
+      }
       const params: JsonObject = { name: o.tool, arguments: args, ...(o.taskRequired ? { task: {} } : {}) };
       const result = (await conn.client.request({ method: 'tools/call', params } as never, ANY_RESULT, options)) as JsonObject;
       const task = result.task as { taskId?: unknown; pollInterval?: unknown } | undefined;

@@ -9,6 +9,8 @@ import * as z from 'zod';
 import { commandLine, StdioProcess } from '../../client/stdio-process.js';
 import type { JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
+import type { TaskClient } from '../../client/index.js';
+import { openTasksExtension } from './tasks-extension.js';
 
 export type UpstreamSpec =
   | { kind: 'stdio'; name: string; command: string; args: string[]; env?: Record<string, string>; cwd?: string }
@@ -60,6 +62,8 @@ export class UpstreamConnection {
   relay: CallRelay | undefined;
   /** Why this connection can serve no more (undefined while it can). */
   broken: Error | undefined;
+  /** Calls go through this when the upstream has the Tasks extension (2026-07-28; tasks-extension.ts). */
+  tasks: TaskClient | undefined;
   private constructor(
     readonly spec: UpstreamSpec,
     readonly client: Client,
@@ -133,6 +137,8 @@ export class UpstreamConnection {
       void connecting.catch(() => undefined);
       await Promise.race([connecting, openFailed]);
       connected = true;
+      conn.tasks = await openTasksExtension(spec, () => conn.relay);
+      if (conn.tasks) events.log.debug(`${describeUpstream(spec)} has the Tasks extension (2026-07-28): calls on this connection go through it`);
     } catch (e) {
       const err = e as Error;
       // What broke it first (garbage, an early exit) says more than the SDK's "connection closed".
@@ -169,6 +175,7 @@ export class UpstreamConnection {
     try {
       if (this.transport instanceof StreamableHTTPClientTransport) await this.transport.terminateSession().catch(() => undefined);
       await this.client.close();
+      await this.tasks?.close();
     } catch {
       /* already closed */
     }
