@@ -71,6 +71,8 @@ class LoopbackTransport implements Transport {
   readonly pending = new Map<string, Pending>();
   async start(): Promise<void> {}
   async close(): Promise<void> {
+    // The front is closing: a call still in flight is answered so, not left hanging.
+    for (const [id, p] of this.pending) p.answer({ jsonrpc: '2.0', id, error: { code: -32603, message: 'The server is shutting down' } });
     this.pending.clear();
     this.onclose?.();
   }
@@ -147,6 +149,8 @@ interface Kept {
   transport: LoopbackTransport;
   /** Tools whose input schema declares `x-mcp-header` (left to the per-request path's header checks). */
   headerBound: Map<string, boolean>;
+  /** Replaced after a change of tools: closed once its calls in flight are answered (closing aborts them). */
+  retired: boolean;
 }
 
 export interface DirectToolCall {
@@ -164,7 +168,10 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
   async function serverFor(era: 'modern' | 'legacy'): Promise<Kept> {
     const have = kept[era];
     if (have && have.version === outlast.toolsVersion) return have;
-    if (have) void have.mcp.close().catch(() => undefined);
+    if (have) {
+      have.retired = true;
+      closeIfDone(have);
+    }
     const mcp = outlast.attachForFront(new McpServer(serverInfo), era);
     // The era the SDK's entry gives each per-request server of a 2026-07-28 request; a 2025-11-25 one stays unset.
     if (era === 'modern') (mcp.server as unknown as { _negotiatedProtocolVersion?: string })._negotiatedProtocolVersion = '2026-07-28';
@@ -172,9 +179,13 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
     // What the SDK's dispatch reports (a response it could not send) goes where the front's own reports go.
     mcp.server.onerror = report;
     await mcp.connect(transport);
-    const next: Kept = { version: outlast.toolsVersion, mcp, transport, headerBound: new Map() };
+    const next: Kept = { version: outlast.toolsVersion, mcp, transport, headerBound: new Map(), retired: false };
     kept[era] = next;
     return next;
+  }
+
+  function closeIfDone(k: Kept): void {
+    if (k.retired && k.transport.pending.size === 0) void k.mcp.close().catch(() => undefined);
   }
 
   function headerBound(k: Kept, name: string): boolean {
@@ -222,6 +233,7 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
         k.transport.pending.set(id, {
           answer(m) {
             clearTimeout(timer);
+            closeIfDone(k);
             if (m === 'declined') return settle(undefined);
             if (stream) stream.end(restored(m, callerId));
             else settle({ message: restored(m, callerId) });
@@ -236,6 +248,7 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
           clearTimeout(timer);
           if (!k.transport.pending.has(id)) return;
           cancel();
+          closeIfDone(k);
           // Nobody reads this answer; it must not send the call on to the per-request path, which would run it again.
           settle({ message: restored({ error: { code: -32603, message: 'The client left before the answer' } }, callerId) });
         });
