@@ -43,6 +43,7 @@ import { MIGRATIONS } from './schema.js';
 import { SETTINGS_QUERIES } from './settings.js';
 import { ASK_QUERIES } from './asks.js';
 import { PARKING_QUERIES } from './parking.js';
+import { StepWriteGroups } from './step-batch.js';
 import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
 import { applyHistorySetting, postgresOps } from './ops.js';
@@ -731,10 +732,20 @@ export class PostgresTaskStore implements TaskStore {
     return (await this.q<StepRow>('listSteps', [taskId])).rows.map(toStep);
   }
 
-  async writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
-    const r = await this.q('writeStep', [taskId, fence.owner, fence.epoch, ...stepValues(step)]);
-    if ((r.rowCount ?? 0) === 0) throw await this.refusal(taskId, fence.owner, fence.epoch);
+  /** Step writes of one event-loop turn are group-committed (./step-batch.ts). */
+  writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
+    if (!this.pool) return Promise.reject(new Error('PostgresTaskStore is not open: call init() first (or it was closed)'));
+    return this.stepWrites.write(taskId, fence, step);
   }
+
+  private readonly stepWrites = new StepWriteGroups({
+    one: async (taskId, fence, step) => {
+      const r = await this.q('writeStep', [taskId, fence.owner, fence.epoch, ...stepValues(step)]);
+      if ((r.rowCount ?? 0) === 0) throw await this.refusal(taskId, fence.owner, fence.epoch);
+    },
+    many: async (cols) => (await this.q<{ task_id: string; step_key: string }>('writeSteps', cols)).rows,
+    refusal: (taskId, fence) => this.refusal(taskId, fence.owner, fence.epoch),
+  });
 
   async markAsked(taskId: string, key: string, asker: string, now: number): Promise<boolean> {
     return ((await this.q('askMark', [taskId, key, asker, now])).rowCount ?? 0) > 0;
