@@ -1,6 +1,7 @@
 /**
  * PostgreSQL task store on `pg`: any replica answers anything. Every write is one autocommit statement (PostgreSQL
- * group-commits concurrent transactions itself); read-modify-write steps (input) are optimistic on `version`.
+ * group-commits concurrent transactions itself; creations and durable-step writes of one event-loop turn share one
+ * statement); read-modify-write steps (input) are optimistic on `version`.
  * Signals travel through a SignalBus: by default PgSignalBus on this store's connection (LISTEN/NOTIFY outside the
  * write transactions, coalesced); through a transaction-mode pooler, one named by `--bus` (../bus-url.ts). Nothing
  * lives in a session (design 19): ./schema-names.ts, ./statements.ts.
