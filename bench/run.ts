@@ -35,8 +35,8 @@
  *       McpServer. Target ratio >= 0.95.
  *   (p), (q) the run queue (bench/queue-rows.ts): tasks started/s from a full queue vs a bare SKIP LOCKED claim loop
  *       (target ratio >= 0.7); start latency of a queued task once capacity frees on another replica (p99 < 50 ms).
- *   (n) durable steps (bench/steps-rows.ts): steps committed per second by one handler vs raw single-row commits on
- *       the same store, SQLite and PostgreSQL (target ratio >= 0.5).
+ *   (n) durable steps (bench/steps-rows.ts): steps committed per second by one handler, and by 16 handlers stepping
+ *       at once (n.*.par), vs raw single-row commits on the same store, SQLite and PostgreSQL (target ratio >= 0.5).
  *   (o) parked waits (bench/parking-rows.ts): resume of a parked task after tasks/update on another replica (p99 < 50
  *       ms); o.mem: heap growth for 1,000 parked tasks (< 5 MB).
  *   (r)-(u) (bench/polling.ts) with an application of 40 tools: (r) tasks/get with 40 tools vs with 1, target >= 0.9;

@@ -1,14 +1,17 @@
 /**
  * Child process, one side of one round of (n): commits per second, one after another, on a store, in a fresh file or
  * schema.
- *   argv[2] = JSON { mode, backend, path?, url?, schema?, seconds }
+ *   argv[2] = JSON { mode, backend, path?, url?, schema?, seconds, runs? }
  *   raw        the baseline: single-row INSERT commits into the store's own task_steps table, one at a time (SQLite:
  *              better-sqlite3 autocommits on a WAL file with synchronous=FULL, as the store opens it; PostgreSQL: one
  *              `pg` connection, autocommit statements).
  *   steps      one handler of a durable tool running ctx.step after ctx.step (each not idempotent: a `started` row
  *              before its function, then the completed one: two fenced commits per step) through a TaskRuntime.
  *   idempotent the same with idempotent steps (one fenced commit per step).
- * Each side counts for `seconds` after its first 50 commits. Sends {type:'result', rate} (steps or rows per second).
+ *   parallel   `runs` handlers of `steps` at once (separate tasks, as on a busy server), each ctx.step after ctx.step, not
+ *              idempotent: what grouping the commits of steps that run together buys.
+ * Each side counts for `seconds` after its first 50 commits (parallel: after every run's first 50 steps). Sends
+ * {type:'result', rate} (steps or rows per second, all runs together).
  */
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
@@ -21,12 +24,14 @@ import type { TaskStore } from '../src/store/types.js';
 import { childFail, exitWithParent } from './common.js';
 
 interface Cfg {
-  mode: 'raw' | 'steps' | 'idempotent';
+  mode: 'raw' | 'steps' | 'idempotent' | 'parallel';
   backend: 'sqlite' | 'postgres';
   dir?: string;
   url?: string;
   schema?: string;
   seconds: number;
+  /** Handlers stepping at once (parallel). */
+  runs?: number;
 }
 const cfg = JSON.parse(process.argv[2]!) as Cfg;
 const WARMUP = 50;
@@ -100,8 +105,50 @@ async function steps(idempotent: boolean): Promise<number> {
   }
 }
 
+/** `runs` handlers stepping at once: steps counted from when every run has warmed up until `seconds` later. */
+async function parallel(): Promise<number> {
+  const RUNS = cfg.runs ?? 16;
+  const rt = new TaskRuntime({ store: store(), pollLimit: false });
+  let warm = 0;
+  let counting = false;
+  let stop = false;
+  let n = 0;
+  let ended = 0;
+  let allWarm!: () => void;
+  let allEnded!: () => void;
+  const warmed = new Promise<void>((r) => (allWarm = r));
+  const done = new Promise<void>((r) => (allEnded = r));
+  rt.defineTool('loop', {
+    policy: 'always',
+    durable: true,
+    handler: async (_a, ctx) => {
+      for (let i = 0; !stop; i++) {
+        await ctx.step('s', () => i);
+        if (counting) n++;
+        if (i === WARMUP - 1 && ++warm === RUNS) allWarm();
+      }
+      if (++ended === RUNS) allEnded();
+      return { content: [] };
+    },
+  });
+  await rt.start();
+  try {
+    await Promise.all(Array.from({ length: RUNS }, () => rt.call('loop', {}, { principal: 'bench', clientCapabilities: {}, tasksDeclared: true })));
+    await warmed;
+    counting = true;
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, cfg.seconds * 1000));
+    const rate = n / ((performance.now() - t0) / 1000);
+    stop = true;
+    await done;
+    return rate;
+  } finally {
+    await rt.stop(1000);
+  }
+}
+
 exitWithParent();
 (async () => {
-  const rate = cfg.mode === 'raw' ? await raw() : await steps(cfg.mode === 'idempotent');
+  const rate = cfg.mode === 'raw' ? await raw() : cfg.mode === 'parallel' ? await parallel() : await steps(cfg.mode === 'idempotent');
   process.send!({ type: 'result', rate }, () => process.exit(0));
 })().catch(childFail);

@@ -3,20 +3,23 @@
  * committed before the handler goes on) vs raw single-row commits on the same store, one after another, SQLite (WAL,
  * synchronous=FULL) and PostgreSQL, alternating rounds in fresh files and schemas (bench/steps-bench.ts). Target ratio
  * >= 0.5. n.* is a step not marked idempotent (its `started` row, then its value: two commits); n.*.idem an idempotent
- * one (one commit).
+ * one (one commit); n.*.par 16 handlers (tasks) stepping at once, not idempotent, whose commits the store groups.
  */
 import { Child, median, removeTempDir, round, tempDir, type BenchRow } from './common.js';
 import type { QueueBenchConfig } from './queue-rows.js';
 
+/** Handlers stepping at once in n.*.par (bench/steps-bench.ts). */
+const RUNS = 16;
+
 /** What (n) needs: the queue rows' settings, and how long each side commits. */
 export type StepsBenchConfig = Pick<QueueBenchConfig, 'pgUrl' | 'rounds' | 'schema' | 'dropSchemas' | 'log'> & { seconds: number };
 
-type Mode = 'raw' | 'steps' | 'idempotent';
+type Mode = 'raw' | 'steps' | 'idempotent' | 'parallel';
 
 async function side(cfg: StepsBenchConfig, backend: 'sqlite' | 'postgres', mode: Mode): Promise<number> {
   const dir = backend === 'sqlite' ? tempDir('steps') : undefined;
   const where = backend === 'sqlite' ? { dir } : { url: cfg.pgUrl, schema: cfg.schema(`n${mode}`) };
-  const child = new Child('steps-bench.js', [JSON.stringify({ mode, backend, seconds: cfg.seconds, ...where })]);
+  const child = new Child('steps-bench.js', [JSON.stringify({ mode, backend, seconds: cfg.seconds, runs: RUNS, ...where })]);
   try {
     return (await child.next<{ rate: number }>('result', 120_000)).rate;
   } finally {
@@ -30,12 +33,12 @@ async function side(cfg: StepsBenchConfig, backend: 'sqlite' | 'postgres', mode:
 export async function stepCommits(cfg: StepsBenchConfig): Promise<BenchRow[]> {
   const rows: BenchRow[] = [];
   for (const backend of ['sqlite', 'postgres'] as const) {
-    cfg.log(`(n) ${backend}: ${cfg.rounds} rounds x {raw single-row commits, durable steps, idempotent steps}, ${cfg.seconds} s each`);
-    const sides: Record<Mode, number[]> = { raw: [], steps: [], idempotent: [] };
-    const modes: Mode[] = ['raw', 'steps', 'idempotent'];
+    cfg.log(`(n) ${backend}: ${cfg.rounds} rounds x {raw single-row commits, durable steps, idempotent steps, ${RUNS} runs of durable steps at once}, ${cfg.seconds} s each`);
+    const sides: Record<Mode, number[]> = { raw: [], steps: [], idempotent: [], parallel: [] };
+    const modes: Mode[] = ['raw', 'steps', 'idempotent', 'parallel'];
     for (let r = 0; r < cfg.rounds; r++) {
       const line: string[] = [];
-      for (const m of modes.map((_, i) => modes[(i + r) % 3]!)) {
+      for (const m of modes.map((_, i) => modes[(i + r) % modes.length]!)) {
         const rate = await side(cfg, backend, m);
         sides[m].push(rate);
         line.push(`${m} ${Math.round(rate)}/s`);
@@ -61,6 +64,7 @@ export async function stepCommits(cfg: StepsBenchConfig): Promise<BenchRow[]> {
     rows.push(
       row(`n.${short}`, `durable steps committed per second by one handler on ${label} (not idempotent: a started row, then the value; two fenced commits)`, sides.steps, true),
       row(`n.${short}.idem`, `the same with idempotent steps (one fenced commit each)`, sides.idempotent, false),
+      row(`n.${short}.par`, `durable steps committed per second by ${RUNS} handlers (tasks) stepping at once, not idempotent (the commits of steps that run together grouped)`, sides.parallel, true),
     );
   }
   return rows;

@@ -14,7 +14,7 @@ import { postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import { FIXTURES, ROOT, TASKS_CAPS, callTool, getTask, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
 import { busy, maxConcurrent, waitForEnds } from './busy-log.js';
 import { created, startCluster, started, useClusterFrom, type Cluster } from './replicas.js';
-import { has, starts, stepEvents, untilLogged } from './steps-log.js';
+import { assertSurvivedKill, has, starts, stepEvents, untilLogged } from './steps-log.js';
 
 /** Where a suite's processes keep their tasks: the store URL, and the flags each process takes with it (e.g. --bus). */
 export interface StoreSetup {
@@ -240,6 +240,21 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
         if (!continued) process.kill(x.pid, 'SIGCONT');
         await store.close();
       }
+    });
+
+    it('kill -9 of the owner of 16 runs stepping at once (their step commits grouped): no step runs twice unless idempotent, an interrupted one is named', async () => {
+      // Two fresh replicas (whatever the tests above stopped): the owner to kill and the one to read through.
+      await c.cluster.add();
+      await c.cluster.add();
+      const [b, cc] = c.cluster.replicas.slice(-2);
+      const count = 100;
+      const runs = Array.from({ length: 16 }, (_, i) => ({ log: join(tempDir(), `pg-many-${i}.log`), idempotent: i % 3 === 2 }));
+      const ids = await Promise.all(runs.map((r) => created(b!.url, 'steps', { log: r.log, count, stepSeconds: 0.005, gapSeconds: 0, idempotent: r.idempotent })));
+      await untilLogged(runs.map((r) => r.log), (e) => e.filter((x) => x.kind === 'START').length >= 5, 'every run past its fifth step');
+      await b!.stop('SIGKILL');
+      const ends = await Promise.all(ids.map((id) => waitForTask(cc!.url, id, undefined, { timeoutMs: LEASE_MS + 20_000 })));
+      runs.forEach((r, i) => assertSurvivedKill(r.log, ends[i]!, count, r.idempotent));
+      assert.ok(ends.some((t) => t.status === 'failed'), `the kill hit inside a step not marked idempotent: ${ends.map((t) => t.status + ' ' + textOf(t.result ?? {})).join('; ')}`);
     });
   });
 }

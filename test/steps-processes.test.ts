@@ -15,7 +15,7 @@ import { FIXTURES, callTool, getTask, pgStoreUrl, rpc, sleep, startServer, tempD
 import { connectV1 } from './generations.js';
 import { useCluster } from './replicas.js';
 import { durableStepsSuite } from './replica-suites.js';
-import { has, starts, stepEvents, untilLogged } from './steps-log.js';
+import { assertSurvivedKill, has, starts, stepEvents, untilLogged } from './steps-log.js';
 
 const FORM_ANSWER = (answer: string) => ({ answer: { action: 'accept', content: { answer } } });
 
@@ -91,6 +91,24 @@ describe('durable steps across kill -9 and a restart (one SQLite file)', () => {
       assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
       assert.deepEqual(starts(strict), { s1: 1, s2: 1 }, 'B once, C never');
       assert.deepEqual(starts(redo), { s1: 1, s2: 2, s3: 1 }, 'the idempotent B twice');
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  it('16 runs stepping at once (their step commits grouped) killed at any moment: no step runs twice unless idempotent, an interrupted one is named', async () => {
+    const s = sqliteServer();
+    const count = 100;
+    const runs = Array.from({ length: 16 }, (_, i) => ({ log: join(tempDir(), `many-${i}.log`), idempotent: i % 3 === 2 }));
+    let srv = await s.start();
+    try {
+      const ids = await Promise.all(runs.map((r) => created(srv.url, 'steps', { log: r.log, count, stepSeconds: 0.005, gapSeconds: 0, idempotent: r.idempotent })));
+      await untilLogged(runs.map((r) => r.log), (e) => e.filter((x) => x.kind === 'START').length >= 5, 'every run past its fifth step');
+      await srv.stop('SIGKILL');
+      srv = await s.start();
+      const ends = await Promise.all(ids.map((id) => waitForTask(srv.url, id)));
+      runs.forEach((r, i) => assertSurvivedKill(r.log, ends[i]!, count, r.idempotent));
+      assert.ok(ends.some((t) => t.status === 'failed'), `the kill hit inside a step not marked idempotent: ${ends.map((t) => t.status + ' ' + textOf(t.result ?? {})).join('; ')}`);
     } finally {
       await srv.stop();
     }

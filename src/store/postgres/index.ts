@@ -1,6 +1,7 @@
 /**
  * PostgreSQL task store on `pg`: any replica answers anything. Every write is one autocommit statement (PostgreSQL
- * group-commits concurrent transactions itself); read-modify-write steps (input) are optimistic on `version`.
+ * group-commits concurrent transactions itself; creations and durable-step writes of one event-loop turn share one
+ * statement); read-modify-write steps (input) are optimistic on `version`.
  * Signals travel through a SignalBus: by default PgSignalBus on this store's connection (LISTEN/NOTIFY outside the
  * write transactions, coalesced); through a transaction-mode pooler, one named by `--bus` (../bus-url.ts). Nothing
  * lives in a session (design 19): ./schema-names.ts, ./statements.ts.
@@ -43,6 +44,7 @@ import { MIGRATIONS } from './schema.js';
 import { SETTINGS_QUERIES } from './settings.js';
 import { ASK_QUERIES } from './asks.js';
 import { PARKING_QUERIES } from './parking.js';
+import { StepWriteGroups } from './step-batch.js';
 import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
 import { applyHistorySetting, postgresOps } from './ops.js';
@@ -731,10 +733,20 @@ export class PostgresTaskStore implements TaskStore {
     return (await this.q<StepRow>('listSteps', [taskId])).rows.map(toStep);
   }
 
-  async writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
-    const r = await this.q('writeStep', [taskId, fence.owner, fence.epoch, ...stepValues(step)]);
-    if ((r.rowCount ?? 0) === 0) throw await this.refusal(taskId, fence.owner, fence.epoch);
+  /** Step writes of one event-loop turn are group-committed (./step-batch.ts). */
+  writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
+    if (!this.pool) return Promise.reject(new Error('PostgresTaskStore is not open: call init() first (or it was closed)'));
+    return this.stepWrites.write(taskId, fence, step);
   }
+
+  private readonly stepWrites = new StepWriteGroups({
+    one: async (taskId, fence, step) => {
+      const r = await this.q('writeStep', [taskId, fence.owner, fence.epoch, ...stepValues(step)]);
+      if ((r.rowCount ?? 0) === 0) throw await this.refusal(taskId, fence.owner, fence.epoch);
+    },
+    many: async (cols) => (await this.q<{ task_id: string; step_key: string }>('writeSteps', cols)).rows,
+    refusal: (taskId, fence) => this.refusal(taskId, fence.owner, fence.epoch),
+  });
 
   async markAsked(taskId: string, key: string, asker: string, now: number): Promise<boolean> {
     return ((await this.q('askMark', [taskId, key, asker, now])).rowCount ?? 0) > 0;

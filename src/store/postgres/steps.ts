@@ -23,6 +23,24 @@ export const STEPS_QUERIES = {
       state = excluded.state, tries = excluded.tries, idempotent = excluded.idempotent, result = excluded.result, error = excluded.error,
       bytes = excluded.bytes, started_at = excluded.started_at, finished_at = excluded.finished_at
     RETURNING step_key`,
+  // The grouped form (./step-batch.ts): one array per column, each row with its own fence, checked as above.
+  writeSteps: `WITH w AS (
+      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[],
+        $10::boolean[], $11::text[], $12::text[], $13::int[], $14::bigint[], $15::bigint[])
+        AS w(task_id, owner, epoch, step_key, name, kind, seq, state, tries, idempotent, result, error, bytes, started_at, finished_at)
+    ), holder AS (
+      SELECT w.*, t.epoch AS task_epoch FROM w JOIN tasks t ON t.task_id = w.task_id
+      WHERE t.owner = w.owner AND t.epoch = w.epoch AND t.status IN ('working','input_required')
+        AND (w.state <> 'started' OR t.cancel_requested_at IS NULL)
+      FOR SHARE OF t
+    )
+    INSERT INTO task_steps (task_id, epoch, step_key, name, kind, seq, state, tries, idempotent, result, error, bytes, started_at, finished_at)
+    SELECT task_id, task_epoch, step_key, name, kind, seq, state, tries, idempotent, result, error, bytes, started_at, finished_at
+    FROM holder
+    ON CONFLICT (task_id, step_key) DO UPDATE SET epoch = excluded.epoch, name = excluded.name, kind = excluded.kind, seq = excluded.seq,
+      state = excluded.state, tries = excluded.tries, idempotent = excluded.idempotent, result = excluded.result, error = excluded.error,
+      bytes = excluded.bytes, started_at = excluded.started_at, finished_at = excluded.finished_at
+    RETURNING task_id, step_key`,
 };
 
 /** Part of migration 4: the step table (steps of a swept task are deleted with it, in the sweep's statement). */

@@ -539,6 +539,37 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.equal((await store.listSteps(id)).length, 4);
     });
 
+    it('steps written in the same turn by many runs (grouped into one commit where the store groups): each is fenced on its own and answered on its own', async () => {
+      const { store } = await open();
+      const runs = await Promise.all(Array.from({ length: 8 }, () => store.create(newTask({ owner: 'a' }))));
+      const ids = runs.map((r) => r.record.taskId);
+      const a1 = { owner: 'a', epoch: 1 };
+      const [taken, cancelled, ended] = ids.slice(5);
+      await store.takeOver(taken!, 'a', 'b', Date.now());
+      await store.requestCancel(cancelled!, Date.now());
+      await store.finish(ended!, 'a', { status: 'completed', result: {} }, null, Date.now());
+      // All issued before any is awaited: started rows of 8 runs, a second step of run 0, and a task that is gone.
+      const writes = [
+        ...ids.map((id) => store.writeStep(id, a1, step('charge#1', 1, 'started', null))),
+        store.writeStep(ids[0]!, a1, step('fetch#1', 2, 'completed', '{"n":2}')),
+        store.writeStep('no-such-task', a1, step('x#1', 1, 'started', null)),
+      ];
+      const outcomes = await Promise.all(writes.map((w) => w.then(() => 'written', (e: unknown) => (e instanceof TaskWriteRefused ? e.reason : String(e)))));
+      assert.deepEqual(outcomes, ['written', 'written', 'written', 'written', 'written', 'fenced', 'cancelled', 'terminal', 'written', 'missing']);
+      for (const id of ids.slice(0, 5)) assert.deepEqual((await store.listSteps(id)).filter((r) => r.key === 'charge#1').map((r) => [r.state, r.epoch]), [['started', 1]]);
+      assert.deepEqual((await store.listSteps(ids[0]!)).map((r) => [r.key, r.state, r.result]), [['charge#1', 'started', null], ['fetch#1', 'completed', '{"n":2}']]);
+      for (const id of [taken!, cancelled!, ended!]) assert.deepEqual(await store.listSteps(id), []);
+      // The same step's end in the same turn as another run's start: both land, the end after its own start.
+      const ends = await Promise.all([
+        store.writeStep(ids[1]!, a1, step('charge#1', 1, 'completed', '"paid"')),
+        store.writeStep(ids[1]!, a1, step('charge#1', 1, 'failed', null)).then(() => 'second write of the key in the turn applied after the first'),
+        store.writeStep(ids[2]!, a1, step('ship#1', 2, 'started', null)),
+      ]);
+      assert.equal(ends[1], 'second write of the key in the turn applied after the first');
+      assert.deepEqual((await store.listSteps(ids[1]!)).map((r) => [r.key, r.state]), [['charge#1', 'failed']]);
+      assert.deepEqual((await store.listSteps(ids[2]!)).map((r) => [r.key, r.state]), [['charge#1', 'started'], ['ship#1', 'started']]);
+    });
+
     it('park: no owner, nobody\'s orphan, not queued work; the claim resumes it once due (epoch bumped, status message kept)', async () => {
       const { store } = await open();
       const t0 = Date.now();
