@@ -247,9 +247,9 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
       await c.cluster.add();
       await c.cluster.add();
       const [b, cc] = c.cluster.replicas.slice(-2);
-      const count = 100;
+      const count = 30;
       const runs = Array.from({ length: 16 }, (_, i) => ({ log: join(tempDir(), `pg-many-${i}.log`), idempotent: i % 3 === 2 }));
-      const ids = await Promise.all(runs.map((r) => created(b!.url, 'steps', { log: r.log, count, stepSeconds: 0.005, gapSeconds: 0, idempotent: r.idempotent })));
+      const ids = await Promise.all(runs.map((r) => created(b!.url, 'steps', { log: r.log, count, stepSeconds: 0.1, gapSeconds: 0, idempotent: r.idempotent })));
       await untilLogged(runs.map((r) => r.log), (e) => e.filter((x) => x.kind === 'START').length >= 5, 'every run past its fifth step');
       await b!.stop('SIGKILL');
       const ends = await Promise.all(ids.map((id) => waitForTask(cc!.url, id, undefined, { timeoutMs: LEASE_MS + 20_000 })));
