@@ -4,7 +4,7 @@
  * given one (a second handle on the same data, to prove commits are visible to another connection).
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { afterEach, describe, it } from 'node:test';
 import { nextClaim, type QueuedTask } from '../rules.js';
 import { newTask } from './new-task.js';
 import { opsKit } from './ops.js';
@@ -55,8 +55,10 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       opened.push(r.store);
       return r;
     };
-    after(async () => {
-      for (const s of opened) await s.close().catch(() => undefined);
+    // Each test's stores are closed when it ends: kept open to the end, their pools' connections add up past a
+    // pooler's client limit (PgBouncer's max_client_conn, 100 by default) by the last tests of the kit.
+    afterEach(async () => {
+      for (const s of opened.splice(0)) await s.close().catch(() => undefined);
     });
 
     it('creates a task and reads it back with every field', async () => {

@@ -27,9 +27,8 @@ async function refusalOf(p: Promise<unknown>): Promise<string> {
 }
 
 export function outputKit(openNew: Open, openAt: (location: string) => Promise<{ store: TaskStore }>): void {
-  // One store for every case (each task is new): a shared database has few connections to spare.
-  let shared: ReturnType<Open> | undefined;
-  const open = () => (shared ??= openNew());
+  // A store per case: the kit closes each case's stores when it ends, so their connections do not add up.
+  const open = openNew;
   it('output: appends from two connections get 1, 2, 3 … in order with no gap; reads return them after a cursor', async () => {
     const { store, location } = await open();
     const { store: other } = await openAt(location);
