@@ -24,7 +24,7 @@ import { TASK_METHODS } from './task-methods.js';
 import { AnswerLinks, type AnswerLink } from './answers/index.js';
 import type { TaskRecord } from '../store/types.js';
 import { declaresUrlMode, legacyClientTakesUrl } from './url-elicitation.js';
-import { type UrlOffer, declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
+import { type UrlOffer, askingOf, declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
 import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
@@ -497,16 +497,11 @@ export class Outlast {
     const started = performance.now();
     let stopRelay: (ended?: boolean) => void = () => {};
     let endedWithResult = false;
-    const asked = new AbortController();
-    let resolveAsked!: (q: { taskId: string; questions: InputRequests }) => void;
-    const question = new Promise<{ taskId: string; questions: InputRequests }>((r) => (resolveAsked = r));
+    // Only an MRTR caller races its run against a question (most calls need neither the controller nor the promise).
+    const asking = mrtr ? askingOf(this.runtime, mrtr) : undefined;
     const relay = relayQuestions
       ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal, this.urlQuestionLinks(mcp, ctx)))
-      : mrtr
-        ? (record: { taskId: string; principal: string }) =>
-            void untilEndOrQuestion(this.runtime, record.taskId, record.principal, 86_400_000, asked.signal, (v) => offerableQuestions(v, mrtr!.kinds, mrtr!.url)).then((seen) =>
-              seen && 'questions' in seen ? resolveAsked({ taskId: record.taskId, questions: seen.questions as InputRequests }) : undefined)
-        : undefined;
+      : asking?.watch;
     try {
       const running = this.runtime.call(name, args, {
         onTask: relay,
@@ -520,7 +515,7 @@ export class Outlast {
         preflight,
         traceContext: requestTraceContext(meta.traceparent !== undefined ? meta : ctxMeta),
       });
-      const first = await Promise.race([running.then((o) => ({ o })), question.then((q) => ({ q }))]);
+      const first = asking ? await Promise.race([running.then((o) => ({ o })), asking.question.then((q) => ({ q }))]) : { o: await running };
       if ('q' in first) {
         // The run goes on as a task; the retry (with the answers) follows it by the sealed requestState.
         running.catch(() => undefined);
@@ -532,7 +527,7 @@ export class Outlast {
       throw toProtocolError(e);
     } finally {
       stopRelay(endedWithResult);
-      asked.abort();
+      asking?.stop();
     }
     // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).
     if (typeof push === 'string' && outcome.kind !== 'result') await this.runtime.store.ops.subscribe(outcome.record.taskId, push, this.runtime.store.now());

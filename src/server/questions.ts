@@ -123,6 +123,21 @@ export async function recordRetryAnswers(runtime: TaskRuntime, taskId: string, p
   return undefined;
 }
 
+/** An inline MRTR call's watch for a question: `watch` is the run's onTask, `question` settles with the first question
+ *  the caller can take, `stop` ends the watch when the call answers. */
+export function askingOf(runtime: TaskRuntime, mrtr: { kinds: Set<string>; url?: UrlOffer | undefined }) {
+  const stopped = new AbortController();
+  let resolve!: (q: { taskId: string; questions: Record<string, InputRequest> }) => void;
+  const question = new Promise<{ taskId: string; questions: Record<string, InputRequest> }>((r) => (resolve = r));
+  return {
+    question,
+    watch: (record: { taskId: string; principal: string }) =>
+      void untilEndOrQuestion(runtime, record.taskId, record.principal, 86_400_000, stopped.signal, (v) => offerableQuestions(v, mrtr.kinds, mrtr.url)).then((seen) =>
+        seen && 'questions' in seen ? resolve({ taskId: record.taskId, questions: seen.questions }) : undefined),
+    stop: () => stopped.abort(),
+  };
+}
+
 /** Waits until the task ends, offers a question `offer` accepts, or `waitMs` passes; resolves with what it saw. */
 export function untilEndOrQuestion(
   runtime: TaskRuntime,
