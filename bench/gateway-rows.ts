@@ -44,8 +44,8 @@ export interface GatewayEnv {
   only: Set<string>;
   concurrency: number;
   dir: string;
-  /** Connections the gateway keeps to its upstream (its --upstream-pool). */
-  pool: number;
+  /** Connections the gateway keeps to its upstream (its --upstream-pool); unset, the gateway's defaults. */
+  pool: number | undefined;
   startServer(file: string, args: string[]): Promise<{ child: Child; url: string }>;
   alternate(sides: PollingSide[], seconds?: number): Promise<void>;
   log(m: string): void;
@@ -126,6 +126,8 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
   const AD = env.only.has('ad');
   const AE = env.only.has('ae');
   const stdioUpstream = `${process.execPath} ${EVERYTHING} stdio`;
+  const poolFlag = env.pool === undefined ? [] : ['--upstream-pool', String(env.pool)];
+  const poolName = env.pool === undefined ? 'default pool' : `pool ${env.pool}`;
   const front = (db: string) => ['--port', '0', '--store', `sqlite:${join(env.dir, db)}`, '--no-poll-limit'];
   const stops: Array<() => unknown> = [];
   const sides: PollingSide[] = [];
@@ -144,9 +146,9 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
       const upstream = await everythingHttp();
       stops.push(upstream.stop);
       const direct = { headers: { ...echo.headers, ...(await upstreamSession(upstream.url)) }, body: echo.body };
-      const gwHttp = await cli(['gateway', '--http', upstream.url, '--name', 'everything', '--upstream-pool', String(env.pool), ...front('ad-http.db')]);
+      const gwHttp = await cli(['gateway', '--http', upstream.url, '--name', 'everything', ...poolFlag, ...front('ad-http.db')]);
       stops.push(() => gwHttp.stop());
-      const gwStdio = await cli(['gateway', '--stdio', stdioUpstream, '--name', 'everything', '--upstream-pool', String(env.pool), ...front('ad-stdio.db')]);
+      const gwStdio = await cli(['gateway', '--stdio', stdioUpstream, '--name', 'everything', ...poolFlag, ...front('ad-stdio.db')]);
       stops.push(() => gwStdio.stop());
       const bridge = await env.startServer('stdio-bridge.js', [JSON.stringify({ command: process.execPath, args: [EVERYTHING, 'stdio'] })]);
       const inProcess = await cli(['serve', join(ROOT, 'dist', 'bench', 'echo-module.js'), '--handles', ...front('ad-front.db')]);
@@ -157,11 +159,11 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
       await check(gwStdio.url, echo, echoed, 'echo through the gateway (stdio upstream)');
       await check(bridge.url, echo, echoed, 'echo through the stdio bridge');
       adHttp = [
-        side(`echo via gateway --http (pool ${env.pool})`, gwHttp.url, [echo], () => [gwHttp.pid, upstream.pid], gwHttp.child),
+        side(`echo via gateway --http (${poolName})`, gwHttp.url, [echo], () => [gwHttp.pid, upstream.pid], gwHttp.child),
         side('echo straight to server-everything streamableHttp', upstream.url, [direct], () => [upstream.pid]),
       ];
       adStdio = [
-        side(`echo via gateway --stdio (pool ${env.pool})`, gwStdio.url, [echo], withChildren(gwStdio.pid), gwStdio.child),
+        side(`echo via gateway --stdio (${poolName})`, gwStdio.url, [echo], withChildren(gwStdio.pid), gwStdio.child),
         side('echo via bare stdio bridge', bridge.url, [echo], withChildren(bridge.child.pid), bridge.child),
       ];
       adFront = side('echo in-process on outlast serve --handles', inProcess.url, [echo], () => [inProcess.pid], inProcess.child);
@@ -170,7 +172,7 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
       // Every task runs (one principal): its running share is sized for them; 4 hold upstream calls, the rest wait for
       // a connection, all "working". Inline budget 0: a call is a task at once (the creations are quick).
       const running = ['--max-running-per-principal', String(TASKS + 100)];
-      const gw = await cli(['gateway', '--stdio', stdioUpstream, '--name', 'everything', '--upstream-pool', String(env.pool), '--inline-budget-ms', '0', ...running, ...front('ae-gw.db')]);
+      const gw = await cli(['gateway', '--stdio', stdioUpstream, '--name', 'everything', ...poolFlag, '--inline-budget-ms', '0', ...running, ...front('ae-gw.db')]);
       stops.push(() => gw.stop());
       const served = await cli(['serve', join(ROOT, 'dist', 'bench', 'poll-module.js'), ...running, ...front('ae-serve.db')]);
       stops.push(() => served.stop());

@@ -96,7 +96,7 @@
  *   BENCH_PIN           "1": pin each server to CPU 0 and the load generator to CPU 1 with taskset
  *   BENCH_VERBOSE       "1": forward the children's stderr
  *   BENCH_OUTPUT_ITEMS  outputs of the (ac) task (default 100,000); BENCH_OUTPUT_PUSH  samples of (ab) (default 500)
- *   BENCH_GATEWAY_POOL  the gateway's --upstream-pool in (ad) and (ae) (default 4, the gateway's own default)
+ *   BENCH_GATEWAY_POOL  the gateway's --upstream-pool in (ad) and (ae) (unset: the gateway's own defaults, 4 stdio, 16 HTTP)
  *   BENCH_PROFILE       "1": after the counted rounds, one extra pass per HTTP side and per in-process
  *                       creation mode under the CPU profiler -> bench-results/profiles/*.cpuprofile
  * Results: a table on stdout and bench-results/latest.json.
@@ -854,7 +854,7 @@ async function gatewayBench(gen: Child): Promise<void> {
         only: ONLY,
         concurrency: CONCURRENCY,
         dir,
-        pool: Math.round(envNumber('BENCH_GATEWAY_POOL', 4)),
+        pool: process.env.BENCH_GATEWAY_POOL ? Math.round(envNumber('BENCH_GATEWAY_POOL', 4)) : undefined,
         startServer: startServerChild,
         alternate: (sides, seconds) => alternate(gen, sides as Side[], seconds),
         log,

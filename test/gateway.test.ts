@@ -371,6 +371,25 @@ describe('gateway in front of server-everything over Streamable HTTP', () => {
       await client.close();
     }
   });
+
+  it('by default ten long calls run upstream side by side (HTTP sessions are 16 a replica; stdio processes 4)', async () => {
+    const client = new TaskClient({ url: gw.url, status: 'poll' });
+    try {
+      // Each call reports progress every 0.5 s for 6 s: a call waiting for a session would show none before 6 s.
+      const t0 = Date.now();
+      const progressAt: number[] = [];
+      const calls = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
+        const call = await client.start('trigger-long-running-operation', { duration: 6, steps: 12 });
+        call.on('task', (t) => t.statusMessage?.startsWith('progress') && progressAt[i] === undefined && (progressAt[i] = Date.now() - t0));
+        return call;
+      }));
+      await until('every call to report progress before 5 s', () => progressAt.filter((t) => t !== undefined).length === 10, 5_000);
+      const results = await Promise.all(calls.map((c) => c.result()));
+      for (const r of results) assert.equal(textOf(r as never), 'Long running operation completed. Duration: 6 seconds, Steps: 12.');
+    } finally {
+      await client.close();
+    }
+  });
 });
 
 describe('gateway in front of an HTTP upstream behind OAuth (client credentials)', () => {

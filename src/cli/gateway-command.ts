@@ -35,7 +35,8 @@ Options for gateway (and every option of serve but its --stdio; see docs/gateway
   --upstream-oauth-scope S       the scope to ask for (space-separated scopes)
   --name NAME              the upstream's name in logs and messages (default: from the command or the host)
   --upstream-pool N        connections to the upstream per replica, each serving one call at a time
-                           (default 4); calls beyond them wait for one (the task's status says so)
+                           (default 4 for --stdio, processes; 16 for --http, sessions); calls beyond them
+                           wait for one (the task's status says so)
   --call-timeout-ms N      an upstream call not answered within N ms fails, saying so (default: no deadline
                            beyond the task's TTL)
   --connect-timeout-ms N   how long starting a connection (process and initialize) may take (default 30000)

@@ -16,10 +16,15 @@ import { MergedSurface } from './merged.js';
 
 export { describeUpstream, type UpstreamSpec } from './upstream.js';
 
+/** Default connections per upstream and replica: a stdio connection is a process, an HTTP one only a session. */
+const STDIO_POOL = 4;
+const HTTP_POOL = 16;
+
 export interface GatewayOptions {
   /** One upstream keeps its tools' names; several serve each tool as `NAME__tool` (NAME: the upstream's name). */
   upstreams: UpstreamSpec[];
-  /** Connections to each upstream per replica, each serving one call at a time (default 4). */
+  /** Connections to each upstream per replica, each serving one call at a time (default: 4 stdio processes, 16 HTTP
+   *  sessions, since a session costs the upstream no process). */
   poolSize?: number;
   /** An upstream call not answered within this many ms fails saying so (default: no deadline but the task's TTL). */
   callTimeoutMs?: number;
@@ -48,7 +53,7 @@ export async function mountGateway(outlast: Outlast, o: GatewayOptions): Promise
   const retrySafeTools = new Set(o.retrySafeTools ?? []);
   const mounts: MountedUpstream[] = upstreams.map((spec) =>
     mountUpstream(outlast, spec, {
-      poolSize: o.poolSize ?? 4,
+      poolSize: o.poolSize ?? (spec.kind === 'http' ? HTTP_POOL : STDIO_POOL),
       callTimeoutMs: o.callTimeoutMs,
       connectTimeoutMs: o.connectTimeoutMs ?? 30_000,
       retrySafeTools,
