@@ -13,6 +13,10 @@ import { BIN, ROOT, callTool, rpc, startServer, tempDir, textOf, type ServerProc
 import { docBlock } from './doc-blocks.js';
 import { readGatewayConfig } from '../src/cli/gateway-config.js';
 import { UsageError } from '../src/cli/usage.js';
+import { Outlast } from '../src/server/outlast.js';
+import { mountGateway } from '../src/server/gateway/index.js';
+import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import { silentLogger } from '../src/runtime/types.js';
 
 const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
 const FILESYSTEM = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
@@ -90,17 +94,22 @@ describe('gateway of several upstreams (--config)', () => {
 });
 
 describe('gateway --config: one server, and what refuses the start', () => {
-  it('a prefixed name too long, and two tools under one name, each named, exit 2', () => {
+  it('a prefixed name too long is named, exit 2; names that could clash are refused before anything starts', async () => {
     const config = configFile({
       a: { command: NODE, args: [UPSTREAMS, 'silent'], env: { GW_EXTRA_TOOL: 'b__ok' } },
-      a__b: { command: NODE, args: [UPSTREAMS, 'silent'], env: { GW_EXTRA_TOOL: 'x'.repeat(63) } },
+      ab: { command: NODE, args: [UPSTREAMS, 'silent'], env: { GW_EXTRA_TOOL: 'x'.repeat(63) } },
     });
     const r = spawnSync(NODE, [BIN, 'gateway', '--config', config, '--store', `sqlite:${join(tempDir(), 'tasks.db')}`, '--port', '0'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
     assert.equal(r.status, 2, r.stderr);
     const last = r.stderr.trimEnd().split('\n').at(-1)!;
     assert.match(last, /the upstreams' tools cannot all be served under their names, so the gateway does not start: /);
-    assert.match(last, /tool "x{63}" of upstream "a__b" is not served: "a__b__x{63}" is longer than 64 characters/);
-    assert.match(last, /tool "(ok|b__ok)" of upstream "(a__b|a)" is not served: "a__b__ok" is already the name of tool "(b__ok|ok)" of upstream "(a|a__b)"/);
+    assert.match(last, /tool "x{63}" of upstream "ab" is not served: "ab__x{63}" is longer than 64 characters/);
+    // "a" serving "b__ok" and "a__b" serving "ok" would both be "a__b__ok" (and "a_" serving "x", "a" serving "_x"
+    // both "a___x"): such names are refused by the gateway itself too, for a caller of mountGateway.
+    const outlast = new Outlast({ store: new SqliteTaskStore(join(tempDir(), 'tasks.db')) });
+    const spec = (name: string) => ({ kind: 'stdio' as const, name, command: NODE, args: [UPSTREAMS, 'silent'] });
+    await assert.rejects(mountGateway(outlast, { upstreams: [spec('a'), spec('a__b')], log: silentLogger }), /upstream "a__b": a name may not contain "__" or end in "_"/);
+    await assert.rejects(mountGateway(outlast, { upstreams: [spec('a'), spec('a_')], log: silentLogger }), /upstream "a_": a name may not contain "__" or end in "_"/);
   });
 
   it('one server in the file keeps its tools\' names (a disabled one is left out)', async () => {
@@ -135,6 +144,7 @@ describe('gateway --config: one server, and what refuses the start', () => {
     assert.match(servers({ a: { command: 'node', url: 'http://127.0.0.1:9/mcp' } }), /server "a" has both "command" and "url"; give one/);
     assert.match(servers({ a: { type: 'sse', url: 'http://127.0.0.1:9/sse' } }), /server "a": "type": "sse" \(the old HTTP\+SSE transport\) is not supported/);
     assert.match(servers({ 'my server': { command: 'node' } }), /server "my server": a server's name must be 1 to 32 letters, digits/);
+    for (const name of ['a__b', 'a_']) assert.match(servers({ [name]: { command: 'node' }, c: { command: 'node' } }), new RegExp(`server "${name}": a server's name may not contain "__" or end in "_"`));
     assert.match(servers({ a: { command: 'node', env: { TOKEN: 'sekret', N: 5 } } }), /server "a": "env": "N" must be a string/);
     assert.match(servers({ a: { url: 'ftp://sekret@example.com/mcp' } }), /server "a": "url" must be an http:\/\/ or https:\/\/ URL/);
     assert.match(servers({ a: { url: 'https://x.example/mcp', headers: { Authorization: 'Bearer ${OUTLAST_TEST_UNSET_TOKEN}' } } }),

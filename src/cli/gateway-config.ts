@@ -6,7 +6,7 @@
  * UsageError naming the server; values of `env` and `headers` are never quoted (they are often secrets).
  */
 import { readFileSync } from 'node:fs';
-import type { UpstreamSpec } from '../server/gateway/index.js';
+import { upstreamNameProblem, type UpstreamSpec } from '../server/gateway/index.js';
 import { UsageError } from './usage.js';
 
 /** A server's name: its tools' prefix when the file has several. */
@@ -70,6 +70,7 @@ export function readGatewayConfig(file: string, env: NodeJS.ProcessEnv = process
   for (const [name, s] of Object.entries(isObject(servers) ? servers : {})) {
     const what = `--config ${file}: server "${name}"`;
     if (!NAME.test(name)) throw new UsageError(`${what}: a server's name must be 1 to 32 letters, digits, "_" or "-"`);
+    if (upstreamNameProblem(name)) throw new UsageError(`${what}: a server's name may not contain "__" or end in "_" ("__" separates it from its tools' and prompts' names)`);
     if (!isObject(s)) throw new UsageError(`${what} must be an object`);
     if (s.disabled === true) continue;
     const type = s.type;

@@ -35,6 +35,13 @@ export interface GatewayOptions {
   log: Logger;
 }
 
+/** Why `name` cannot prefix an upstream's tools and prompts beside others, if it cannot: the first "__" of a served
+ *  name must end the upstream's name, so a name holds no "__" and does not end in "_" (no two served names clash). */
+export function upstreamNameProblem(name: string): string | undefined {
+  if (name.includes('__') || name.endsWith('_')) return `upstream "${name}": a name may not contain "__" or end in "_" ("__" separates it from its tools' and prompts' names)`;
+  return undefined;
+}
+
 export interface MountedGateway {
   factory: ServerFactory;
   info: Implementation;
@@ -49,6 +56,10 @@ export interface MountedGateway {
 export async function mountGateway(outlast: Outlast, o: GatewayOptions): Promise<MountedGateway> {
   const { upstreams, log } = o;
   const several = upstreams.length > 1;
+  if (several) {
+    const problems = upstreams.flatMap((u) => upstreamNameProblem(u.name) ?? []);
+    if (problems.length) throw new Error(`the gateway does not start: ${problems.join('; ')}`);
+  }
   const owners = new Map<string, string>();
   const retrySafeTools = new Set(o.retrySafeTools ?? []);
   const mounts: MountedUpstream[] = upstreams.map((spec) =>

@@ -37,7 +37,9 @@ export class MergedSurface {
       })) as never);
       mcp.server.setRequestHandler('prompts/get', (async (req: { params: JsonObject }) => {
         const name = String(req.params.name);
-        const u = prompts.filter((p) => name.startsWith(`${p.name}__`)).sort((a, b) => b.name.length - a.name.length)[0];
+        // Upstream names hold no "__" (gateway-config.ts), so the first one ends the name.
+        const at = name.indexOf('__');
+        const u = at > 0 ? prompts.find((p) => p.name === name.slice(0, at)) : undefined;
         if (!u) throw new ProtocolError(ErrorCode.InvalidParams, `Prompt "${name}" is not one of an upstream's (they are named UPSTREAM__PROMPT)`);
         return this.forward(u, 'prompts/get', { ...req.params, name: name.slice(u.name.length + 2) });
       }) as never);
