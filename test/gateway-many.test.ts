@@ -9,7 +9,8 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BIN, ROOT, callTool, rpc, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
+import { BIN, ROOT, callTool, freePort, httpServiceProcess, rpc, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
+import { TaskClient } from '../src/client/index.js';
 import { docBlock } from './doc-blocks.js';
 import { readGatewayConfig } from '../src/cli/gateway-config.js';
 import { UsageError } from '../src/cli/usage.js';
@@ -90,6 +91,43 @@ describe('gateway of several upstreams (--config)', () => {
     assert.equal(readDynamic.result?.contents?.[0]?.uri, dynamic, JSON.stringify(readDynamic));
     const unknown = await rpc(gw.url, 'resources/read', { uri: 'nowhere://x' }, { headers: { 'mcp-name': 'nowhere://x' } });
     assert.match(unknown.error?.message ?? '', /Resource "nowhere:\/\/x" is listed by no upstream/);
+  });
+});
+
+describe('gateway of a stdio and a Streamable HTTP upstream (--config)', () => {
+  let gw: ServerProcess;
+  let stopHttp = async () => undefined as unknown;
+  before(async () => {
+    const port = await freePort();
+    const svc = httpServiceProcess('server-everything', 'env', [`PORT=${port}`, NODE, EVERYTHING, 'streamableHttp'], `http://127.0.0.1:${port}/mcp`);
+    await svc.start();
+    stopHttp = () => svc.stop();
+    const config = configFile({ web: { type: 'http', url: `http://127.0.0.1:${port}/mcp` }, small: { command: NODE, args: [UPSTREAMS, 'silent'] } });
+    gw = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`, '--inline-budget-ms', '300'], { command: ['gateway', '--config', config] });
+  });
+  after(async () => {
+    await gw?.stop();
+    await stopHttp();
+  });
+
+  it('serves both under their prefixes: inline calls, a long HTTP call as a task polled to its result, and a prompt', async () => {
+    const names = ((await rpc(gw.url, 'tools/list')).result.tools as Array<{ name: string }>).map((t) => t.name);
+    for (const n of ['web__echo', 'web__trigger-long-running-operation', 'small__ok']) assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
+    assert.equal(textOf((await callTool(gw.url, 'web__echo', { message: 'over http' })).result), 'Echo: over http');
+    assert.equal(textOf((await callTool(gw.url, 'small__ok', { word: 'over stdio' })).result), 'ok over stdio');
+    const client = new TaskClient({ url: gw.url, status: 'poll' });
+    try {
+      const call = await client.start('web__trigger-long-running-operation', { duration: 1.2, steps: 3 });
+      const result = await call.result();
+      assert.ok(call.taskId, 'it became a task');
+      assert.equal(textOf(result as never), 'Long running operation completed. Duration: 1.2 seconds, Steps: 3.');
+    } finally {
+      await client.close();
+    }
+    const got = await rpc(gw.url, 'prompts/get', { name: 'web__simple-prompt' }, { headers: { 'mcp-name': 'web__simple-prompt' } });
+    assert.ok((got.result?.messages as unknown[] | undefined)?.length, JSON.stringify(got));
+    const none = await rpc(gw.url, 'prompts/get', { name: 'small__nothing' }, { headers: { 'mcp-name': 'small__nothing' } });
+    assert.ok(none.error, `a prompt of an upstream that has none is an error: ${JSON.stringify(none)}`);
   });
 });
 
