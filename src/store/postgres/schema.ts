@@ -245,7 +245,9 @@ CREATE TABLE alerts (
   last_error      text,
   delivered_at    bigint
 );
+-- Used by: the alert delivery claim's scan for pending alerts that are due (next_attempt_at <= now).
 CREATE INDEX alerts_due ON alerts (next_attempt_at) WHERE state = 'pending';
+-- Used by: the dashboard's alert list, newest first.
 CREATE INDEX alerts_recent ON alerts (created_at DESC, alert_id DESC);
 
 CREATE TABLE task_subscriptions (

@@ -45,8 +45,11 @@ CREATE TABLE event_log (
   status_message TEXT,
   at             INTEGER NOT NULL
 );
+-- Used by: events/poll and the stream's read of one principal's changes after its cursor (principal = ?, seq > ?).
 CREATE INDEX event_log_by_principal ON event_log (principal, seq);
+-- Used by: the prune of log rows past retention (at < ?), read from the index alone.
 CREATE INDEX event_log_by_time ON event_log (at);
+-- Used by: tasks_event_gone, the delete of a task's log rows when the task leaves.
 CREATE INDEX event_log_by_task ON event_log (task_id);
 CREATE TABLE event_subscriptions (
   sub_id           TEXT PRIMARY KEY,
@@ -67,6 +70,8 @@ CREATE TABLE event_subscriptions (
   last_delivery_at INTEGER,
   deactivated_by   TEXT
 );
+-- Used by: the fan-out of a change to its principal's subscriptions of that name (principal, name), the count of a
+-- principal's live subscriptions, a subscribe's lookup of the same subscription, and a principal's subscription list.
 CREATE INDEX event_subscriptions_match ON event_subscriptions (principal, name);
 CREATE TABLE event_deliveries (
   sub_id          TEXT NOT NULL,
@@ -80,6 +85,8 @@ CREATE TABLE event_deliveries (
   last_error      TEXT,
   PRIMARY KEY (sub_id, seq)
 );
+-- Used by: the delivery claim's scan for pending deliveries that are due (next_attempt_at <= now), and the prune's
+-- pending set.
 CREATE INDEX event_deliveries_due ON event_deliveries (next_attempt_at) WHERE state = 'pending';
 CREATE TRIGGER tasks_event_changed AFTER UPDATE OF status ON tasks WHEN NEW.status <> OLD.status BEGIN ${LOG_INSERT}; END;
 CREATE TRIGGER tasks_event_created AFTER INSERT ON tasks WHEN NEW.status <> 'working' BEGIN ${LOG_INSERT}; END;

@@ -201,7 +201,9 @@ CREATE TABLE alerts (
   last_error      TEXT,
   delivered_at    INTEGER
 );
+-- Used by: the alert delivery claim's scan for pending alerts that are due (next_attempt_at <= now).
 CREATE INDEX alerts_due ON alerts (next_attempt_at) WHERE state = 'pending';
+-- Used by: the dashboard's alert list, newest first.
 CREATE INDEX alerts_recent ON alerts (created_at DESC, alert_id DESC);
 
 -- Pushes a caller asked for: a delivery to the destination on each state change of the task.
