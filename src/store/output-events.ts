@@ -25,7 +25,7 @@ CREATE TABLE event_output_cursors (
   claimed_by      ${t.text},
   claimed_until   ${t.seq}
 );
--- Used by: the cascade from tasks (a task that leaves takes its cursors), and a status change's claim of its task's cursors.
+-- Used by: the cascade from tasks (a task that leaves takes its cursors: the foreign key's lookup of them).
 CREATE INDEX event_output_cursors_task ON event_output_cursors (task_id);
 -- Used by: the cursor claim's scan for cursors whose next attempt is due (next_attempt_at <= now).
 CREATE INDEX event_output_cursors_due ON event_output_cursors (next_attempt_at);`;
