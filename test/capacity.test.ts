@@ -18,12 +18,12 @@ const BOB = { token: 'bob-token' };
 describe('three replicas on PostgreSQL, --max-running 5 each (lease 1500 ms given alone)', () => {
   const c = useCluster(3, ['--max-running', '5', '--lease-ms', '1500', '--bearer', 'alice-token=alice', '--bearer', 'bob-token=bob'], { module: FIXTURES });
 
-  it('300 calls of a 1 s tool sent to one replica: never more than 15 at once, all complete, every replica runs a share', async (t) => {
+  it('150 calls of a 1 s tool sent to one replica: never more than 15 at once, all complete, every replica runs a share', async (t) => {
     const [a] = c.cluster.replicas;
     const log = join(tempDir(), 'burst.log');
-    const calls = await Promise.all(Array.from({ length: 300 }, () => busy(a!.url, 1, log, ALICE)));
-    const events = await waitForEnds(log, 300, 60_000);
-    assert.equal(events.filter((e) => e.kind === 'START').length, 300, 'each call ran once');
+    const calls = await Promise.all(Array.from({ length: 150 }, () => busy(a!.url, 1, log, ALICE)));
+    const events = await waitForEnds(log, 150, 60_000);
+    assert.equal(events.filter((e) => e.kind === 'START').length, 150, 'each call ran once');
     assert.ok(maxConcurrent(events) <= 15, `${maxConcurrent(events)} ran at once`);
     assert.ok(maxConcurrent(events) >= 12, `the capacity of all three was used (${maxConcurrent(events)} at once)`);
     const pids = c.cluster.replicas.map((r) => r.pid);
@@ -32,7 +32,7 @@ describe('three replicas on PostgreSQL, --max-running 5 each (lease 1500 ms give
     for (const pid of pids) {
       const mine = events.filter((e) => e.pid === pid);
       assert.ok(maxConcurrent(mine) <= 5, `replica ${pid} ran ${maxConcurrent(mine)} at once`);
-      assert.ok(mine.filter((e) => e.kind === 'START').length >= 50, `replica ${pid} ran ${mine.length / 2}`);
+      assert.ok(mine.filter((e) => e.kind === 'START').length >= 25, `replica ${pid} ran ${mine.length / 2}`);
     }
     const ids = calls.map((x) => x.taskId).filter((id): id is string => id !== undefined);
     // A call that found a free slot and nothing waiting ran at once, and may have finished within its inline budget.
