@@ -583,7 +583,9 @@ describe('the CLI', () => {
     const { spawnSync } = await import('node:child_process');
     const { ROOT, tempDir } = await import('./helpers.js');
     // A cache of its own: a shared npx cache half-written by a concurrent run would answer for another user's setup.
-    const env = { ...process.env, npm_config_cache: tempDir('npm-cache-') };
+    // No scripts: with a fresh cache npx links the package and runs its `prepare` (a whole tsc build, ~40 s), which
+    // `npm test` has just done; the bin's wiring is what this checks.
+    const env = { ...process.env, npm_config_cache: tempDir('npm-cache-'), npm_config_ignore_scripts: 'true' };
     const r = spawnSync('npx', ['--no-install', 'outlast', 'help'], { cwd: ROOT, encoding: 'utf8', env });
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /outlast serve MODULE/);
