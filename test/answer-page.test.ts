@@ -8,35 +8,16 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser } from 'playwright-core';
-import type { TaskRecord, TaskStore } from '../src/store/types.js';
+import type { TaskStore } from '../src/store/types.js';
 import { artifact, launchBrowser } from './browser.js';
 import { connectV1 } from './generations.js';
 import { ROOT, freePort, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
-import { parkedApproval, startDemoWithPages, until } from './questions-helpers.js';
+import { openForm, parkedApproval, postForm as post, row, startDemoWithPages, until } from './questions-helpers.js';
 
 const ALICE = 'alice-token-answer-page';
 const BOB = 'bob-token-answer-page';
 const LINK = /https?:\/\/[^\s/]+\/answer\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/;
 type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
-
-async function row(store: TaskStore, taskId: string): Promise<TaskRecord> {
-  const l = await store.get(taskId);
-  assert.equal(l.state, 'found');
-  return (l as { record: TaskRecord }).record;
-}
-
-/** What a browser keeps from a GET of the page: its cookie and the form's CSRF field. */
-async function openForm(link: string): Promise<{ status: number; cookie: string; csrf: string; html: string; headers: Headers }> {
-  const r = await fetch(link);
-  const html = await r.text();
-  const cookie = (r.headers.get('set-cookie') ?? '').split(';')[0]!;
-  const csrf = /name="csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
-  return { status: r.status, cookie, csrf, html, headers: r.headers };
-}
-
-function post(link: string, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(link, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(fields).toString(), redirect: 'manual' });
-}
 
 describe('answer pages on the demo server (a client without elicitation, SQLite)', () => {
   let server: ServerProcess;

@@ -11,22 +11,16 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import type { TaskRecord, TaskStore } from '../src/store/types.js';
+import type { TaskStore } from '../src/store/types.js';
 import { launchBrowser } from './browser.js';
 import { connectV1 } from './generations.js';
 import { ROOT, freePort, startServer, tempDir, textOf, type ServerProcess } from './helpers.js';
 import { playBrowser, startAuthServer, userTokens, type AuthServer } from './oauth-harness.js';
-import { parkedApproval, until } from './questions-helpers.js';
+import { parkedApproval, row, until } from './questions-helpers.js';
 
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 const LINK = /https?:\/\/[^\s/]+\/answer\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/;
 type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
-
-async function row(store: TaskStore, taskId: string): Promise<TaskRecord> {
-  const l = await store.get(taskId);
-  assert.equal(l.state, 'found');
-  return (l as { record: TaskRecord }).record;
-}
 
 async function assertUntouched(store: TaskStore, taskId: string): Promise<void> {
   const r = await row(store, taskId);

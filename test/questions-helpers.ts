@@ -7,13 +7,39 @@ import { ROOT, freePort, sleep, startServer, tempDir, type ServerProcess } from 
 
 /** The demo server with answer pages on its own address (`--public-url`) and a SQLite file, that file's store open
  *  beside it (to see a question asked and its wait parked, as a person's delay); `args`: more flags. */
-export async function startDemoWithPages(args: string[]): Promise<{ server: ServerProcess; store: SqliteTaskStore }> {
-  const db = join(tempDir(), 'demo.db');
+export function startDemoWithPages(args: string[]): Promise<{ server: ServerProcess; store: SqliteTaskStore }> {
+  return startModuleWithPages(join(ROOT, 'dist', 'demo', 'server.js'), args);
+}
+
+/** As startDemoWithPages, for the server module `module`. */
+export async function startModuleWithPages(module: string, args: string[]): Promise<{ server: ServerProcess; store: SqliteTaskStore }> {
+  const db = join(tempDir(), 'pages.db');
   const port = await freePort();
-  const server = await startServer(['--store', `sqlite:${db}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, ...args], { module: join(ROOT, 'dist', 'demo', 'server.js') });
+  const server = await startServer(['--store', `sqlite:${db}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, ...args], { module });
   const store = new SqliteTaskStore(db);
   await store.init();
   return { server, store };
+}
+
+/** A task's row as the store holds it (it must be there). */
+export async function row(store: TaskStore, taskId: string): Promise<TaskRecord> {
+  const l = await store.get(taskId);
+  assert.equal(l.state, 'found');
+  return (l as { record: TaskRecord }).record;
+}
+
+/** What a browser keeps from a GET of an answer page: its cookie and the form's CSRF field. */
+export async function openForm(link: string): Promise<{ status: number; cookie: string; csrf: string; html: string; headers: Headers }> {
+  const r = await fetch(link);
+  const html = await r.text();
+  const cookie = (r.headers.get('set-cookie') ?? '').split(';')[0]!;
+  const csrf = /name="csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
+  return { status: r.status, cookie, csrf, html, headers: r.headers };
+}
+
+/** A form posted to an answer page, as a browser posts it. */
+export function postForm(link: string, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(link, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(fields).toString(), redirect: 'manual' });
 }
 
 export async function until<T>(what: string, read: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {

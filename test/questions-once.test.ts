@@ -14,9 +14,9 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { postgresStoreFromUrl } from '../src/store/postgres/index.js';
-import type { TaskRecord, TaskStore } from '../src/store/types.js';
+import type { TaskStore } from '../src/store/types.js';
 import { ROOT, freePort, freshSchema, pgStoreUrl, startServer, textOf, type ServerProcess } from './helpers.js';
-import { parkedApproval, until } from './questions-helpers.js';
+import { parkedApproval, row, until } from './questions-helpers.js';
 
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
@@ -60,12 +60,6 @@ async function aiSdk(url: string, answer: (message: string) => Promise<Answer>):
     call: async (name, args) => (await client.callTool({ name, arguments: args, options: { timeout: 120_000 } })) as ToolResult,
     close: () => client.close(),
   };
-}
-
-async function row(store: TaskStore, taskId: string): Promise<TaskRecord> {
-  const l = await store.get(taskId);
-  assert.equal(l.state, 'found');
-  return (l as { record: TaskRecord }).record;
 }
 
 describe('one question, asked once per person, over two PostgreSQL replicas', () => {

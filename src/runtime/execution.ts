@@ -42,6 +42,8 @@ export interface ExecutionHost {
   readonly outputBounds: OutputBounds;
   /** The lease: a run's own store call waits through an outage at most this long (the fence ends it sooner). */
   readonly leaseMs: number;
+  /** Answer pages are on (set by the server glue): a handle caller's person can write a sampling reply there. */
+  readonly samplingOnPages: boolean;
   publish(taskId: string, kind?: SignalKind): void;
   /** A task this replica parked becomes due at `t` (wake for it on time). */
   wakeDueAt(t: number): void;
@@ -449,7 +451,10 @@ export class Execution implements TaskContext {
     const known = this.call.capabilitiesKnown ?? this.call.origin !== 'legacy';
     if (!known) return;
     // A form question to a handle caller can always reach a person: the answer page, the status tool, a later call.
-    if ((!this.call.tasksDeclared || this.call.origin === 'handle') && need === 'elicitation' && (request.params as { mode?: string } | undefined)?.mode !== 'url') return;
+    const handleCaller = !this.call.tasksDeclared || this.call.origin === 'handle';
+    if (handleCaller && need === 'elicitation' && (request.params as { mode?: string } | undefined)?.mode !== 'url') return;
+    // A sampling request to a handle caller reaches a person on its answer page, when the server has them.
+    if (handleCaller && need === 'sampling' && this.rt.samplingOnPages) return;
     const declared = caps[need] as Record<string, unknown> | undefined;
     if (!declared) {
       throw new TaskProtocolError(

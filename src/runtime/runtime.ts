@@ -97,6 +97,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   readonly log: Logger;
   readonly pollPolicy: PollPolicy;
   readonly governor: PollGovernor | undefined;
+  /** Answer pages are on: a handle caller's sampling request is asked, a person replies on its page (Outlast sets it). */
+  samplingOnPages = false;
   private readonly opts: Required<Pick<RuntimeOptions, 'sweepIntervalMs' | 'tombstoneRetentionMs' | 'heartbeatMs' | 'leaseMs' | 'maxAttempts' | 'cancelOnExpiry'>>;
   private readonly tools = new Map<string, RegisteredTool>();
   /** Handlers running in this process (inline and tasks). */

@@ -15,6 +15,7 @@ import type { TaskRuntime } from '../runtime/runtime.js';
 import { isoOf } from '../runtime/wire.js';
 import type { TaskRecord } from '../store/types.js';
 import { handleOutput, withOutput } from './handle-output.js';
+import { questionText } from './answers/sampling.js';
 
 export interface HandleOptions {
   /** Name of the status tool. Default `outlast_task_status` (letters, digits and `_`, so every host accepts it). */
@@ -223,13 +224,15 @@ export class HandleTools {
     const links = this.host.answerLinks(r);
     const parts = Object.entries(r.inputRequests).map(([key, p]) => {
       const link = links.find((l) => l.key === key);
-      const what = String(p.request.params?.message ?? p.request.method);
+      const what = questionText(p.request) || p.request.method;
       const by = answeredByOf(p.request);
       if (by === 'operator') return `"${what}": an operator answers it on the server's dashboard; keep following the task.`;
       const passOn = by === 'any' ? `if the user already gave the answer in the chat, pass it on with ${this.options.answerTool} {"taskId": "${r.taskId}", "key": "${key}", "content": {…}}` : '';
       if (link) return `"${what}" (key "${key}"): ${passOn ? `${passOn}; otherwise ` : ''}show this link to the user, who answers there: ${inText(link.url)}`;
       if (passOn) return `"${what}" (key "${key}"): ask the user; ${passOn}`;
-      if (p.request.method !== 'elicitation/create') return `"${what}" (${p.request.method}): this kind of request has no answer page; only a client that declared ${p.request.method === 'roots/list' ? 'roots' : 'sampling'} can answer it.`;
+      if (p.request.method === 'roots/list') return `"${what}" (roots/list): this kind of request has no answer page; only a client that declared roots can answer it.`;
+      // With answer pages on, a sampling request has its link (above): without them only the client can reply.
+      if (p.request.method === 'sampling/createMessage') return `"${what}" (sampling/createMessage): this server has no answer pages (no public URL), so only a client that declared sampling can answer it.`;
       return `"${what}": the user's client asks them while you follow the task with ${this.options.statusTool}, if it can show questions (once: keep following, do not ask again).`;
     });
     return `\nIt is waiting for the user to answer:${parts.map((p) => `\n- ${p}`).join('')}`;
@@ -239,7 +242,7 @@ export class HandleTools {
     const links = r.status === 'input_required' ? this.host.answerLinks(r) : [];
     return {
       ...(r.status === 'input_required'
-        ? { questions: Object.entries(r.inputRequests).map(([key, p]) => ({ key, method: p.request.method, message: String(p.request.params?.message ?? ''), answeredBy: answeredByOf(p.request), deadline: isoOf(p.deadline) })) }
+        ? { questions: Object.entries(r.inputRequests).map(([key, p]) => ({ key, method: p.request.method, message: questionText(p.request), answeredBy: answeredByOf(p.request), deadline: isoOf(p.deadline) })) }
         : {}),
       ...(links.length ? { answerLinks: links, showToUser: showToUser(links) } : {}),
       taskId: r.taskId,

@@ -24,7 +24,7 @@ import type { TaskRecord, TaskSummary, TaskView } from '../store/types.js';
 import type { TaskMethod } from './task-methods.js';
 import { QuestionAsks } from './question-asks.js';
 import { relayOutputOnStream } from './legacy-output.js';
-import { asUrlElicitation, recordableUrlAnswer, urlRequestId } from './url-elicitation.js';
+import { asUrlElicitation, recordUrlAnswer, urlRequestId } from './url-elicitation.js';
 
 export interface LegacyOptions {
   /** tasks/cancel must answer with the task already cancelled: how long to wait for the handler to stop before
@@ -238,14 +238,8 @@ export class LegacyTasks {
     const runtime = this.host.runtime;
     const record = (given: { result: unknown } | { error: JsonRpcErrorObject }) => {
       // A URL elicitation's accept only means the person went to the page, which records the answer itself.
-      let answer: typeof given | undefined = given;
-      try {
-        if (url) answer = recordableUrlAnswer(given);
-      } catch (e) {
-        return void runtime.log.warn('a URL elicitation answer was refused; the question stays open', { taskId, key, error: String(e) });
-      }
-      if (!answer) return;
-      void runtime.answerFromClient(taskId, principal, key, answer).catch((e) => runtime.log.warn('could not record an input answer', { taskId, key, error: String(e) }));
+      if (url) return void recordUrlAnswer(runtime, taskId, principal, key, given).catch((e) => runtime.log.warn('a URL elicitation answer was not recorded; the question stays open', { taskId, key, error: String(e) }));
+      void runtime.answerFromClient(taskId, principal, key, given).catch((e) => runtime.log.warn('could not record an input answer', { taskId, key, error: String(e) }));
     };
     if (ctx.http) {
       const transport = (mcp.server as unknown as { transport?: { send(m: JsonObject, o?: { relatedRequestId?: unknown }): Promise<void> } }).transport;

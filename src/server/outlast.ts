@@ -23,7 +23,7 @@ import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, t
 import { TASK_METHODS } from './task-methods.js';
 import { AnswerLinks, type AnswerLink } from './answers/index.js';
 import type { TaskRecord } from '../store/types.js';
-import { declaresUrlMode, legacyClientTakesUrl } from './url-elicitation.js';
+import { declaresUrlMode, legacyClientSamples, legacyClientTakesUrl } from './url-elicitation.js';
 import { type UrlOffer, askingOf, declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
 import type { ToolHandler } from '../runtime/context.js';
 import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
@@ -173,18 +173,21 @@ export class Outlast {
     this.handles = handleOptions ? new HandleTools(this, handleOptions) : undefined;
     this.legacy = new LegacyTasks(this, legacy);
     this.answers = answerPages && this.handles ? new AnswerLinks(answerPages.publicUrl) : undefined;
+    this.runtime.samplingOnPages = this.answers !== undefined;
   }
 
-  /** The links of a task's open form questions (answer pages on), for handle and status texts. */
+  /** The links of a task's open form questions and sampling requests (answer pages on), for handle and status texts. */
   answerLinks(record: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>): AnswerLink[] {
     return this.answers?.linksOf(record) ?? [];
   }
 
   /** For a 2025-11-25 handle caller that declared URL-mode elicitation (answer pages on): each question's link, which
-   *  it is sent as a URL elicitation instead of the form. Undefined for every other caller. */
+   *  it is sent as a URL elicitation instead of the form (or of a sampling request, unless it declared sampling).
+   *  Undefined for every other caller. */
   urlQuestionLinks(mcp: McpServer, ctx: ServerContext): ((v: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>, key: string) => string | undefined) | undefined {
     if (!this.answers || !legacyClientTakesUrl(mcp, ctx)) return undefined;
-    return (v, key) => this.answerLinks(v).find((l) => l.key === key)?.url;
+    const samples = legacyClientSamples(mcp, ctx);
+    return (v, key) => (samples && v.inputRequests[key]?.request.method === 'sampling/createMessage' ? undefined : this.answerLinks(v).find((l) => l.key === key)?.url);
   }
 
   /** For a 2026-07-28 caller without Tasks that declared URL-mode elicitation (answer pages on): the MRTR URL offer. */

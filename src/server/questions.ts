@@ -11,6 +11,7 @@ import type { TaskRuntime } from '../runtime/runtime.js';
 import type { TaskView } from '../store/types.js';
 import type { LegacyTasks } from './legacy.js';
 import { declaresUrlMode, elicitationIdOf } from './url-elicitation.js';
+import { questionText } from './answers/sampling.js';
 
 /**
  * Puts each new question of `taskId` on this request's stream while it waits (2025-11-25), unless another stream of
@@ -77,8 +78,9 @@ export function declaredInputKinds(caps: JsonObject | undefined): Set<string> {
 
 /**
  * URL mode for a 2026-07-28 caller that declared `elicitation.url` (answer pages on): each question with an answer
- * link is offered as a URL elicitation of it; `accepted` holds the keys this request's retry accepted (the person is
- * on the page), which it does not offer again while it waits.
+ * link is offered as a URL elicitation of it (a sampling request too, when the caller did not declare sampling);
+ * `accepted` holds the keys this request's retry accepted (the person is on the page), which it does not offer again
+ * while it waits.
  */
 export interface UrlOffer {
   linkOf(v: Pick<TaskView, 'taskId' | 'principal' | 'inputRequests'>, key: string): string | undefined;
@@ -90,12 +92,16 @@ export function offerableQuestions(v: Pick<TaskView, 'taskId' | 'principal' | 's
   if (v.status !== 'input_required') return undefined;
   const out: Record<string, InputRequest> = {};
   for (const [key, pending] of Object.entries(v.inputRequests)) {
-    if (!kinds.has(pending.request.method) || !askableOnStream(pending.request)) continue;
-    if (pending.request.method === 'elicitation/create' && (pending.request.params as { mode?: string } | undefined)?.mode === 'url' && !(kinds.has('elicitation/url'))) continue;
+    const { method } = pending.request;
+    // A sampling request the caller cannot answer itself goes out as its page's link, when it takes URL elicitations.
+    const onPage = method === 'sampling/createMessage' && !kinds.has(method);
+    if ((!kinds.has(method) && !onPage) || !askableOnStream(pending.request)) continue;
+    if (method === 'elicitation/create' && (pending.request.params as { mode?: string } | undefined)?.mode === 'url' && !(kinds.has('elicitation/url'))) continue;
     if (url?.accepted.has(key)) continue;
-    const link = url?.linkOf(v, key);
+    const link = method !== 'sampling/createMessage' || onPage ? url?.linkOf(v, key) : undefined;
+    if (onPage && !link) continue;
     // 2026-07-28 URL elicitations have no elicitationId: the retry names the question by its key.
-    out[key] = link ? { method: 'elicitation/create', params: { mode: 'url', message: String(pending.request.params?.message ?? 'Please answer on this page'), url: link } } : pending.request;
+    out[key] = link ? { method: 'elicitation/create', params: { mode: 'url', message: questionText(pending.request) || 'Please answer on this page', url: link } } : pending.request;
   }
   return Object.keys(out).length ? out : undefined;
 }
@@ -113,6 +119,11 @@ export async function recordRetryAnswers(runtime: TaskRuntime, taskId: string, p
       if (url && v && typeof v === 'object' && v.action === 'accept' && v.content === undefined) {
         url.accepted.add(key);
         continue;
+      }
+      // A sampling request offered as its page's link has no decline: the page takes the reply until the deadline.
+      if (url && v && typeof v === 'object' && (v.action === 'decline' || v.action === 'cancel')) {
+        const pending = (await runtime.lookup(taskId, principal)).inputRequests[key];
+        if (pending?.request.method === 'sampling/createMessage') continue;
       }
       await runtime.answerFromClient(taskId, principal, key, { result: value });
     } catch (e) {

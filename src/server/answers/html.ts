@@ -9,7 +9,10 @@ const STYLE =
   '.help{margin:.25rem 0;color:#444;font-size:.9rem}.error{color:#a00;margin:.25rem 0}.meta{color:#555;font-size:.9rem}' +
   'button{font-size:1rem;padding:.6rem 1.2rem;margin:.5rem .5rem 0 0}' +
   '.asker{display:grid;grid-template-columns:auto 1fr;gap:.2rem .75rem;margin:0 0 1rem;padding:.75rem;background:#f3f4f6;border-radius:.5rem;font-size:.95rem}' +
-  '.asker dt{color:#555}.asker dd{margin:0;overflow-wrap:anywhere}.utc{color:#555;white-space:nowrap}.question{font-size:1.1rem;font-weight:500}';
+  '.asker dt{color:#555}.asker dd{margin:0;overflow-wrap:anywhere}.utc{color:#555;white-space:nowrap}.question{font-size:1.1rem;font-weight:500}' +
+  'h2{font-size:1rem;margin:1rem 0 .25rem}textarea{width:100%;box-sizing:border-box;font:inherit;padding:.5rem}' +
+  '.msg{border-left:3px solid #c7cbd1;padding:.1rem .75rem;margin:.5rem 0}.role{margin:0;color:#555;font-size:.9rem;font-weight:600}' +
+  '.text{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0}.named{color:#555;font-style:italic;margin:.25rem 0}';
 const STYLE_HASH = createHash('sha256').update(STYLE).digest('base64');
 const CSP = `default-src 'none'; style-src 'sha256-${STYLE_HASH}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
 

@@ -1,14 +1,17 @@
 /**
- * Answer pages: the fallback that reaches a person in any host. Each outstanding form question of a handle caller's
- * task gets a signed, single-use link on the server's public URL; the page (createAnswerPage) records the answer.
+ * Answer pages: the fallback that reaches a person in any host. Each outstanding form question and sampling request
+ * of a handle caller's task gets a signed, single-use link on the server's public URL; the page (createAnswerPage)
+ * records the answer.
  */
 import { answeredByOf } from '../../protocol/index.js';
 import type { TaskRecord } from '../../store/types.js';
 import { ANSWER_PATH, signAnswerToken } from './links.js';
+import { questionText } from './sampling.js';
 
 export { createAnswerPage, type AnswerPageOptions } from './page.js';
 export { createAnswerSignIn, SIGNED_IN_PATH, type AnswerSignIn, type AnswerSignInOptions, type SignInClient } from './sign-in.js';
 export { ANSWER_PATH, openAnswerToken, signAnswerToken, type AnswerLinkClaims } from './links.js';
+export { PERSON_MODEL, questionText } from './sampling.js';
 
 export interface AnswerLink {
   key: string;
@@ -32,15 +35,16 @@ export class AnswerLinks {
   key(): string | undefined {
     return this.secret;
   }
-  /** One link for each open form question (sampling and roots have no page). */
+  /** One link for each open form question and sampling request (roots and URL elicitations have no page). */
   linksOf(r: Pick<TaskRecord, 'taskId' | 'principal' | 'inputRequests'>): AnswerLink[] {
     if (!this.secret) return [];
     const out: AnswerLink[] = [];
     for (const [key, pending] of Object.entries(r.inputRequests)) {
-      const params = (pending.request.params ?? {}) as { mode?: string; message?: unknown };
-      if (pending.request.method !== 'elicitation/create' || params.mode === 'url' || answeredByOf(pending.request) === 'operator') continue;
+      const { method } = pending.request;
+      const form = method === 'elicitation/create' && (pending.request.params as { mode?: string } | undefined)?.mode !== 'url';
+      if (!(form || method === 'sampling/createMessage') || answeredByOf(pending.request) === 'operator') continue;
       const token = signAnswerToken(this.secret, { taskId: r.taskId, key, deadline: pending.deadline, principal: r.principal });
-      out.push({ key, message: String(params.message ?? ''), url: `${this.base}${ANSWER_PATH}${token}` });
+      out.push({ key, message: questionText(pending.request), url: `${this.base}${ANSWER_PATH}${token}` });
     }
     return out;
   }

@@ -10,6 +10,7 @@ import { ANSWER_PATH, answerTokenIn, cookieValue, csrfFor, openAnswerToken, same
 import { escapeHtml, readForm, renderFields } from '../../ops/answer-form.js';
 import { notice, page } from './html.js';
 import { SIGNED_IN_PATH, type AnswerSignIn } from './sign-in.js';
+import { readReply, renderSampling, replyField } from './sampling.js';
 
 const COOKIE = 'outlast_answer_csrf';
 
@@ -39,6 +40,8 @@ interface Question {
   tool: string;
   /** When the store recorded the question; undefined for a question recorded before that was kept. */
   askedAt: number | undefined;
+  /** A sampling request's params: the page shows the request and takes a written reply instead of a form. */
+  sampling?: JsonObject;
 }
 
 const RELATIVE = new Intl.RelativeTimeFormat('en', { numeric: 'auto' });
@@ -90,13 +93,20 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
     }
     const l = await o.runtime.store.get(claims.taskId);
     const pending = l.state === 'found' && l.record.principal === claims.principal ? l.record.inputRequests[claims.key] : undefined;
-    if (!pending) return { refusal: notice(410, 'Nothing to answer', 'This question has already been answered, or the task no longer waits for it.') };
+    if (!pending) {
+      const earlier = l.state === 'found' && l.record.principal === claims.principal ? l.record.inputResponses[claims.key] : undefined;
+      if (earlier && !earlier.timedOut) return { refusal: notice(410, 'Already answered', `This question has already been answered (${relativeTime(earlier.answeredAt - o.runtime.store.now())}); there is nothing more to do here.`) };
+      return { refusal: notice(410, 'Nothing to answer', 'This question has already been answered, or the task no longer waits for it.') };
+    }
     const params = (pending.request.params ?? {}) as JsonObject;
-    if (pending.request.method !== 'elicitation/create' || params.mode === 'url') {
-      return { refusal: notice(409, 'Not answerable here', `This request (${pending.request.method}) cannot be answered on a page: only form questions can. The client that started the task has to answer it.`) };
+    const sampling = pending.request.method === 'sampling/createMessage';
+    if (!sampling && (pending.request.method !== 'elicitation/create' || params.mode === 'url')) {
+      return { refusal: notice(409, 'Not answerable here', `This request (${pending.request.method}) cannot be answered on a page: only form questions and sampling requests can. The client that started the task has to answer it.`) };
     }
     if (answeredByOf(pending.request) === 'operator') return { refusal: notice(409, 'Answered by an operator', 'An operator answers this question on the server\'s dashboard.') };
-    return { claims, message: String(params.message ?? ''), schema: (params.requestedSchema ?? { type: 'object', properties: {} }) as JsonObject, tool: l.state === 'found' ? l.record.tool : '', askedAt: pending.askedAt };
+    const tool = l.state === 'found' ? l.record.tool : '';
+    if (sampling) return { claims, message: 'The tool asks for a model\'s reply to the request below. Write the reply yourself.', schema: {}, tool, askedAt: pending.askedAt, sampling: params };
+    return { claims, message: String(params.message ?? ''), schema: (params.requestedSchema ?? { type: 'object', properties: {} }) as JsonObject, tool, askedAt: pending.askedAt };
   }
 
   /** Who is asking, and by when: the server, its tool, when it asked and the deadline. */
@@ -115,13 +125,15 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
 
   function form(token: string, q: Question, cookie: string, values?: Record<string, string>, errors?: Record<string, string>, status = 200): Response {
     const csrf = csrfFor(o.secret()!, cookie, token);
+    const open = `<form method="post" action="${ANSWER_PATH}${escapeHtml(token)}"><input type="hidden" name="csrf" value="${escapeHtml(csrf)}">`;
+    // A sampling request has no decline: only a written reply answers it (a handle caller's refusal is not recorded).
     const body =
       asker(q) +
       `<p class="question">${escapeHtml(q.message)}</p>` +
-      `<form method="post" action="${ANSWER_PATH}${escapeHtml(token)}"><input type="hidden" name="csrf" value="${escapeHtml(csrf)}">` +
-      renderFields(q.schema, values, errors) +
-      '<button type="submit" name="action" value="accept">Submit</button><button type="submit" name="action" value="decline" formnovalidate>Decline</button></form>';
-    return page(status, 'A question for you', body, {
+      (q.sampling
+        ? `${renderSampling(q.sampling)}${open}${replyField(values?.reply, errors?.reply)}<button type="submit" name="action" value="accept">Send reply</button></form>`
+        : `${open}${renderFields(q.schema, values, errors)}<button type="submit" name="action" value="accept">Submit</button><button type="submit" name="action" value="decline" formnovalidate>Decline</button></form>`);
+    return page(status, q.sampling ? 'A reply for you to write' : 'A question for you', body, {
       'set-cookie': `${COOKIE}=${cookie}; Path=${ANSWER_PATH}; HttpOnly; SameSite=Strict${o.secureCookie ? '; Secure' : ''}`,
     });
   }
@@ -160,7 +172,12 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
     }
     const action = posted.get('action');
     let answer: JsonObject;
-    if (action === 'decline') answer = { action: 'decline' };
+    if (q.sampling) {
+      if (action !== 'accept') return notice(400, 'Unknown action', 'Use Send reply.');
+      const read = readReply(posted);
+      if ('error' in read) return form(token, q, cookie, { reply: read.value }, { reply: read.error }, 400);
+      answer = read.result;
+    } else if (action === 'decline') answer = { action: 'decline' };
     else if (action === 'accept') {
       const read = readForm(q.schema, posted);
       if ('errors' in read) return form(token, q, cookie, read.values, read.errors, 400);
@@ -173,7 +190,8 @@ export function createAnswerPage(o: AnswerPageOptions): (request: Request, body?
       if (e instanceof TaskProtocolError) return notice(/timed out|deadline|already answered/i.test(e.message) ? 410 : 400, 'Not recorded', e.message);
       throw e;
     }
-    o.runtime.log.info('answer recorded from the answer page', { taskId: q.claims.taskId, key: q.claims.key, action: answer.action as string });
+    o.runtime.log.info('answer recorded from the answer page', { taskId: q.claims.taskId, key: q.claims.key, action: q.sampling ? 'reply' : (answer.action as string) });
+    if (q.sampling) return notice(200, 'Thank you', 'Your reply is sent. The task goes on; you can close this page.');
     return notice(200, 'Thank you', action === 'decline' ? 'You declined. The task has been told.' : 'Your answer is recorded. The task goes on; you can close this page.');
   };
 }

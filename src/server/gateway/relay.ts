@@ -2,9 +2,10 @@
  * The upstream's questions during a call, relayed to the call's caller as questions of the task: `elicitation/create`
  * as the same elicitation (form or URL; answered by the client, the answer page or the status tool), and
  * `sampling/createMessage` as a sampling input request (answered by a client that declared sampling, through
- * tasks/update or the MRTR retry). The upstream's request waits for the answer; when the upstream gives up first
- * (its own timeout cancels the request), the wait here ends and the question stays on the task unanswered until the
- * call ends. Its log messages during the call become output of the task.
+ * tasks/update or the MRTR retry, or by a person writing the reply on its answer page). The upstream's request waits
+ * for the answer; when the upstream gives up first (its own timeout cancels the request), the wait here ends and the
+ * question stays on the task unanswered until the call ends. Its log messages during the call become output of the
+ * task.
  */
 import type { JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
