@@ -24,7 +24,7 @@ export const MAX_EVENT_BODY_BYTES = 256 * 1024;
 /** Deliveries one replica claims at a time. */
 const CLAIM_BATCH = 50;
 /** Deliveries one task's terminal write may claim for this replica in its own statement (the rest: a claim round). */
-const COMMIT_CLAIM = 10;
+const COMMIT_CLAIM = 4;
 export const SUBSCRIPTION_ID_HEADER = 'x-mcp-subscription-id';
 
 /** The error a `terminated` envelope carries when an operator deactivated the subscription (-32012: Forbidden, the sketch's code). */
@@ -194,7 +194,8 @@ export class EventDelivery {
       replica: this.o.replicaId,
       claimMs: this.claimMs,
       reserve: () => {
-        const r = this.stopped ? 0 : Math.min(COMMIT_CLAIM, this.room());
+        // Writes together hold at most half the batch: a claim round (other replicas' tasks, retries) keeps room.
+        const r = this.stopped ? 0 : Math.min(COMMIT_CLAIM, this.room(), Math.max(0, CLAIM_BATCH / 2 - this.reserved));
         this.reserved += r;
         return r;
       },
