@@ -93,8 +93,11 @@ describe('MCP Events: a replica killed between its commit and its POST', () => {
     const schema = freshSchema('evkill');
     const hooks = receiver();
     await hooks.start();
-    const db = new pg.Client({ connectionString: PG_URL });
+    // `db` holds the lock in a transaction; `watch` looks at the server from outside it (pg_stat_activity is read once
+    // per transaction).
+    const [db, watch] = [new pg.Client({ connectionString: PG_URL }), new pg.Client({ connectionString: PG_URL })];
     await db.connect();
+    await watch.connect();
     const args = ['--store', pgStoreUrl(schema), '--events', '--events-allow-host', '127.0.0.1', '--events-timeout-ms', '1000', '--bearer', 'ta=alice'];
     const servers: ServerProcess[] = [await startServer(args, { module: EVENTS_MODULE }), await startServer(args, { module: EVENTS_MODULE })];
     try {
@@ -108,7 +111,7 @@ describe('MCP Events: a replica killed between its commit and its POST', () => {
       const taskId = call.result.taskId as string;
       assert.ok(taskId, JSON.stringify(call));
       await until('the finishing statement waiting on the lock', async () =>
-        (await db.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE%tasks SET status%' AND position($1 IN query) > 0`, [schema])).rowCount, 10_000);
+        (await watch.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE%tasks SET status%' AND position($1 IN query) > 0`, [schema])).rowCount, 10_000);
       const owner = (await db.query<{ owner: string; pid: number }>(`SELECT t.owner, r.pid FROM ${schema}.tasks t JOIN ${schema}.replicas r ON r.replica_id = t.owner WHERE t.task_id = $1`, [taskId])).rows[0]!;
       const victim = servers.find((s) => s.pid === owner.pid)!;
       assert.ok(victim, 'the replica running the task is one of the two');
@@ -128,6 +131,7 @@ describe('MCP Events: a replica killed between its commit and its POST', () => {
     } finally {
       await db.query('ROLLBACK').catch(() => undefined);
       await db.end();
+      await watch.end();
       for (const s of servers) await s.stop('SIGKILL');
       hooks.close();
     }
