@@ -11,6 +11,8 @@ import { TASK_OUTPUT } from './output-events.js';
 
 /** Migration numbers of this room (renumber here, one line, when merging next to other rooms' migrations). */
 export const EVENTS_MIGRATION = 9;
+/** PostgreSQL: a change's deliveries claimed in its own statement by the replica that commits it (./postgres/commit-claim.ts). */
+export const COMMIT_CLAIM_MIGRATION = 14;
 
 /** The event names Outlast serves (the contract). */
 export const TASK_FINISHED = 'outlast.task.finished';
@@ -91,6 +93,17 @@ export interface ClaimedControl {
   attempts: number;
 }
 
+/** A delivering replica as `EventStore.claimOnCommit` sees it. */
+export interface CommitClaimer {
+  replica: string;
+  /** The claim's lease, as a claim round's: past it another replica may claim (and send) the delivery. */
+  claimMs: number;
+  /** How many deliveries one write may claim now (reserved until `take`); 0: none, they wait for a claim round. */
+  reserve(): number;
+  /** After the write: what it claimed (attempt 1, the task read with it), and the room it had reserved, given back. */
+  take(claimed: ClaimedDelivery[], reserved: number): void;
+}
+
 export type DeliveryOutcome =
   | { delivered: true; status: number; now: number }
   | { delivered: false; status: number | null; error: string; retryAt: number | null; now: number; deactivateAfter: number };
@@ -120,6 +133,9 @@ export interface EventStore {
   deactivate(subId: string, operator: string, now: number): Promise<boolean>;
   /** Claims up to `limit` due deliveries of live, active subscriptions for `claimMs` (PostgreSQL: SKIP LOCKED). */
   claim(replica: string, now: number, claimMs: number, limit: number): Promise<ClaimedDelivery[]>;
+  /** Optional (PostgreSQL): the deliveries of a task's terminal state written by this process (`finish`) are claimed
+   *  for `claimer` in the finishing statement itself, and handed to it once that statement returns. Returns the undo. */
+  claimOnCommit?(claimer: CommitClaimer): () => void;
   /** Claims due `terminated` envelopes of live subscriptions (inactive ones: that is why they are sent); settled like events. */
   claimControl(replica: string, now: number, claimMs: number, limit: number): Promise<ClaimedControl[]>;
   settle(subId: string, seq: number, replica: string, outcome: DeliveryOutcome): Promise<void>;

@@ -23,6 +23,8 @@ export { CallbackError, callbackUrlProblem, isPrivateAddress, type CallbackPolic
 export const MAX_EVENT_BODY_BYTES = 256 * 1024;
 /** Deliveries one replica claims at a time. */
 const CLAIM_BATCH = 50;
+/** Deliveries one task's terminal write may claim for this replica in its own statement (the rest: a claim round). */
+const COMMIT_CLAIM = 4;
 export const SUBSCRIPTION_ID_HEADER = 'x-mcp-subscription-id';
 
 /** The error a `terminated` envelope carries when an operator deactivated the subscription (-32012: Forbidden, the sketch's code). */
@@ -157,7 +159,10 @@ export class EventDelivery {
   /** A round found no room (CLAIM_BATCH sends in flight): the next send to end wakes the loop. */
   private full = false;
   private readonly sending = new Set<Promise<void>>();
+  /** Room held by terminal writes that claim their deliveries in their own statement, until they return. */
+  private reserved = 0;
   private unwatch: (() => void) | undefined;
+  private unclaim: (() => void) | undefined;
   private lastPrune = 0;
   private pruning: Promise<void> | undefined;
   private readonly keys = new Map<string, Buffer>();
@@ -177,8 +182,33 @@ export class EventDelivery {
     };
   }
 
+  private get claimMs(): number {
+    return this.o.timeoutMs + 2000;
+  }
+
   start(): void {
     this.timer = setTimeout(() => this.loop(), this.o.everyMs);
+    // A task this replica finishes: its deliveries are claimed for it in the finishing statement (where the store can)
+    // and sent as that statement returns, with no claim round trip in between; a claim round takes the rest.
+    this.unclaim = this.o.store.events.claimOnCommit?.({
+      replica: this.o.replicaId,
+      claimMs: this.claimMs,
+      reserve: () => {
+        // Writes together hold at most half the batch: a claim round (other replicas' tasks, retries) keeps room.
+        const r = this.stopped ? 0 : Math.min(COMMIT_CLAIM, this.room(), Math.max(0, CLAIM_BATCH / 2 - this.reserved));
+        this.reserved += r;
+        return r;
+      },
+      take: (claimed, reserved) => {
+        this.reserved -= reserved;
+        // Stopping: not sent; the claims lapse and another replica sends them.
+        if (!this.stopped) this.sendClaimed(claimed);
+        if (this.full) {
+          this.full = false;
+          this.wake('all');
+        }
+      },
+    });
     // A status change (its deliveries committed with it) or output written, on any replica: claim at once (a burst
     // coalesces into one tick; the claim decides who sends each delivery, so replicas woken together never both do).
     this.unwatch = this.o.bus?.subscribeAll((s) => {
@@ -223,12 +253,13 @@ export class EventDelivery {
   /** What one claim (of each kind) may take now: sends in flight count against the batch, so at most CLAIM_BATCH of
    *  each kind are in flight here, as when a round waited for its sends. */
   private room(): number {
-    return Math.max(0, CLAIM_BATCH - this.sending.size);
+    return Math.max(0, CLAIM_BATCH - this.sending.size - this.reserved);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     this.unwatch?.();
+    this.unclaim?.();
     if (this.timer) clearTimeout(this.timer);
     await this.running?.catch(() => undefined);
     await Promise.all(this.sending);
@@ -253,7 +284,7 @@ export class EventDelivery {
         // Beside the claim, not before it: a large log's prune must not hold back the deliveries of this round.
         this.pruning = this.o.store.events.prune(now - this.o.logRetentionMs, now).catch((e) => this.storeTrouble(e)).finally(() => (this.pruning = undefined));
       }
-      const claimMs = this.o.timeoutMs + 2000;
+      const claimMs = this.claimMs;
       // The three claims are independent statements: asked together, a round waits for one round trip, not three.
       const [claimed, control, outputs] = await Promise.all([
         kinds.changed ? this.o.store.events.claim(this.o.replicaId, now, claimMs, room) : [],
@@ -261,21 +292,25 @@ export class EventDelivery {
         // A status change can end a task whose output subscriptions then get their `task_terminal` envelope.
         kinds.output || kinds.changed ? this.o.store.outputEvents.claim(this.o.replicaId, now, claimMs, room) : [],
       ]);
-      // One body per change and event name, however many subscriptions it goes to (one read of the task).
-      const bodies = new Map<string, Promise<{ occurrence: EventOccurrence; body: string }>>();
-      const bodyOf = (d: ClaimedDelivery) => {
-        const k = `${d.seq} ${d.name}`;
-        let b = bodies.get(k);
-        if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf, d.task)));
-        return b;
-      };
-      for (const d of claimed) this.track(this.send(d, bodyOf(d)));
+      this.sendClaimed(claimed);
       for (const c of control) this.track(this.sendTerminated(c));
       for (const c of outputs) this.track(sendOutput(c, this.outputs));
       return Math.max(claimed.length, control.length, outputs.length);
     } catch (e) {
       this.storeTrouble(e);
       return 0;
+    }
+  }
+
+  /** Starts sending claimed deliveries: one body per change and event name, however many subscriptions it goes to
+   *  (one read of the task). */
+  private sendClaimed(claimed: ClaimedDelivery[]): void {
+    const bodies = new Map<string, Promise<{ occurrence: EventOccurrence; body: string }>>();
+    for (const d of claimed) {
+      const k = `${d.seq} ${d.name}`;
+      let b = bodies.get(k);
+      if (!b) bodies.set(k, (b = occurrenceOf(this.o.store, d, d.name, String(d.seq), this.o.answerLinkOf, d.task)));
+      this.track(this.send(d, b));
     }
   }
 

@@ -22,8 +22,15 @@ import {
 type Query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) => Promise<pg.QueryResult<R>>;
 type Tx = <T>(fn: (c: pg.PoolClient) => Promise<T>) => Promise<T>;
 
+/** The live subscriptions (`e`) of a change's owner that it matches; `c` names the change's columns. */
+export function subscriptionsMatching(c: { principal: string; taskId: string; tool: string; status: string; at: string }): string {
+  return `e.principal = ${c.principal} AND e.active AND (e.refresh_before IS NULL OR e.refresh_before > ${c.at})
+      AND (e.task_id IS NULL OR e.task_id = ${c.taskId}) AND (e.tool IS NULL OR e.tool = ${c.tool})
+      AND ${statusMatch(c.status, 'e.name')}`;
+}
+
 /** A change is logged and fanned out to the owner's live subscriptions it matches, in the change's transaction.
- *  Migration 13 replaces it (output subscriptions match no change). */
+ *  Migration 13 replaces it (output subscriptions match no change), and 14 (./commit-claim.ts). */
 export const LOGGED_FUNCTION = `CREATE OR REPLACE FUNCTION outlast_event_logged() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE s bigint;
 BEGIN
@@ -31,9 +38,7 @@ BEGIN
     VALUES (NEW.principal, NEW.task_id, NEW.tool, NEW.status, NEW.status_message, NEW.updated_at) RETURNING seq INTO s;
   INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
     SELECT e.sub_id, s, NEW.updated_at FROM event_subscriptions e
-    WHERE e.principal = NEW.principal AND e.active AND (e.refresh_before IS NULL OR e.refresh_before > NEW.updated_at)
-      AND (e.task_id IS NULL OR e.task_id = NEW.task_id) AND (e.tool IS NULL OR e.tool = NEW.tool)
-      AND ${statusMatch('NEW.status', 'e.name')};
+    WHERE ${subscriptionsMatching({ principal: 'NEW.principal', taskId: 'NEW.task_id', tool: 'NEW.tool', status: 'NEW.status', at: 'NEW.updated_at' })};
   RETURN NULL;
 END $$;`;
 

@@ -49,6 +49,7 @@ import { STEPS_QUERIES } from './steps.js';
 import { stepValues, toStep, type StepRow } from '../step-row.js';
 import { applyHistorySetting, postgresOps } from './ops.js';
 import { postgresEvents } from './events.js';
+import { CommitClaims, claimingFinish } from './commit-claim.js';
 import { postgresOutputEvents, startOutputCursor } from './output-events.js';
 import type { OutputEventStore } from '../output-events.js';
 import { postgresOutput } from './output.js';
@@ -185,6 +186,15 @@ const NUL_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u0000/;
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
+/** A task's terminal state, written by the replica that runs it. The TTL grows by the time spent waiting for input
+ *  (same rule as rules.ttlAfterWait, in SQL: one statement). */
+const FINISH = `UPDATE tasks SET status = $3, result = $4, error = $5, status_message = COALESCE($6, status_message),
+      input_requests = '{}', input_since = NULL, queued_at = NULL, parked_at = NULL,
+      ttl_ms = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN ttl_ms ELSE ttl_ms + GREATEST(0, $7 - input_since) END,
+      expires_at = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN expires_at ELSE created_at + ttl_ms + GREATEST(0, $7 - input_since) END,
+      updated_at = $7, version = version + 1
+    WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND epoch = COALESCE($8::int, epoch) AND ${UNFINISHED} RETURNING *`;
+
 // Statements (named where the connection keeps them, so each connection prepares them once; ./statements.ts).
 const Q = {
   // One statement for any number of rows (one array per column), so it is prepared once per connection.
@@ -212,13 +222,9 @@ const Q = {
   cancel: `UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, $2), version = version + 1
     WHERE task_id = $1 AND ${UNFINISHED} RETURNING *`,
   pendingCancels: `SELECT task_id FROM tasks WHERE owner = $1 AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`,
-  // The TTL grows by the time spent waiting for input (same rule as rules.ttlAfterWait, in SQL: one statement).
-  finish: `UPDATE tasks SET status = $3, result = $4, error = $5, status_message = COALESCE($6, status_message),
-      input_requests = '{}', input_since = NULL, queued_at = NULL, parked_at = NULL,
-      ttl_ms = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN ttl_ms ELSE ttl_ms + GREATEST(0, $7 - input_since) END,
-      expires_at = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN expires_at ELSE created_at + ttl_ms + GREATEST(0, $7 - input_since) END,
-      updated_at = $7, version = version + 1
-    WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND epoch = COALESCE($8::int, epoch) AND ${UNFINISHED} RETURNING *`,
+  finish: FINISH,
+  // The same, logging its change with the deliveries claimed for this replica (./commit-claim.ts).
+  finishClaiming: claimingFinish(FINISH),
   // Replica times are kept on the database's clock: the caller's `now` is applied as an offset from its own clock.
   replicaUpsert: `INSERT INTO replicas (replica_id, host, pid, started_at, heartbeat_at)
       VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8 / 1000))
@@ -278,6 +284,8 @@ export class PostgresTaskStore implements TaskStore {
   /** Task output; see ./output.ts. */
   readonly output: OutputStore;
   private opening: Promise<void> | undefined;
+  /** A delivering replica's claims written with its tasks' terminal states (./commit-claim.ts). */
+  private readonly commitClaims = new CommitClaims();
   /** The database's clock (one clock decides: every time this store is given comes from it). */
   private clock: StoreClock | undefined;
   /** The statements with their tables named in the schema (no session search_path; ./schema-names.ts). */
@@ -318,7 +326,7 @@ export class PostgresTaskStore implements TaskStore {
     this.ops = postgresOps(query, (taskId) => this.get(taskId));
     this.output = postgresOutput(query);
     this.outputEvents = postgresOutputEvents(query);
-    this.events = postgresEvents(
+    const events = postgresEvents(
       query,
       async (fn) => {
         if (!this.pool) throw notOpen();
@@ -342,6 +350,7 @@ export class PostgresTaskStore implements TaskStore {
       startOutputCursor,
       (row) => (unlessExpired(row as Row) ? null : toRecord(row as Row)),
     );
+    this.events = { ...events, claimOnCommit: (c) => this.commitClaims.register(c) };
   }
 
   /** Connection settings of the pool and the signal bus: nothing set on the session (a pooler would refuse or
@@ -633,9 +642,19 @@ export class PostgresTaskStore implements TaskStore {
     if ((result !== null && NUL_ESCAPE.test(result)) || (error !== null && NUL_ESCAPE.test(error))) {
       throw new TaskValueRefused(taskId, 'PostgreSQL cannot store the character U+0000 in a JSON value');
     }
-    const row = await this.row('finish', [taskId, owner, outcome.status, result, error, statusMessage, now, epoch ?? null]);
-    if (!row) throw await this.refusal(taskId, owner ?? undefined, epoch);
-    return toRecord(row);
+    const values = [taskId, owner, outcome.status, result, error, statusMessage, now, epoch ?? null];
+    const claim = this.commitClaims.begin(now);
+    let row: (Row & { event_claims?: unknown }) | undefined;
+    let record: TaskRecord | undefined;
+    try {
+      row = claim ? await this.row('finishClaiming', [...values, ...claim.values]) : await this.row('finish', values);
+      record = row && toRecord(row);
+    } finally {
+      // Its deliveries go out now, before the caller hears of the commit (none when nothing was written).
+      if (claim) this.commitClaims.end(claim, row, record);
+    }
+    if (!record) throw await this.refusal(taskId, owner ?? undefined, epoch);
+    return record;
   }
 
   async registerReplica(info: ReplicaInfo): Promise<void> {

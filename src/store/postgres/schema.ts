@@ -74,6 +74,7 @@ import { POSTGRES_EVENTS_MIGRATION } from './events.js';
 import { POSTGRES_ASKS_MIGRATION } from './asks.js';
 import { POSTGRES_OUTPUT_MIGRATION } from './output.js';
 import { POSTGRES_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
+import { POSTGRES_COMMIT_CLAIM_MIGRATION } from './commit-claim.js';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
@@ -344,6 +345,7 @@ ${CLAIM_FUNCTION}`,
   POSTGRES_ASKS_MIGRATION,
   POSTGRES_OUTPUT_MIGRATION,
   POSTGRES_OUTPUT_EVENTS_MIGRATION,
+  POSTGRES_COMMIT_CLAIM_MIGRATION,
 ];
 
 /** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */

@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import type { TaskStore } from '../types.js';
-import { TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS, type NewSubscription } from '../events.js';
+import { TaskWriteRefused, type TaskStore } from '../types.js';
+import { TASK_FINISHED, TASK_INPUT_REQUIRED, TASK_STATUS, type ClaimedDelivery, type NewSubscription } from '../events.js';
 import { newTask } from './new-task.js';
 
 type Open = () => Promise<{ store: TaskStore; location: string }>;
@@ -123,6 +123,52 @@ export function eventsKit(open: Open, openAt: (location: string) => Promise<{ st
     await store.events.settle(f.subId, d!.seq, 'r1', { delivered: false, status: 500, error: 'http_5xx', retryAt: null, now: Date.now(), deactivateAfter: 1 });
     assert.equal((await store.events.get(f.subId))!.active, false);
     assert.equal(mineOf(await store.events.claimControl('r1', Date.now() + 40_000, 10_000, 50), f.subId).length, 0, 'no terminated for a failing endpoint');
+    await other.close();
+  });
+
+  it('events (a store that claims on commit): a finish claims its deliveries for the committing replica in its own write, handed over before it returns; the lease keeps them from others until it lapses', async (t) => {
+    const { store, location } = await open();
+    if (!store.events.claimOnCommit) return void t.skip('this store claims in claim rounds only');
+    const { store: other } = await openAt(location);
+    const subs = [0, 1, 2].map((i) => sub({ principal: 'erin', url: `https://hooks.example/commit-${i}`, secret: `whsec_${i}` }));
+    for (const s of subs) assert.equal(await store.events.subscribe(s, 10), 'created');
+    const taken: Array<{ claimed: ClaimedDelivery[]; reserved: number; returned: boolean }> = [];
+    let room = 2;
+    let finishReturned = false;
+    const undo = store.events.claimOnCommit({ replica: 'r1', claimMs: 10_000, reserve: () => room, take: (claimed, reserved) => void taken.push({ claimed, reserved, returned: finishReturned }) });
+    const head = await store.events.head();
+    const task = await store.create(newTask({ principal: 'erin', tool: 'render', owner: 'r1' }));
+    const at = Date.now();
+    await store.finish(task.record.taskId, 'r1', { status: 'completed', result: { content: [{ type: 'text', text: 'ok' }] } }, null, at);
+    finishReturned = true;
+    assert.equal(taken.length, 1, 'handed over once');
+    assert.equal(taken[0]!.returned, false, 'before the finish returned');
+    assert.equal(taken[0]!.reserved, 2, 'the room reserved is given back');
+    const [logged, ...more] = await store.events.read('erin', { name: TASK_FINISHED, taskId: null, tool: null }, head, 10);
+    assert.deepEqual(more, [], 'the change is logged once');
+    const byId = [...subs].sort((a, b) => a.subId.localeCompare(b.subId));
+    assert.deepEqual(taken[0]!.claimed.map((c) => [c.subId, c.url, c.secret, c.seq, c.taskId, c.status, c.at, c.attempts]),
+      byId.slice(0, 2).map((s) => [s.subId, s.url, s.secret, logged!.seq, task.record.taskId, 'completed', at, 1]), 'the first two by subscription, attempt 1, at the log position');
+    assert.deepEqual(taken[0]!.claimed[0]!.task?.result, { content: [{ type: 'text', text: 'ok' }] }, 'the task as written, for the body');
+    const others = await other.events.claim('r2', Date.now(), 10_000, 50);
+    assert.deepEqual(others.filter((c) => c.taskId === task.record.taskId).map((c) => [c.subId, c.attempts]), [[byId[2]!.subId, 1]], 'past the room: a claim round takes it');
+    assert.deepEqual((await other.events.claim('r2', at + 10_001, 10_000, 50)).filter((c) => c.taskId === task.record.taskId).map((c) => [c.subId, c.attempts]).sort(),
+      byId.slice(0, 2).map((s) => [s.subId, 2]), 'once the lease lapses (the replica died before its POST), another claims and sends them');
+    // A finish that writes nothing gives its room back; no room, or no claimer: the trigger logs and nothing is claimed.
+    await assert.rejects(store.finish(task.record.taskId, 'r1', { status: 'completed', result: { content: [] } }, null, Date.now()), TaskWriteRefused);
+    assert.deepEqual(taken.slice(1).map((x) => [x.claimed.length, x.reserved]), [[0, 2]]);
+    room = 0;
+    const second = await store.create(newTask({ principal: 'erin', tool: 'render', owner: 'r1' }));
+    await store.finish(second.record.taskId, 'r1', { status: 'failed', error: { code: -32603, message: 'no' } }, null, Date.now());
+    undo();
+    room = 2;
+    const third = await store.create(newTask({ principal: 'erin', tool: 'render', owner: 'r1' }));
+    await store.finish(third.record.taskId, 'r1', { status: 'completed', result: { content: [] } }, null, Date.now());
+    assert.equal(taken.length, 2, 'nothing handed over without room or once undone');
+    const later = (await other.events.claim('r2', Date.now(), 10_000, 50)).filter((c) => c.taskId === second.record.taskId || c.taskId === third.record.taskId);
+    assert.equal(later.length, 6, 'each of their deliveries claimed by a round, once');
+    assert.ok(later.every((c) => c.attempts === 1));
+    assert.equal((await store.events.read('erin', { name: TASK_FINISHED, taskId: null, tool: null }, head, 10)).length, 3, 'each change logged once');
     await other.close();
   });
 }
