@@ -438,6 +438,33 @@ describe('parked waits in-process', () => {
     }
   });
 
+  it('a handler looping over 20,000 steps holds none of their values in memory (the heap grows under 5 MB)', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const page = 'x'.repeat(600); // 13 MB of step data in all, under the 16 MiB a task may hold
+    let grown = NaN;
+    // durability 'process': commits without fsync, so 22,000 of them take seconds; what is kept in memory is the same.
+    const rt = new TaskRuntime({ store: new SqliteTaskStore(join(tempDir(), 'loop.db'), { durability: 'process' }), pollLimit: false });
+    rt.defineTool('loop', durable(async (_a, ctx) => {
+      for (let i = 0; i < 2000; i++) await ctx.step('page', () => page + i, { idempotent: true }); // warm-up
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      for (let i = 0; i < 20_000; i++) await ctx.step('page', () => page + i, { idempotent: true });
+      gc();
+      grown = (process.memoryUsage().heapUsed - before) / 2 ** 20;
+      return text('done');
+    }));
+    await rt.start();
+    try {
+      const id = await taskOf(rt, 'loop');
+      await until('the loop', async () => (await rt.getTask(id, 'p')).status, (s) => s !== 'working', 120_000);
+      assert.equal((await rt.getTask(id, 'p')).status, 'completed');
+      assert.ok(grown < 5, `20,000 steps of 600 bytes grew the heap by ${grown.toFixed(2)} MB`);
+    } finally {
+      await rt.stop(0);
+    }
+  });
+
   it('a durable sleep parks and wakes at its recorded time; a sleep past the TTL is refused at once', async () => {
     const f = onFile();
     const rt = f.runtime({

@@ -155,9 +155,9 @@ export class Execution implements TaskContext {
   readonly callStartedAt: number;
   taskId: string | undefined;
   record: TaskRecord | undefined;
-  owner: string;
-  /** The claim this run holds the task under (every write names it). */
-  epoch: number;
+  readonly owner: string;
+  /** The claim this run holds the task under (every write names it; fixed for the run: steps keep its fence). */
+  readonly epoch: number;
   attempt: number;
   /** The id the task row is written under (known before the store answers: a creation whose answer was lost may
    *  have happened). */

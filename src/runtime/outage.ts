@@ -21,16 +21,30 @@ export function storeDidNotAnswer(e: unknown): boolean {
 }
 
 /** Runs `call` until the store answers it, the run is aborted (then its reason is thrown), or `giveUpAfterMs` passed. */
-export async function throughOutage<T>(call: () => Promise<T>, signal: AbortSignal, giveUpAfterMs: number): Promise<T> {
+export function throughOutage<T>(call: () => Promise<T>, signal: AbortSignal, giveUpAfterMs: number): Promise<T> {
   const began = performance.now();
+  // The first try is the call's own promise (a run makes one per step write): the loop starts only if it fails.
+  let first: Promise<T>;
+  try {
+    first = Promise.resolve(call());
+  } catch (e) {
+    first = Promise.reject(e);
+  }
+  return first.catch((e: unknown) => retried(e, call, signal, giveUpAfterMs, began));
+}
+
+/** The tries after a first that failed with `error`, as long as the store does not answer. */
+async function retried<T>(error: unknown, call: () => Promise<T>, signal: AbortSignal, giveUpAfterMs: number, began: number): Promise<T> {
+  let e = error;
   for (let wait = 50; ; wait = Math.min(wait * 2, 500)) {
+    if (!storeDidNotAnswer(e)) throw e;
+    signal.throwIfAborted();
+    if (performance.now() - began > giveUpAfterMs) throw e;
+    await delay(wait, undefined, { signal }).catch(() => signal.throwIfAborted());
     try {
       return await call();
-    } catch (e) {
-      if (!storeDidNotAnswer(e)) throw e;
-      signal.throwIfAborted();
-      if (performance.now() - began > giveUpAfterMs) throw e;
+    } catch (x) {
+      e = x;
     }
-    await delay(wait, undefined, { signal }).catch(() => signal.throwIfAborted());
   }
 }

@@ -87,12 +87,24 @@ function valueError(key: string, reason: string, message: string, extra: Record<
   return { code: ErrorCode.InternalError, message, data: { reason, step: key, ...extra } };
 }
 
+/** How a step of a task is recorded: where, under which identity, and how. */
+interface StepRecording {
+  target: StepTarget;
+  id: { name: string; key: string };
+  idempotent: boolean;
+  seq: number;
+}
+
 export class StepRunner {
   private readonly counts = new Map<string, number>();
   private seq = 0;
+  /** The rows stored before this run (read once): keys are unique within a run, so its own writes are never looked up. */
   private rows: Promise<Map<string, StepRecord>> | undefined;
+  /** Where steps are written once the run is a task (its id and fence never change within a run). */
+  private target: StepTarget | undefined;
   private inFlight = 0;
   private lastReplayedSeq = 0;
+  /** Stored rows this run asked for (the others, if completed, are the code's divergence). */
   private readonly requested = new Set<string>();
   private storedBytes = 0;
   /** Ends of steps the store did not take before the run stopped (by key): the replica's own next claim of the task
@@ -185,7 +197,7 @@ export class StepRunner {
     this.inFlight++;
     this.host.stepsChanged();
     try {
-      const target = await this.host.durable();
+      const target = this.target ?? (this.target = await this.host.durable());
       this.host.signal.throwIfAborted();
       if (!target) return await this.run(id.key, fn, 1, retries, limit, undefined);
       const rows = await this.load(target);
@@ -202,14 +214,13 @@ export class StepRunner {
           const interrupted = new StepInterruptedError(id.key, row.epoch);
           const error: StoredError = { code: interrupted.code, message: interrupted.message, data: interrupted.data };
           await this.record(target, { ...this.write(id, row.seq, 'failed', false, row.tries, null, 0), error, startedAt: row.startedAt });
-          rows.set(id.key, { ...row, state: 'failed', error });
           throw interrupted;
         }
         tries = row.tries + 1;
       } else if (!idempotent) {
         await this.record(target, this.write(id, id.seq, 'started', false, 1, null, 0));
       }
-      return await this.run(id.key, fn, tries, retries, limit, { target, id, idempotent, seq: row?.seq ?? id.seq, rows });
+      return await this.run(id.key, fn, tries, retries, limit, { target, id, idempotent, seq: row?.seq ?? id.seq });
     } finally {
       this.inFlight--;
       this.host.stepsChanged();
@@ -228,7 +239,7 @@ export class StepRunner {
     firstTry: number,
     retries: { max: number; backoffMs?: number },
     limit: number,
-    rec: { target: StepTarget; id: { name: string; key: string }; idempotent: boolean; seq: number; rows: Map<string, StepRecord> } | undefined,
+    rec: StepRecording | undefined,
   ): Promise<T> {
     const signal = this.host.signal;
     let tries = firstTry;
@@ -269,20 +280,14 @@ export class StepRunner {
     if (this.storedBytes + size > MAX_TASK_STEP_BYTES) {
       return this.fail(rec, tries, valueError(key, 'step_data_too_large', `The steps of this task would hold more than ${MAX_TASK_STEP_BYTES} bytes; step "${key}" ran, but its value was not stored`, { limit: MAX_TASK_STEP_BYTES }));
     }
-    const row = { ...this.write(rec.id, rec.seq, 'completed', rec.idempotent, tries, text ?? null, size) };
-    await this.record(rec.target, row);
+    await this.record(rec.target, this.write(rec.id, rec.seq, 'completed', rec.idempotent, tries, text ?? null, size));
     this.storedBytes += size;
-    this.requested.add(key);
-    rec.rows.set(key, { ...row, taskId: rec.target.taskId, epoch: rec.target.fence.epoch, error: null });
     return (text === undefined ? undefined : JSON.parse(text)) as T;
   }
 
   /** Records the step failed (replacing a `started` row) and throws the error every replay will throw. */
-  private async fail(rec: { target: StepTarget; id: { name: string; key: string }; idempotent: boolean; seq: number; rows: Map<string, StepRecord> }, tries: number, error: StoredError): Promise<never> {
-    const row = { ...this.write(rec.id, rec.seq, 'failed', rec.idempotent, tries, null, 0), error };
-    await this.record(rec.target, row);
-    this.requested.add(rec.id.key);
-    rec.rows.set(rec.id.key, { ...row, taskId: rec.target.taskId, epoch: rec.target.fence.epoch });
+  private async fail(rec: StepRecording, tries: number, error: StoredError): Promise<never> {
+    await this.record(rec.target, { ...this.write(rec.id, rec.seq, 'failed', rec.idempotent, tries, null, 0), error });
     throw new StepFailedError(rec.id.key, error);
   }
 
@@ -308,8 +313,6 @@ export class StepRunner {
     const text = JSON.stringify({ wakeAt });
     const write: StepWrite = { ...this.write(id, id.seq, 'completed', true, 1, text, utf8Bytes(text)), kind: 'sleep' };
     await this.record(target, write);
-    this.requested.add(id.key);
-    rows.set(id.key, { ...write, taskId: target.taskId, epoch: target.fence.epoch, error: null });
     return wakeAt;
   }
 

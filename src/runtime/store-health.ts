@@ -88,9 +88,12 @@ export function gatedStore(store: TaskStore, health: StoreHealth): TaskStore {
   return new Proxy(store, {
     get(target, prop) {
       const v = Reflect.get(target, prop, target) as unknown;
-      if (typeof v !== 'function' || typeof prop !== 'string' || UNGATED.has(prop)) return typeof v === 'function' ? v.bind(target) : v;
+      if (typeof v !== 'function') return v;
       let w = wrapped.get(prop);
-      if (!w) {
+      if (w) return w;
+      // Made once per method (`now()` is read on every step write: a bind per read was an allocation each time).
+      if (typeof prop !== 'string' || UNGATED.has(prop)) w = v.bind(target);
+      else {
         const fn = v as (...a: unknown[]) => Promise<unknown>;
         w = (...args: unknown[]) => {
           if (!health.open) return Promise.reject(health.refusal());

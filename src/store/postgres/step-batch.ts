@@ -49,6 +49,12 @@ export class StepWriteGroups {
     this.scheduled = false;
     const all = this.pending;
     this.pending = [];
+    if (all.length === 1) {
+      // Alone in its turn (one handler stepping): the single statement, without the grouping's bookkeeping.
+      const p = all[0]!;
+      this.lanes.one(p.taskId, p.fence, p.step).then(p.resolve, p.reject);
+      return;
+    }
     // A key written twice in one turn goes in a later statement (one statement cannot update a row twice), in order.
     const rounds: PendingStep[][] = [];
     const seen = new Map<string, number>();

@@ -21,8 +21,7 @@ export const STEPS_QUERIES = {
     FROM holder
     ON CONFLICT (task_id, step_key) DO UPDATE SET epoch = excluded.epoch, name = excluded.name, kind = excluded.kind, seq = excluded.seq,
       state = excluded.state, tries = excluded.tries, idempotent = excluded.idempotent, result = excluded.result, error = excluded.error,
-      bytes = excluded.bytes, started_at = excluded.started_at, finished_at = excluded.finished_at
-    RETURNING step_key`,
+      bytes = excluded.bytes, started_at = excluded.started_at, finished_at = excluded.finished_at`,
   // The grouped form (./step-batch.ts): one array per column, each row with its own fence, checked as above.
   writeSteps: `WITH w AS (
       SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[],
