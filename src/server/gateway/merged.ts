@@ -37,7 +37,7 @@ export class MergedSurface {
       })) as never);
       mcp.server.setRequestHandler('prompts/get', (async (req: { params: JsonObject }) => {
         const name = String(req.params.name);
-        // Upstream names hold no "__" (gateway-config.ts), so the first one ends the name.
+        // Upstream names hold no "__" and end in no "_" (upstreamNameProblem, ./index.ts), so the first "__" ends the name.
         const at = name.indexOf('__');
         const u = at > 0 ? prompts.find((p) => p.name === name.slice(0, at)) : undefined;
         if (!u) throw new ProtocolError(ErrorCode.InvalidParams, `Prompt "${name}" is not one of an upstream's (they are named UPSTREAM__PROMPT)`);
