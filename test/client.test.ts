@@ -165,6 +165,31 @@ describe('TaskClient', () => {
       await second.close();
     }
   });
+
+  test('followTask: a task another client started, followed by its id with this client answering its question; an unknown id is TaskGoneError', async () => {
+    // The starter declares elicitation (the server asks only a client that can answer) but stops following at once.
+    const starter = new TaskClient({ url: server.url, status: 'poll', elicitation: async () => assert.fail('the starter is not following the task') });
+    const asked: string[] = [];
+    const follower = new TaskClient({
+      url: server.url,
+      status: 'poll',
+      elicitation: async (p) => (asked.push(String(p.message)), { action: 'accept', content: { confirm: true } }),
+    });
+    try {
+      const started = await starter.start('confirm_delete', { filename: 'b.txt' }, { follow: false });
+      const taskId = started.taskId!;
+      assert.ok(taskId);
+      const call = await follower.followTask(taskId, { tool: 'confirm_delete' });
+      assert.equal(call.taskId, taskId);
+      assert.equal(textOf(await call.result()), 'Deleted b.txt');
+      assert.deepEqual(asked, ['Delete b.txt?'], "the follower's handler answered the task's question");
+      assert.equal(follower.journal.find(taskId)[0]?.state, 'completed', 'journaled from when it was followed');
+      await assert.rejects(follower.followTask('no-such-task-id'), (e: unknown) => e instanceof TaskGoneError && e.reason === 'not_found');
+    } finally {
+      await starter.close();
+      await follower.close();
+    }
+  });
 });
 
 describe('TaskClient: expiry', () => {

@@ -501,6 +501,24 @@ export class TaskClient {
   }
 
   /**
+   * Follows a task this client did not start, by its id (one another process or replica started and recorded): a
+   * handle like `start`'s, journaled from here on, its questions going to this client's handlers. Rejects with
+   * TaskGoneError when the server does not know the task (expired, unknown, or bound to someone else).
+   */
+  async followTask(taskId: string, opts: { tool?: string; signal?: AbortSignal } = {}): Promise<TaskCall> {
+    if (typeof taskId !== 'string' || !taskId) throw new TypeError('followTask needs a task id');
+    this.assertOpen();
+    const first = await this.withRetries((s) => getTask(this.dispatcher, taskId, s), opts.signal);
+    const entry = this.journal.begin({ callId: randomUUID(), serverUrl: this.url, tool: opts.tool ?? '', arguments: {} });
+    this.journal.taskCreated(entry.callId, first);
+    const call = new TaskCall(this, this.journal.get(entry.callId)!);
+    this.calls.set(call.callId, call);
+    call.see(first);
+    this.follow(call);
+    return call;
+  }
+
+  /**
    * Picks up calls the journal holds for this server: unfinished ones are followed (a call that never got its
    * answer is re-sent with its idempotency key), finished ones whose outcome was not read are returned
    * settled. With `id`, only that task (or call).

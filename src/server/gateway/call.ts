@@ -10,10 +10,12 @@ import { ErrorCode, TaskProtocolError, isTerminal, type JsonObject, type TaskSta
 import type { TaskContext, ToolHandler } from '../../runtime/context.js';
 import type { Logger } from '../../runtime/types.js';
 import { coalesced } from '../../runtime/coalesce.js';
-import type { UpstreamPool } from './pool.js';
+import type { Lease, UpstreamPool } from './pool.js';
+import { TaskGoneError } from '../../client/index.js';
+import { recordWhenTask, recordedUpstreamTask, type UpstreamTaskRef } from './resume.js';
 import { ANY_RESULT, type UpstreamConnection } from './upstream.js';
 import { questionRelay } from './relay.js';
-import { callWithTasksExtension } from './tasks-extension.js';
+import { callWithTasksExtension, resumeWithTasksExtension } from './tasks-extension.js';
 
 /** setTimeout's largest delay: "no deadline" for the SDK's request timeout. */
 const NO_DEADLINE_MS = 2_147_483_647;
@@ -87,8 +89,10 @@ export function upstreamToolHandler(o: UpstreamToolOptions): ToolHandler {
   const what = upstreamCallName(o.tool, o.pool.spec.name);
   const once = callOnce(o, what);
   return async (args, ctx) => {
+    // A run after its replica stopped follows the upstream task an earlier run recorded, if there is one.
+    const recorded = await recordedUpstreamTask(ctx);
     try {
-      return await once(args, ctx);
+      return await (recorded ? resumeOnce(o, what, recorded, ctx) : once(args, ctx));
     } catch (e) {
       if (!(e instanceof UpstreamLost) || !o.retrySafe || ctx.signal.aborted) throw e;
       o.log.warn(`${e.message}; it is safe to re-run, so it runs again on a fresh connection`, { taskId: ctx.taskId ?? null });
@@ -98,48 +102,105 @@ export function upstreamToolHandler(o: UpstreamToolOptions): ToolHandler {
   };
 }
 
-function callOnce(o: UpstreamToolOptions, what: string): ToolHandler {
-  return async (args, ctx) => {
-    let lease;
-    try {
-      lease = await o.pool.lease(ctx.signal);
-    } catch (e) {
-      if (ctx.signal.aborted) throw ctx.signal.reason;
-      throw new TaskProtocolError(ErrorCode.InternalError, `${what} could not start: ${(e as Error).message}`, { reason: 'upstream_unavailable' });
+/** What one leased connection does for a call: its progress and options are the call's. */
+type OnConnection = (conn: UpstreamConnection, progress: ReturnType<typeof progressRelay>, options: CallOptions) => Promise<JsonObject>;
+type CallOptions = { signal: AbortSignal; timeout: number; onprogress: (p: unknown) => void };
+
+/** Runs `use` on a leased connection with the call's relays, and turns what fails into the call's error. */
+async function onUpstream(o: UpstreamToolOptions, what: string, ctx: TaskContext, take: () => Promise<Lease>, use: OnConnection): Promise<JsonObject> {
+  let lease: Lease;
+  try {
+    lease = await take();
+  } catch (e) {
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    throw new TaskProtocolError(ErrorCode.InternalError, `${what} could not start: ${(e as Error).message}`, { reason: 'upstream_unavailable' });
+  }
+  const conn = lease.conn;
+  conn.relay = questionRelay(ctx, o.log);
+  const progress = progressRelay(ctx, o.log);
+  const options = { signal: ctx.signal, timeout: o.callTimeoutMs ?? NO_DEADLINE_MS, onprogress: (p: unknown) => progress.on(p as JsonObject) };
+  let cut = false;
+  try {
+    return await use(conn, progress, options);
+  } catch (e) {
+    const err = e as { code?: unknown };
+    // Cut off (cancelled, timed out): the upstream was told, but what it still sends belongs to no call.
+    if (ctx.signal.aborted || err?.code === 'REQUEST_TIMEOUT') cut = true;
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    if (e instanceof UpstreamLost) throw e;
+    throw upstreamFailure(e, conn, what, o.callTimeoutMs);
+  } finally {
+    if (cut) {
+      conn.retire(`${what} was cut off; this connection is not reused`);
+      conn.relay = undefined;
+      setTimeout(() => lease.release(), CANCEL_GRACE_MS).unref();
+    } else {
+      lease.release();
     }
-    const conn = lease.conn;
-    conn.relay = questionRelay(ctx, o.log);
-    const progress = progressRelay(ctx, o.log);
-    const options = { signal: ctx.signal, timeout: o.callTimeoutMs ?? NO_DEADLINE_MS, onprogress: (p: unknown) => progress.on(p as JsonObject) };
-    let cut = false;
-    try {
+  }
+}
+
+function callOnce(o: UpstreamToolOptions, what: string): ToolHandler {
+  return (args, ctx) =>
+    onUpstream(o, what, ctx, () => o.pool.lease(ctx.signal), async (conn, progress, options) => {
       if (conn.tasks) {
-        const result = await callWithTasksExtension(conn.tasks, o.tool, args, ctx, { callTimeoutMs: o.callTimeoutMs, onStatusMessage: (message) => progress.on({ message }), log: o.log });
+        const onTask = (taskId: string) => recordWhenTask(ctx, { wire: 'tasks-extension', taskId }, o.log);
+        const result = await callWithTasksExtension(conn.tasks, o.tool, args, ctx, { callTimeoutMs: o.callTimeoutMs, onStatusMessage: (message) => progress.on({ message }), onTask, log: o.log });
         await progress.settled();
         return result;
       }
       const params: JsonObject = { name: o.tool, arguments: args, ...(o.taskRequired ? { task: {} } : {}) };
       const result = (await conn.client.request({ method: 'tools/call', params } as never, ANY_RESULT, options)) as JsonObject;
       const task = result.task as { taskId?: unknown; pollInterval?: unknown } | undefined;
-      if (task && typeof task.taskId === 'string') return await followUpstreamTask(conn, task.taskId, task.pollInterval, ctx, options);
+      if (task && typeof task.taskId === 'string') {
+        // In a session another replica can speak in: recorded, so that one follows it if this replica stops.
+        const session = conn.session;
+        const pollInterval = typeof task.pollInterval === 'number' ? task.pollInterval : undefined;
+        const recording = session ? recordWhenTask(ctx, { wire: '2025-11-25', taskId: task.taskId, session, ...(pollInterval !== undefined ? { pollInterval } : {}) }, o.log) : undefined;
+        try {
+          return await followUpstreamTask(conn, task.taskId, pollInterval, ctx, options);
+        } finally {
+          await recording?.stop();
+        }
+      }
       await progress.settled();
       return result;
-    } catch (e) {
-      const err = e as { code?: unknown };
-      // Cut off (cancelled, timed out): the upstream was told, but what it still sends belongs to no call.
-      if (ctx.signal.aborted || err?.code === 'REQUEST_TIMEOUT') cut = true;
-      if (ctx.signal.aborted) throw ctx.signal.reason;
-      throw upstreamFailure(e, conn, what, o.callTimeoutMs);
-    } finally {
-      if (cut) {
-        conn.retire(`${what} was cut off; this connection is not reused`);
-        conn.relay = undefined;
-        setTimeout(() => lease.release(), CANCEL_GRACE_MS).unref();
-      } else {
-        lease.release();
+    });
+}
+
+/** The upstream no longer knows the task an earlier run recorded: the call is lost (re-run only if safe). */
+function lostTask(what: string, ref: UpstreamTaskRef, why: string): UpstreamLost {
+  return new UpstreamLost(ErrorCode.InternalError, `${what} was lost: its upstream task ${ref.taskId} could not be followed again after the replica following it stopped (${why})`, {
+    reason: 'upstream_lost',
+    upstreamTaskId: ref.taskId,
+  });
+}
+
+/** Follows again, on this replica, the upstream task an earlier run of the call recorded. */
+function resumeOnce(o: UpstreamToolOptions, what: string, ref: UpstreamTaskRef, ctx: TaskContext): Promise<JsonObject> {
+  o.log.info(`${what}: following its upstream task ${ref.taskId} again (the replica following it stopped)`, { taskId: ctx.taskId ?? null });
+  if (ref.wire === 'tasks-extension') {
+    return onUpstream(o, what, ctx, () => o.pool.lease(ctx.signal), async (conn, progress) => {
+      if (!conn.tasks) throw lostTask(what, ref, 'the upstream no longer offers the Tasks extension');
+      try {
+        const result = await resumeWithTasksExtension(conn.tasks, o.tool, ref.taskId, ctx, { callTimeoutMs: o.callTimeoutMs, onStatusMessage: (message) => progress.on({ message }), log: o.log });
+        await progress.settled();
+        return result;
+      } catch (e) {
+        if (e instanceof TaskGoneError) throw lostTask(what, ref, e.message);
+        throw e;
       }
+    });
+  }
+  return onUpstream(o, what, ctx, () => o.pool.join(ref.session), async (conn, _progress, options) => {
+    try {
+      await conn.client.request({ method: 'tasks/get', params: { taskId: ref.taskId } } as never, ANY_RESULT, { signal: ctx.signal });
+    } catch (e) {
+      if (ctx.signal.aborted) throw e;
+      throw lostTask(what, ref, `the upstream answered ${(e as Error).message}`);
     }
-  };
+    return followUpstreamTask(conn, ref.taskId, ref.pollInterval, ctx, options);
+  });
 }
 
 /**

@@ -4,7 +4,7 @@
  * to that call and no other. A connection that broke, or whose call was cut off (cancelled, timed out), is closed
  * when given back and the next lease starts a fresh one.
  */
-import { UpstreamConnection, type UpstreamEvents, type UpstreamSpec } from './upstream.js';
+import { UpstreamConnection, type UpstreamEvents, type UpstreamSession, type UpstreamSpec } from './upstream.js';
 
 export interface Lease {
   conn: UpstreamConnection;
@@ -60,6 +60,14 @@ export class UpstreamPool {
       signal?.addEventListener('abort', w.onAbort, { once: true });
       this.waiters.push(w);
     });
+  }
+
+  /** A connection of its own in an existing session of an HTTP upstream (one another replica opened, which a call
+   *  resumed here must speak in), closed (its session ended) when given back. */
+  async join(session: UpstreamSession): Promise<Lease> {
+    if (this.closed) throw new Error('the gateway is shutting down');
+    const conn = await UpstreamConnection.open(this.spec, this.events, this.connectTimeoutMs, session);
+    return { conn, release: () => void conn.close() };
   }
 
   /** Opens one connection ahead of the first call (so it does not pay the upstream's start); a failure is left to

@@ -8,7 +8,7 @@
  * and its end (result, failure, cancel) is the call's.
  */
 import { ClientCredentialsProvider } from '@modelcontextprotocol/client';
-import { RawDispatcher, RpcError, TaskCancelledError, TaskClient, TaskFailedError, TaskGoneError, oauthFetch, type FetchLike } from '../../client/index.js';
+import { RawDispatcher, RpcError, TaskCancelledError, TaskClient, TaskFailedError, TaskGoneError, oauthFetch, type FetchLike, type TaskCall } from '../../client/index.js';
 import { PROTOCOL_VERSION, TASKS_EXTENSION, type JsonObject } from '../../protocol/index.js';
 import type { TaskContext } from '../../runtime/context.js';
 import type { Logger } from '../../runtime/types.js';
@@ -83,25 +83,40 @@ function asUpstreamError(code: number | string, message: string, data?: unknown)
   return Object.assign(new Error(message), { code, ...(data !== undefined ? { data } : {}) });
 }
 
+/** What a call through the Tasks extension reports to its caller (call.ts). */
+export interface ExtensionCallOptions {
+  callTimeoutMs: number | undefined;
+  onStatusMessage: StatusMessageSink;
+  /** The upstream answered with a task, about to be followed (resume.ts records it); `stop` when the following ends. */
+  onTask?: (taskId: string) => { stop(): Promise<void> };
+  log: Logger;
+}
+
 /**
  * One call through the Tasks extension: the upstream's plain answer, or its task followed to the end. Rejects with the
  * gateway's cancel reason when `ctx.signal` aborts (after `tasks/cancel` was sent upstream), with a `REQUEST_TIMEOUT`
  * past `callTimeoutMs` (the upstream task cancelled too), or with the upstream's JSON-RPC error.
  */
-export async function callWithTasksExtension(
-  tasks: TaskClient,
-  tool: string,
-  args: JsonObject,
-  ctx: TaskContext,
-  o: { callTimeoutMs: number | undefined; onStatusMessage: StatusMessageSink; log: Logger },
-): Promise<JsonObject> {
+export function callWithTasksExtension(tasks: TaskClient, tool: string, args: JsonObject, ctx: TaskContext, o: ExtensionCallOptions): Promise<JsonObject> {
+  return followThroughExtension(tasks, (signal) => tasks.start(tool, args, { signal }), ctx, o);
+}
+
+/** An upstream task an earlier run of the call started (its replica stopped), followed again to its end as above.
+ *  Rejects with TaskGoneError when the upstream no longer knows it. */
+export function resumeWithTasksExtension(tasks: TaskClient, tool: string, taskId: string, ctx: TaskContext, o: ExtensionCallOptions): Promise<JsonObject> {
+  return followThroughExtension(tasks, (signal) => tasks.followTask(taskId, { tool, signal }), ctx, o);
+}
+
+async function followThroughExtension(tasks: TaskClient, begin: (signal: AbortSignal) => Promise<TaskCall>, ctx: TaskContext, o: ExtensionCallOptions): Promise<JsonObject> {
   const deadline = new AbortController();
   const timer = o.callTimeoutMs === undefined ? undefined : setTimeout(() => deadline.abort(asUpstreamError('REQUEST_TIMEOUT', 'deadline')), o.callTimeoutMs);
   timer?.unref();
   const stop = AbortSignal.any([ctx.signal, deadline.signal]);
   let onStop: (() => void) | undefined;
+  let recording: { stop(): Promise<void> } | undefined;
   try {
-    const following = await tasks.start(tool, args, { signal: stop });
+    const following = await begin(stop);
+    if (following.taskId) recording = o.onTask?.(following.taskId);
     let lastMessage: string | undefined;
     const seen = (m: string | undefined) => {
       if (m && m !== lastMessage) o.onStatusMessage((lastMessage = m));
@@ -121,6 +136,7 @@ export async function callWithTasksExtension(
     stopped.catch(() => undefined);
     try {
       const { _meta: _m, resultType: _r, ...result } = await Promise.race([following.result(), stopped]);
+      await recording?.stop();
       return result;
     } catch (e) {
       // TaskFailedError's message wraps the upstream's own words: "Task ID failed: WORDS (code N)".
@@ -134,6 +150,7 @@ export async function callWithTasksExtension(
     if (e instanceof RpcError) throw asUpstreamError(e.code, e.message, e.data);
     throw e;
   } finally {
+    void recording?.stop();
     if (timer) clearTimeout(timer);
     if (onStop) stop.removeEventListener('abort', onStop);
     // The gateway's task store keeps the call; the client (this connection's, one call at a time) keeps nothing of it.

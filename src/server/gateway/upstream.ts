@@ -27,6 +27,12 @@ export interface UpstreamOAuth {
   scope?: string;
 }
 
+/** A Streamable HTTP session of an upstream (2025-11-25), as another process needs it to speak in it again. */
+export interface UpstreamSession {
+  sessionId: string;
+  protocolVersion: string;
+}
+
 /** What a call that leases the connection answers for the upstream: its questions, while the call runs. */
 export interface CallRelay {
   elicit(params: JsonObject, signal: AbortSignal): Promise<JsonObject>;
@@ -77,8 +83,19 @@ export class UpstreamConnection {
     return this.stdio?.pid;
   }
 
-  /** Starts the process (or session) and initializes; rejects with a reason that names the upstream. */
-  static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number): Promise<UpstreamConnection> {
+  /** The Streamable HTTP session this connection speaks in, and its protocol version (what `open` needs to join it
+   *  again from another process); undefined for stdio or a server that keeps no sessions. */
+  get session(): UpstreamSession | undefined {
+    if (!(this.transport instanceof StreamableHTTPClientTransport)) return undefined;
+    const { sessionId, protocolVersion } = this.transport;
+    return sessionId && protocolVersion ? { sessionId, protocolVersion } : undefined;
+  }
+
+  /**
+   * Starts the process (or session) and initializes; rejects with a reason that names the upstream. With `join`, an
+   * HTTP upstream's existing session is spoken in again instead (no initialize: the upstream knows it already).
+   */
+  static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number, join?: UpstreamSession): Promise<UpstreamConnection> {
     const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
     let connected = false;
     let onGarbage: (line: string) => void = () => {};
@@ -101,6 +118,7 @@ export class UpstreamConnection {
         ? stdio!
         : new StreamableHTTPClientTransport(new URL(spec.url), {
             requestInit: { headers: spec.headers ?? {} },
+            ...(join ? { sessionId: join.sessionId, protocolVersion: join.protocolVersion } : {}),
             ...(spec.oauth
               ? { authProvider: new ClientCredentialsProvider({ clientId: spec.oauth.clientId, clientSecret: spec.oauth.clientSecret, expectedIssuer: spec.oauth.issuer, ...(spec.oauth.scope ? { scope: spec.oauth.scope } : {}) }) }
               : {}),
@@ -137,7 +155,7 @@ export class UpstreamConnection {
       void connecting.catch(() => undefined);
       await Promise.race([connecting, openFailed]);
       connected = true;
-      conn.tasks = await openTasksExtension(spec, () => conn.relay);
+      if (!join) conn.tasks = await openTasksExtension(spec, () => conn.relay);
       if (conn.tasks) events.log.debug(`${describeUpstream(spec)} has the Tasks extension (2026-07-28): calls on this connection go through it`);
     } catch (e) {
       const err = e as Error;
