@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { ROOT, callTool, freePort, freshSchema, httpServiceProcess, pgStoreUrl, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { ROOT, callTool, sleep, freePort, freshSchema, httpServiceProcess, pgStoreUrl, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { TaskClient } from '../src/client/index.js';
 
 const UPSTREAMS = join(ROOT, 'dist', 'test', 'gateway-upstreams.js');
 const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
@@ -64,6 +65,7 @@ describe(`gateway replicas resume following an upstream task (2026-07-28 Tasks e
   const replicas: ServerProcess[] = [];
   let upstream: ServerProcess | undefined;
   let tap: { url: string; stop: () => Promise<void> } | undefined;
+  let start: () => Promise<ServerProcess>;
   after(async () => {
     await Promise.all(replicas.map((r) => r.stop()));
     await tap?.stop();
@@ -73,7 +75,7 @@ describe(`gateway replicas resume following an upstream task (2026-07-28 Tasks e
   it('kill -9 of the replica following the upstream task: another replica follows the same task to its result; the tool ran once', async () => {
     upstream = await startServer(['--store', `sqlite:${join(tempDir(), 'up.db')}`, '--poll-interval-ms', '300']);
     tap = await tapped(log, upstream.url);
-    const start = replicasOf(tap.url, replicas);
+    start = replicasOf(tap.url, replicas);
     const a = await start();
     const b = await start();
     const busyLog = join(tempDir(), 'busy.log');
@@ -89,6 +91,37 @@ describe(`gateway replicas resume following an upstream task (2026-07-28 Tasks e
     assert.equal(callsOf(log, 'busy').length, 1, 'the tool was called upstream once');
     assert.equal(readFileSync(busyLog, 'utf8').split('\n').filter((l) => l.startsWith('START ')).length, 1, 'and ran once');
     assert.ok(reached(log).some((x) => x.at > killedAt && x.msg.method === 'tasks/get' && x.msg.params.taskId === upId), 'replica b followed the same upstream task');
+  });
+
+  it("kill -9 while the upstream task waits for a person: the person answers late on the other replica, and the upstream task completes with the answer", async () => {
+    const [, b] = replicas;
+    const c = await start();
+    const r = await callTool(b!.url, 'confirm_delete', { filename: 'lunch.txt' });
+    const taskId = r.result.taskId as string;
+    await waitForTask(b!.url, taskId, (t) => t.status === 'input_required');
+    const upId = await until('the upstream task followed', () => polledTask(log, 'confirm_delete'), 10_000);
+    await b!.stop('SIGKILL');
+    // The person comes back after lunch, on the replica that is left: slower than the takeover.
+    const asked: string[] = [];
+    const person = new TaskClient({
+      url: c.url,
+      status: 'poll',
+      elicitation: async (p) => {
+        asked.push(String(p.message));
+        await sleep(1000);
+        return { action: 'accept', content: { confirm: true } };
+      },
+    });
+    try {
+      const call = await person.followTask(taskId);
+      assert.equal(textOf((await call.result()) as never), 'Deleted lunch.txt');
+      assert.ok(asked.includes('Delete lunch.txt?'), `the question reached the person: ${asked.join(' | ')}`);
+    } finally {
+      await person.close();
+    }
+    assert.equal(callsOf(log, 'confirm_delete').length, 1, 'the tool was called upstream once');
+    const update = reached(log).find((x) => x.msg.method === 'tasks/update' && x.msg.params.taskId === upId);
+    assert.deepEqual(update?.msg.params.inputResponses, { confirm: { action: 'accept', content: { confirm: true } } }, 'the answer reached the same upstream task');
   });
 });
 
