@@ -6,10 +6,11 @@
  * task bound to the session it was made in). Each upstream is reached through an HTTP tap that records what reached it.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ROOT, callTool, sleep, freePort, freshSchema, httpServiceProcess, pgStoreUrl, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { reached } from './http-tap.js';
 import { TaskClient } from '../src/client/index.js';
 
 const UPSTREAMS = join(ROOT, 'dist', 'test', 'gateway-upstreams.js');
@@ -17,19 +18,6 @@ const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-e
 const NODE = process.execPath;
 const LEASE_MS = 1500;
 
-/** The requests the tap passed on to the upstream, in order, with when. */
-function reached(log: string): Array<{ at: number; msg: Record<string, any> }> {
-  if (!existsSync(log)) return [];
-  return readFileSync(log, 'utf8').split('\n').flatMap((l) => {
-    const m = /^(\d+) > (.*)$/.exec(l);
-    if (!m) return [];
-    try {
-      return [{ at: Number(m[1]), msg: JSON.parse(m[2]!) }];
-    } catch {
-      return [];
-    }
-  });
-}
 const callsOf = (log: string, tool: string) => reached(log).filter((r) => r.msg.method === 'tools/call' && r.msg.params?.name === tool);
 /** The upstream task the gateway polls after its latest tools/call of `tool`, once polled twice (a poll interval
  *  after the gateway's task began following it: what a replica records of it is committed by then). */

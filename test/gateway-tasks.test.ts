@@ -5,29 +5,16 @@
  * requests, as a host would.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ROOT, callTool, freePort, httpServiceProcess, rpc, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
+import { reached } from './http-tap.js';
 import { Journal, TaskClient, TaskFailedError } from '../src/client/index.js';
 import { lateAnswerer } from './late-answer.js';
 
 const UPSTREAMS = join(ROOT, 'dist', 'test', 'gateway-upstreams.js');
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
-
-/** The requests the tap passed on to the upstream, in order, with when. */
-function reached(log: string): Array<{ at: number; msg: Record<string, any> }> {
-  if (!existsSync(log)) return [];
-  return readFileSync(log, 'utf8').split('\n').flatMap((l) => {
-    const m = /^(\d+) > (.*)$/.exec(l);
-    if (!m) return [];
-    try {
-      return [{ at: Number(m[1]), msg: JSON.parse(m[2]!) }];
-    } catch {
-      return [];
-    }
-  });
-}
 
 /** The upstream task a call of `tool` became: the id the gateway polls after its tools/call. */
 function upstreamTaskOf(log: string, tool: string, matches: (args: Record<string, any>) => boolean = () => true): string | undefined {
