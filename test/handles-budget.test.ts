@@ -95,6 +95,28 @@ describe(`a client without task support and the handle budget (--handle-after-ms
     }
   });
 
+  it('SDK v2 on 2026-07-28 without the extension, with a progressToken: a held call reports its status as progress, before and after it becomes a task', async () => {
+    const client = new ClientV2({ name: 'plain-2026', version: '1' }, { capabilities: {}, versionNegotiation: { mode: { pin: '2026-07-28' } } } as never);
+    await client.connect(new TransportV2(new URL(server.url)));
+    try {
+      // A plain tool: its status lives in memory while it runs inline.
+      const plain: Array<{ progress: number; message?: string }> = [];
+      const r = (await client.callTool({ name: 'slow_compute', arguments: { seconds: 1.5, label: 'held' } }, { onprogress: (p: { progress: number; message?: string }) => plain.push(p) })) as ToolResult;
+      assert.equal(textOf(r), 'Computed held after 1.5 s');
+      assert.ok(plain.some((p) => /^held: \d+%$/.test(p.message ?? '')), `the status as progress: ${JSON.stringify(plain)}`);
+      // A durable tool: its task row exists from its first step; its statuses are read from the task.
+      const durable: Array<{ progress: number; message?: string }> = [];
+      const d = (await client.callTool({ name: 'pipeline', arguments: { count: 3, stepSeconds: 0.4 } }, { onprogress: (p: { progress: number; message?: string }) => durable.push(p) })) as ToolResult;
+      assert.match(textOf(d), /^Pipeline done: p1, p2, p3/);
+      assert.ok(durable.some((p) => p.message === 'step p3 of 3'), `the task's status as progress: ${JSON.stringify(durable)}`);
+      for (const seen of [plain, durable]) {
+        assert.ok(seen.every((p, i) => i === 0 || p.progress > seen[i - 1]!.progress), `progress only increases: ${JSON.stringify(seen)}`);
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
   it('a durable tool that runs past the budget answers a handle at the budget (not at its first step), with the guidance in structuredContent', async () => {
     const { client, close } = await connectV1(server.url);
     try {

@@ -411,7 +411,10 @@ export class Execution implements TaskContext {
       this.statusEwma = this.statusEwma ? this.statusEwma * 0.7 + gap * 0.3 : gap;
     }
     this.lastStatusAt = now;
-    if (!this.taskId) return Promise.resolve();
+    if (!this.taskId) {
+      this.call.onInlineStatus?.(message);
+      return Promise.resolve();
+    }
     const taskId = this.taskId;
     // Coalesced: only the latest message is written when writes queue up.
     this.statusChain = this.statusChain.then(async () => {

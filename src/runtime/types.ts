@@ -81,6 +81,8 @@ export interface CallContext {
   /** The trace context of the request (its server span): the handler's span is its child, and the task keeps it.
    *  Default: the active context. */
   traceContext?: Context | undefined;
+  /** A status the handler sets while the call still runs inline (no task to record it in yet). */
+  onInlineStatus?: ((message: string) => void) | undefined;
   /** Called once the call's task row is committed (an inline call that became a task): the glue may then put the
    *  task's questions on the request's own stream while the call still waits inline. */
   onTask?: ((record: TaskRecord) => void) | undefined;

@@ -15,6 +15,7 @@ import type { TaskRuntime } from '../runtime/runtime.js';
 import { isoOf } from '../runtime/wire.js';
 import type { TaskRecord } from '../store/types.js';
 import { handleOutput, withOutput } from './handle-output.js';
+import { progressOnStream } from './stream-progress.js';
 import { questionText } from './answers/sampling.js';
 
 export interface HandleOptions {
@@ -307,7 +308,7 @@ export class HandleTools {
     const first = await this.current(taskId, principal);
     if ('answer' in first) return first.answer;
     const waitMs = Math.min(waitSeconds ?? this.options.maxWaitSeconds, this.options.maxWaitSeconds) * 1000;
-    const stopProgress = this.progress(taskId, principal, ctx);
+    const stopProgress = progressOnStream(this.host.runtime, ctx, taskId, principal, (ctx.mcpReq._meta as { progressToken?: string | number } | undefined)?.progressToken);
     const stopRelay = era === 'legacy' ? relayQuestionsOnStream(this.host.runtime, this.host.legacy, mcp, ctx, first.record.taskId, principal, this.host.urlQuestionLinks(mcp, ctx)) : () => {};
     let ended = false;
     try {
@@ -334,25 +335,6 @@ export class HandleTools {
         },
       ],
       structuredContent: summary,
-    };
-  }
-
-  /** While a status call waits: progress notifications on its own stream, when the call asked for them. */
-  private progress(taskId: string, principal: string, ctx: ServerContext): () => void {
-    const token = (ctx.mcpReq._meta as { progressToken?: string | number } | undefined)?.progressToken;
-    if (token === undefined) return () => {};
-    let n = 0;
-    let stop = false;
-    let unwatch = () => {};
-    void this.host.runtime
-      .watchViews(taskId, principal, (v) => {
-        if (stop) return;
-        void ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: ++n, ...(v.statusMessage ? { message: v.statusMessage } : {}) } }).catch(() => undefined);
-      })
-      .then((u) => (stop ? u() : (unwatch = u)), () => undefined);
-    return () => {
-      stop = true;
-      unwatch();
     };
   }
 

@@ -3,6 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
+import { progressOnStream, sendProgress } from './stream-progress.js';
 import { McpServer, ProtocolError, fromJsonSchema, requireScopes, type AuthInfo, type ScopeChallengeHandler, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
@@ -502,9 +503,19 @@ export class Outlast {
     let endedWithResult = false;
     // Only an MRTR caller races its run against a question (most calls need neither the controller nor the promise).
     const asking = mrtr ? askingOf(this.runtime, mrtr) : undefined;
+    const token = typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined;
+    // A 2026-07-28 call held while its task runs (its caller follows no task) hears the task's status as progress.
+    const heldProgress = era === 'modern' && !wire.tasksDeclared && token !== undefined;
+    let stopProgress = () => {};
+    const progressCount = { n: 0 };
     const relay = relayQuestions
       ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal, this.urlQuestionLinks(mcp, ctx)))
-      : asking?.watch;
+      : heldProgress
+        ? (record: { taskId: string; principal: string }) => {
+            asking?.watch(record);
+            stopProgress = progressOnStream(this.runtime, ctx, record.taskId, record.principal, token, progressCount);
+          }
+        : asking?.watch;
     try {
       const running = this.runtime.call(name, args, {
         onTask: relay,
@@ -512,7 +523,8 @@ export class Outlast {
         principal: this.principal(ctx),
         clientCapabilities,
         handleAfterMs: wire.tasksDeclared ? undefined : handles?.options.afterMs,
-        progressToken: typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
+        progressToken: token,
+        ...(heldProgress ? { onInlineStatus: (message: string) => sendProgress(ctx, token!, progressCount, message) } : {}),
         idempotencyKey: key,
         signal: ctx.mcpReq.signal,
         preflight,
@@ -530,6 +542,7 @@ export class Outlast {
       throw toProtocolError(e);
     } finally {
       stopRelay(endedWithResult);
+      stopProgress();
       asking?.stop();
     }
     // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).
