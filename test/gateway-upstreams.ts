@@ -3,6 +3,10 @@
  *   tap LOG CMD ARGS…  runs CMD as its child and appends every line it passes on to LOG ("PID > line" in, "PID < line"
  *                      out; "PID child CPID" first), so a test sees what reached the real upstream (a cancel) and which
  *                      process to kill
+ *   modern-only CMD ARGS…  runs CMD as its child, passing every line through, but answers `initialize` itself with an
+ *                      error: a server that speaks only 2026-07-28 over stdio
+ *   initialize-first CMD ARGS…  runs CMD as its child, passing every line through, but exits (code 1) when the first
+ *                      request is not `initialize`: a 2025-11-25 server of the kind that ends on any earlier request
  *   garbage            writes a line that is not JSON-RPC on stdout when spoken to, and stays
  *   httptap LOG PORT URL  listens on 127.0.0.1:PORT and passes every HTTP request on to URL as it is (the answer
  *                      streamed back), appending "EPOCHMS > BODY" to LOG for each request body, so a test sees what
@@ -35,6 +39,44 @@ if (mode === 'tap') {
   });
   process.on('SIGTERM', () => child.kill('SIGTERM'));
   // It ends as its child did (killed by a signal: by the same one), so the gateway sees the real upstream's end.
+  child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
+} else if (mode === 'modern-only') {
+  const [cmd, ...args] = rest as [string, ...string[]];
+  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  createInterface({ input: process.stdin }).on('line', (l) => {
+    let msg: { id?: unknown; method?: unknown } = {};
+    try {
+      msg = JSON.parse(l);
+    } catch {
+      /* passed on as it is */
+    }
+    if (msg.method === 'initialize') {
+      const error = { code: -32600, message: 'This server speaks only MCP 2026-07-28: use server/discover' };
+      process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error }) + '\n');
+      return;
+    }
+    child.stdin.write(l + '\n');
+  }).on('close', () => child.stdin.end());
+  createInterface({ input: child.stdout }).on('line', (l) => process.stdout.write(l + '\n'));
+  process.on('SIGTERM', () => child.kill('SIGTERM'));
+  child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
+} else if (mode === 'initialize-first') {
+  const [cmd, ...args] = rest as [string, ...string[]];
+  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  let first = true;
+  createInterface({ input: process.stdin }).on('line', (l) => {
+    if (first) {
+      first = false;
+      if (!l.includes('"method":"initialize"')) {
+        process.stderr.write('the first request was not initialize: exiting\n');
+        child.kill('SIGKILL');
+        process.exit(1);
+      }
+    }
+    child.stdin.write(l + '\n');
+  }).on('close', () => child.stdin.end());
+  createInterface({ input: child.stdout }).on('line', (l) => process.stdout.write(l + '\n'));
+  process.on('SIGTERM', () => child.kill('SIGTERM'));
   child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
 } else if (mode === 'httptap') {
   const [log, port, target] = rest as [string, string, string];

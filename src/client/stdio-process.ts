@@ -80,6 +80,12 @@ export class StdioProcess implements Transport {
     return this.child?.pid;
   }
 
+  /** Its stderr stream (read here, line by line). Its presence also tells the SDK's era probe that this is a stdio
+   *  transport, where a probe that goes unanswered means a 2025-11-25 server, not an outage. */
+  get stderr(): NodeJS.ReadableStream | null {
+    return this.child?.stderr ?? null;
+  }
+
   /** The last non-empty lines of its stderr (at most 5, each cut at 300 characters). */
   get stderrTail(): readonly string[] {
     return this.tail;

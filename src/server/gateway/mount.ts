@@ -5,7 +5,7 @@
 import type { Outlast } from '../outlast.js';
 import type { Logger } from '../../runtime/types.js';
 import { UpstreamPool } from './pool.js';
-import { UpstreamConnection, type UpstreamEvents, type UpstreamSpec } from './upstream.js';
+import type { UpstreamConnection, UpstreamEvents, UpstreamSpec } from './upstream.js';
 import { ToolMirror } from './mirror.js';
 import type { UpstreamSurface } from './passthrough.js';
 
@@ -50,7 +50,7 @@ export function mountUpstream(outlast: Outlast, spec: UpstreamSpec, o: MountOpti
       // A broken control connection is replaced at the next use.
       return current.then((c) => (c.broken ? ((control = undefined), controlConnection()) : c), () => ((control = undefined), controlConnection()));
     }
-    const opening = UpstreamConnection.open(spec, events, o.connectTimeoutMs).then((c) => {
+    const opening = pool.connect().then((c) => {
       capabilities = c.client.getServerCapabilities() as Record<string, unknown> | undefined;
       return c;
     });

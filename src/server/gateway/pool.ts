@@ -4,7 +4,7 @@
  * to that call and no other. A connection that broke, or whose call was cut off (cancelled, timed out), is closed
  * when given back and the next lease starts a fresh one.
  */
-import { UpstreamConnection, type UpstreamEvents, type UpstreamSession, type UpstreamSpec } from './upstream.js';
+import { UpstreamConnection, type UpstreamEra, type UpstreamEvents, type UpstreamSession, type UpstreamSpec } from './upstream.js';
 
 export interface Lease {
   conn: UpstreamConnection;
@@ -25,6 +25,8 @@ export class UpstreamPool {
   private opening = 0;
   private readonly waiters: Waiter[] = [];
   private closed = false;
+  /** What the first connection to a stdio upstream learned of its revision: later ones skip the probe. */
+  private era: UpstreamEra | undefined;
 
   constructor(
     readonly spec: UpstreamSpec,
@@ -81,10 +83,31 @@ export class UpstreamPool {
     }
   }
 
+  /**
+   * A new connection, outside the pool's bound (the gateway's control connection uses it too). The first connection
+   * to a stdio upstream probes its revision; the ones after it reuse what it learned.
+   */
+  async connect(): Promise<UpstreamConnection> {
+    let conn: UpstreamConnection;
+    try {
+      conn = await UpstreamConnection.open(this.spec, this.events, this.connectTimeoutMs, undefined, this.era);
+    } catch (e) {
+      // Some 2025-11-25 servers end their process on any request before initialize (the probe): once more, without.
+      if (this.spec.kind !== 'stdio' || this.era !== undefined) throw e;
+      this.events.log.debug(`${(e as Error).message}; connecting again without the 2026-07-28 probe`);
+      conn = await UpstreamConnection.open(this.spec, this.events, this.connectTimeoutMs, undefined, 'legacy');
+    }
+    if (this.spec.kind === 'stdio' && this.era === undefined) {
+      this.era = conn.era;
+      this.events.log.info(`upstream "${this.spec.name}" speaks ${conn.era === 'modern' ? '2026-07-28' : '2025-11-25'}`);
+    }
+    return conn;
+  }
+
   private async openOne(): Promise<UpstreamConnection> {
     this.opening++;
     try {
-      const conn = await UpstreamConnection.open(this.spec, this.events, this.connectTimeoutMs);
+      const conn = await this.connect();
       this.all.add(conn);
       return conn;
     } finally {

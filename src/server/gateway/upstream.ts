@@ -52,6 +52,14 @@ export interface UpstreamEvents {
 /** Any result object: an upstream's answer is passed on as it is (the gateway's own checks are elsewhere). */
 export const ANY_RESULT = z.looseObject({});
 
+/** Which revision a connection speaks: a stdio upstream is asked with `server/discover` (2026-07-28 when it offers
+ *  it), an HTTP one speaks 2025-11-25 here (its 2026-07-28 Tasks extension goes through tasks-extension.ts). */
+export type UpstreamEra = 'legacy' | 'modern';
+
+/** How long a new stdio upstream may take to answer `server/discover` before it counts as a 2025-11-25 server (some
+ *  never answer a request before `initialize`). */
+const STDIO_PROBE_MS = 2000;
+
 /** What the gateway calls itself when it connects upstream. */
 const CLIENT_INFO = { name: 'outlast-gateway', version: '1' };
 /** After a line on stdout that is not JSON-RPC, how long a proper answer to initialize may still come (a banner is
@@ -78,6 +86,11 @@ export class UpstreamConnection {
     readonly stdio: StdioProcess | undefined,
   ) {}
 
+  /** The revision this connection speaks. */
+  get era(): UpstreamEra {
+    return this.client.getProtocolEra() === 'modern' ? 'modern' : 'legacy';
+  }
+
   /** The upstream process's id (stdio). */
   get pid(): number | undefined {
     return this.stdio?.pid;
@@ -93,10 +106,14 @@ export class UpstreamConnection {
 
   /**
    * Starts the process (or session) and initializes; rejects with a reason that names the upstream. With `join`, an
-   * HTTP upstream's existing session is spoken in again instead (no initialize: the upstream knows it already).
+   * HTTP upstream's existing session is spoken in again instead (no initialize: the upstream knows it already). A
+   * stdio upstream is probed for 2026-07-28 unless `era` says what an earlier connection to it learned.
    */
-  static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number, join?: UpstreamSession): Promise<UpstreamConnection> {
-    const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+  static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number, join?: UpstreamSession, era?: UpstreamEra): Promise<UpstreamConnection> {
+    // On 2026-07-28 an upstream asks in `input_required` results (MRTR), which the SDK answers through the same
+    // elicitation and sampling handlers as 2025-11-25's requests (below), then sends the call again.
+    const negotiation = spec.kind === 'stdio' ? { versionNegotiation: { mode: 'auto' as const, probe: { timeoutMs: STDIO_PROBE_MS } } } : {};
+    const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} }, ...negotiation });
     let connected = false;
     let onGarbage: (line: string) => void = () => {};
     const stdio =
@@ -151,7 +168,7 @@ export class UpstreamConnection {
     client.setRequestHandler('elicitation/create', async (req, ctx) => conn.answer('elicit', req.params as unknown as JsonObject, ctx.mcpReq.signal) as never);
     client.setRequestHandler('sampling/createMessage', async (req, ctx) => conn.answer('sample', req.params as unknown as JsonObject, ctx.mcpReq.signal) as never);
     try {
-      const connecting = client.connect(transport, { timeout: connectTimeoutMs });
+      const connecting = client.connect(transport, { timeout: connectTimeoutMs, ...(era === 'legacy' ? { prior: { kind: 'legacy' as const } } : {}) });
       void connecting.catch(() => undefined);
       await Promise.race([connecting, openFailed]);
       connected = true;
