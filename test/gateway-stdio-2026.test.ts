@@ -34,6 +34,7 @@ describe('gateway in front of a stdio upstream that speaks 2026-07-28 (outlast s
   it('connects in 2026-07-28; a plain tool answers inline, a long one is a task with the upstream progress as its status', async () => {
     const greet = await callTool(gw.url, 'greet', { name: 'Ada' });
     assert.equal(textOf(greet.result), 'Hello, Ada!');
+    assert.equal(greet.result._meta?.['io.modelcontextprotocol/serverInfo']?.name, 'outlast-gateway:fixtures', "the gateway's own server identity, not the upstream's");
     assert.match(gw.stderr(), /upstream "fixtures" speaks 2026-07-28/);
     const client = new TaskClient({ url: gw.url, status: 'poll' });
     try {

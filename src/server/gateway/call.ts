@@ -13,7 +13,7 @@ import { coalesced } from '../../runtime/coalesce.js';
 import type { Lease, UpstreamPool } from './pool.js';
 import { TaskGoneError } from '../../client/index.js';
 import { recordWhenTask, recordedUpstreamTask, type UpstreamTaskRef } from './resume.js';
-import { ANY_RESULT, type UpstreamConnection } from './upstream.js';
+import { ANY_RESULT, asGatewayResult, isInputRoundNote, type UpstreamConnection } from './upstream.js';
 import { questionRelay } from './relay.js';
 import { callWithTasksExtension, resumeWithTasksExtension } from './tasks-extension.js';
 
@@ -118,7 +118,7 @@ async function onUpstream(o: UpstreamToolOptions, what: string, ctx: TaskContext
   const conn = lease.conn;
   conn.relay = questionRelay(ctx, o.log);
   const progress = progressRelay(ctx, o.log);
-  const options = { signal: ctx.signal, timeout: o.callTimeoutMs ?? NO_DEADLINE_MS, onprogress: (p: unknown) => progress.on(p as JsonObject) };
+  const options = { signal: ctx.signal, timeout: o.callTimeoutMs ?? NO_DEADLINE_MS, onprogress: (p: unknown) => void (isInputRoundNote(p as JsonObject) || progress.on(p as JsonObject)) };
   let cut = false;
   try {
     return await use(conn, progress, options);
@@ -164,7 +164,7 @@ function callOnce(o: UpstreamToolOptions, what: string): ToolHandler {
         }
       }
       await progress.settled();
-      return result;
+      return asGatewayResult(result);
     });
 }
 

@@ -7,7 +7,7 @@
 import { McpServer, ProtocolError, UriTemplate } from '@modelcontextprotocol/server';
 import { ErrorCode, type JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
-import { ANY_RESULT } from './upstream.js';
+import { ANY_RESULT, asGatewayResult } from './upstream.js';
 import type { UpstreamSurface } from './passthrough.js';
 
 export interface NamedSurface {
@@ -86,7 +86,7 @@ export class MergedSurface {
   private async forward(u: NamedSurface, method: string, params: JsonObject): Promise<JsonObject> {
     const conn = await u.surface.control();
     const { _meta: _m, ...rest } = params;
-    return (await conn.client.request({ method, params: rest } as never, ANY_RESULT)) as JsonObject;
+    return asGatewayResult((await conn.client.request({ method, params: rest } as never, ANY_RESULT)) as JsonObject);
   }
 
   /** Every page of `method` from each upstream, in their order; those that fail are logged and left out. */

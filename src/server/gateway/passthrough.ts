@@ -4,7 +4,8 @@
  * McpServer only when the upstream has them.
  */
 import { McpServer } from '@modelcontextprotocol/server';
-import { ANY_RESULT, type UpstreamConnection } from './upstream.js';
+import type { JsonObject } from '../../protocol/index.js';
+import { ANY_RESULT, asGatewayResult, type UpstreamConnection } from './upstream.js';
 
 
 const METHODS = {
@@ -28,7 +29,7 @@ export function passThrough(mcp: McpServer, upstream: UpstreamSurface): void {
       mcp.server.setRequestHandler(method as 'prompts/list', (async (req: { params?: Record<string, unknown> }) => {
         const conn = await upstream.control();
         const { _meta: _m, ...params } = req.params ?? {};
-        return conn.client.request({ method, params } as never, ANY_RESULT);
+        return asGatewayResult((await conn.client.request({ method, params } as never, ANY_RESULT)) as JsonObject);
       }) as never);
     }
   }

@@ -7,7 +7,7 @@
 import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import * as z from 'zod';
 import { commandLine, StdioProcess } from '../../client/stdio-process.js';
-import type { JsonObject } from '../../protocol/index.js';
+import { SERVER_INFO_META, type JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
 import type { TaskClient } from '../../client/index.js';
 import { openTasksExtension } from './tasks-extension.js';
@@ -52,13 +52,25 @@ export interface UpstreamEvents {
 /** Any result object: an upstream's answer is passed on as it is (the gateway's own checks are elsewhere). */
 export const ANY_RESULT = z.looseObject({});
 
+/** An upstream's answer, to be passed on as the gateway's: without the upstream's server identity (2026-07-28 puts it
+ *  in every result's `_meta`), so that the gateway's own is stamped on it. */
+export function asGatewayResult(result: JsonObject): JsonObject {
+  const meta = result._meta as JsonObject | undefined;
+  if (!meta || typeof meta !== 'object' || !(SERVER_INFO_META in meta)) return result;
+  const { [SERVER_INFO_META]: _upstream, ...rest } = meta;
+  const { _meta: _m, ...body } = result;
+  return Object.keys(rest).length ? { ...body, _meta: rest } : body;
+}
+
+/** The SDK's own progress note when it answers an MRTR round (`Fulfilling input required by 'tools/call' (round 1)`),
+ *  given to the call's `onprogress` as if the upstream had sent it: not the upstream's progress. */
+export function isInputRoundNote(p: JsonObject): boolean {
+  return p.total === undefined && typeof p.message === 'string' && /^Fulfilling input required by '[^']+' \(round \d+\)$/.test(p.message);
+}
+
 /** Which revision a connection speaks: a stdio upstream is asked with `server/discover` (2026-07-28 when it offers
  *  it), an HTTP one speaks 2025-11-25 here (its 2026-07-28 Tasks extension goes through tasks-extension.ts). */
 export type UpstreamEra = 'legacy' | 'modern';
-
-/** How long a new stdio upstream may take to answer `server/discover` before it counts as a 2025-11-25 server (some
- *  never answer a request before `initialize`). */
-const STDIO_PROBE_MS = 2000;
 
 /** What the gateway calls itself when it connects upstream. */
 const CLIENT_INFO = { name: 'outlast-gateway', version: '1' };
@@ -112,7 +124,9 @@ export class UpstreamConnection {
   static async open(spec: UpstreamSpec, events: UpstreamEvents, connectTimeoutMs: number, join?: UpstreamSession, era?: UpstreamEra): Promise<UpstreamConnection> {
     // On 2026-07-28 an upstream asks in `input_required` results (MRTR), which the SDK answers through the same
     // elicitation and sampling handlers as 2025-11-25's requests (below), then sends the call again.
-    const negotiation = spec.kind === 'stdio' ? { versionNegotiation: { mode: 'auto' as const, probe: { timeoutMs: STDIO_PROBE_MS } } } : {};
+    // The probe may take the whole connect timeout: a server still starting (an `npx -y` download) is not taken for a
+    // 2025-11-25 one, a verdict kept for its later connections; only one that never answers it pays that wait, once.
+    const negotiation = spec.kind === 'stdio' ? { versionNegotiation: { mode: 'auto' as const } } : {};
     const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} }, ...negotiation });
     let connected = false;
     let onGarbage: (line: string) => void = () => {};
