@@ -441,7 +441,7 @@ async function storeRound(mode: 'raw' | 'park' | 'complete', dir: string, tag: s
 
 /** One Outlast HTTP server for every HTTP creation round (warmed up once; the table grows by a few 10k rows). */
 async function httpCreationServer(dir: string): Promise<{ child: Child; url: string; req: WireRequest }> {
-  const { child, url } = await startServerChild('server-outlast.js', [JSON.stringify({ db: join(dir, 'http.db'), durability: 'full', tools: ['park'] })]);
+  const { child, url } = await startServerChild('server-outlast.js', [JSON.stringify({ db: join(dir, 'http.db'), durability: 'full', tools: ['park'], maxRunningPerPrincipal: 1_000_000 })]);
   const req = toolCall('park');
   const x = await send(url, req);
   if (x.json?.result?.resultType !== 'task') throw new Error(`park over HTTP: ${x.text.slice(0, 300)}`);
