@@ -42,42 +42,28 @@ if (mode === 'tap') {
   child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
 } else if (mode === 'modern-only') {
   const [cmd, ...args] = rest as [string, ...string[]];
-  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
-  createInterface({ input: process.stdin }).on('line', (l) => {
+  wrap(cmd, args, (l) => {
     let msg: { id?: unknown; method?: unknown } = {};
     try {
       msg = JSON.parse(l);
     } catch {
-      /* passed on as it is */
+      return true; // passed on as it is
     }
-    if (msg.method === 'initialize') {
-      const error = { code: -32600, message: 'This server speaks only MCP 2026-07-28: use server/discover' };
-      process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error }) + '\n');
-      return;
-    }
-    child.stdin.write(l + '\n');
-  }).on('close', () => child.stdin.end());
-  createInterface({ input: child.stdout }).on('line', (l) => process.stdout.write(l + '\n'));
-  process.on('SIGTERM', () => child.kill('SIGTERM'));
-  child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
+    if (msg.method !== 'initialize') return true;
+    const error = { code: -32600, message: 'This server speaks only MCP 2026-07-28: use server/discover' };
+    process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error }) + '\n');
+    return false;
+  });
 } else if (mode === 'initialize-first') {
   const [cmd, ...args] = rest as [string, ...string[]];
-  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   let first = true;
-  createInterface({ input: process.stdin }).on('line', (l) => {
-    if (first) {
-      first = false;
-      if (!l.includes('"method":"initialize"')) {
-        process.stderr.write('the first request was not initialize: exiting\n');
-        child.kill('SIGKILL');
-        process.exit(1);
-      }
-    }
-    child.stdin.write(l + '\n');
-  }).on('close', () => child.stdin.end());
-  createInterface({ input: child.stdout }).on('line', (l) => process.stdout.write(l + '\n'));
-  process.on('SIGTERM', () => child.kill('SIGTERM'));
-  child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
+  wrap(cmd, args, (l) => {
+    if (!first) return true;
+    first = false;
+    if (l.includes('"method":"initialize"')) return true;
+    process.stderr.write('the first request was not initialize: exiting\n');
+    process.exit(1);
+  });
 } else if (mode === 'httptap') {
   const [log, port, target] = rest as [string, string, string];
   const to = new URL(target);
@@ -112,3 +98,14 @@ if (mode === 'tap') {
   process.exit(2);
 }
 // No mode: `node --test dist/test/` runs every file there, this one too; it has nothing to test by itself.
+
+/** Runs CMD as a child speaking for this process on stdio; each line from the gateway is passed on when `pass`
+ *  says so. It ends as its child did. */
+function wrap(cmd: string, args: string[], pass: (line: string) => boolean): void {
+  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  createInterface({ input: process.stdin }).on('line', (l) => pass(l) && child.stdin.write(l + '\n')).on('close', () => child.stdin.end());
+  createInterface({ input: child.stdout }).on('line', (l) => process.stdout.write(l + '\n'));
+  process.on('SIGTERM', () => child.kill('SIGTERM'));
+  process.on('exit', () => child.kill('SIGKILL'));
+  child.on('exit', (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
+}
