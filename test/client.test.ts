@@ -173,7 +173,11 @@ describe('TaskClient', () => {
     const follower = new TaskClient({
       url: server.url,
       status: 'poll',
-      elicitation: async (p) => (asked.push(String(p.message)), { action: 'accept', content: { confirm: true } }),
+      elicitation: async (p) => {
+        asked.push(String(p.message));
+        await sleep(2100); // as a person answers: after the server's default --park-after-ms (2000)
+        return { action: 'accept', content: { confirm: true } };
+      },
     });
     try {
       const started = await starter.start('confirm_delete', { filename: 'b.txt' }, { follow: false });

@@ -32,7 +32,7 @@ const polledTask = (log: string, tool: string) => {
 function replicasOf(upstreamUrl: string, replicas: ServerProcess[]) {
   const store = pgStoreUrl(freshSchema('gwr'));
   return async () => {
-    const r = await startServer(['--store', `${store}&pool=3`, '--lease-ms', String(LEASE_MS), '--heartbeat-ms', '200', '--inline-budget-ms', '300'], {
+    const r = await startServer(['--store', `${store}&pool=3`, '--lease-ms', String(LEASE_MS), '--heartbeat-ms', '200', '--inline-budget-ms', '300', '--park-after-ms', '300'], {
       command: ['gateway', '--http', upstreamUrl, '--name', 'up'],
     });
     replicas.push(r);
@@ -61,7 +61,7 @@ describe(`gateway replicas resume following an upstream task (2026-07-28 Tasks e
   });
 
   it('kill -9 of the replica following the upstream task: another replica follows the same task to its result; the tool ran once', async () => {
-    upstream = await startServer(['--store', `sqlite:${join(tempDir(), 'up.db')}`, '--poll-interval-ms', '300']);
+    upstream = await startServer(['--store', `sqlite:${join(tempDir(), 'up.db')}`, '--poll-interval-ms', '300', '--park-after-ms', '300']);
     tap = await tapped(log, upstream.url);
     start = replicasOf(tap.url, replicas);
     const a = await start();
@@ -89,7 +89,8 @@ describe(`gateway replicas resume following an upstream task (2026-07-28 Tasks e
     await waitForTask(b!.url, taskId, (t) => t.status === 'input_required');
     const upId = await until('the upstream task followed', () => polledTask(log, 'confirm_delete'), 10_000);
     await b!.stop('SIGKILL');
-    // The person comes back after lunch, on the replica that is left: slower than the takeover.
+    // The person comes back after lunch, on the replica that is left: slower than the takeover and than either side's
+    // --park-after-ms (300).
     const asked: string[] = [];
     const person = new TaskClient({
       url: c.url,

@@ -17,13 +17,13 @@ const FIXTURES = join(ROOT, 'dist', 'fixtures', 'server.js');
 const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
 const NODE = process.execPath;
 
-/** The fixture server over stdio, on a SQLite file of its own. */
-const fixtureOverStdio = () => `${NODE} ${BIN} serve ${FIXTURES} --stdio --store sqlite:${join(tempDir(), 'upstream.db')}`;
+/** The fixture server over stdio, on a SQLite file of its own (a wait parks after 300 ms; the people here answer after 900). */
+const fixtureOverStdio = () => `${NODE} ${BIN} serve ${FIXTURES} --stdio --park-after-ms 300 --store sqlite:${join(tempDir(), 'upstream.db')}`;
 
 describe('gateway in front of a stdio upstream that speaks 2026-07-28 (outlast serve --stdio)', () => {
   let gw: ServerProcess;
   before(async () => {
-    gw = await startServer(['--store', `sqlite:${join(tempDir(), 'gw.db')}`, '--inline-budget-ms', '300'], {
+    gw = await startServer(['--store', `sqlite:${join(tempDir(), 'gw.db')}`, '--inline-budget-ms', '300', '--park-after-ms', '300'], {
       command: ['gateway', '--stdio', fixtureOverStdio(), '--name', 'fixtures'],
     });
   });
