@@ -175,5 +175,29 @@ describe('no request can make the server keep what it does not need', () => {
     const big = polls.size.bytes;
     classify(envelope(3, { padding: 'x'.repeat(100_000) }));
     assert.equal(polls.size.bytes, big, 'a large body is classified, not kept');
+    const padded = (i: number) => ({ jsonrpc: '2.0', id: i, method: 'tasks/get', params: { taskId: `t${i}`, _meta: { ...metaFor(TASKS_CAPS), pad: 'x'.repeat(10_000) } } });
+    classify(padded(4));
+    assert.equal(polls.size.bytes, big, 'a large envelope is classified, not kept');
+
+    // A remembered verdict is found by the envelope's members, in any order, and never for a different envelope.
+    const fresh = new PollClassifications();
+    const modern = (meta: Record<string, unknown>, i = 1) => {
+      const body = { jsonrpc: '2.0', id: i, method: 'tasks/get', params: { taskId: `t${i}`, _meta: meta } };
+      return fresh.classify({ httpMethod: 'POST', protocolVersionHeader: '2026-07-28', mcpMethodHeader: 'tasks/get', mcpNameHeader: `t${i}`, body }, body as never);
+    };
+    const meta = metaFor(TASKS_CAPS) as Record<string, unknown>;
+    const first = modern(meta, 1);
+    assert.equal(first.kind, 'modern');
+    assert.equal(first.kind === 'modern' && (first.message as { id?: unknown }).id, 1);
+    const again = modern(Object.fromEntries(Object.entries(meta).reverse()), 2);
+    assert.equal(fresh.size.entries, 1, 'the same envelope, members reordered, is one entry');
+    assert.equal(again.kind === 'modern' && (again.message as { id?: unknown }).id, 2, 'the verdict carries this request');
+    const wrongVersion = modern({ ...meta, 'io.modelcontextprotocol/protocolVersion': '2025-11-25' }, 3);
+    assert.equal(wrongVersion.kind, 'reject', JSON.stringify(wrongVersion).slice(0, 300));
+    const noEnvelope = modern(undefined as never, 4);
+    assert.equal(noEnvelope.kind, 'reject', 'a poll without its envelope is refused, not given the envelope\'s verdict');
+    // Many clients' envelopes under the same headers: a poll compares with at most 16 of them.
+    for (let i = 0; i < 40; i++) modern({ ...meta, 'io.modelcontextprotocol/clientInfo': { name: `client-${i}`, version: '1' } }, 10 + i);
+    assert.equal(fresh.size.entries, 16, JSON.stringify(fresh.size));
   });
 });
