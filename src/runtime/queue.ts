@@ -292,12 +292,11 @@ export class RunQueue {
   }
 
   /** A queued task's view with its current place in the queue as the status message (read, never written: fresh on
-   *  every poll without a write per position change). */
-  async withPosition<V extends TaskView>(view: V): Promise<V> {
+   *  every poll without a write per position change); any other view as it is, with no await (every poll passes here). */
+  withPosition<V extends TaskView>(view: V): V | Promise<V> {
     // A parked task waits for its time or an answer, not for a slot: it keeps what its handler last said.
     if (view.queuedAt === null || view.parkedAt !== null) return view;
-    const position = await this.host.store.queuePosition(view.taskId);
-    return position === undefined ? view : { ...view, statusMessage: queuedMessage(position) };
+    return this.host.store.queuePosition(view.taskId).then((position) => (position === undefined ? view : { ...view, statusMessage: queuedMessage(position) }));
   }
 
   /** tasks/cancel of a queued or parked task: cancelled at once, no handler involved. false: it was claimed meanwhile. */

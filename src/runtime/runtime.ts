@@ -577,7 +577,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   }
 
   async getTask(taskId: unknown, principal: string): Promise<DetailedTask> {
-    return this.wireTask(await this.queue.withPosition(await this.pollView(taskId, principal)), this.store.now());
+    const view = this.queue.withPosition(await this.pollView(taskId, principal));
+    return this.wireTask(view instanceof Promise ? await view : view, this.store.now());
   }
 
   async updateTask(taskId: unknown, principal: string, inputResponses: unknown): Promise<{ accepted: string[] }> {

@@ -3,8 +3,18 @@ import { ErrorCode, OUTPUT_SEQ_META, TaskProtocolError, taskExpired, taskNotFoun
 import type { ListCursor, TaskLookup, TaskRecord, TaskView } from '../store/types.js';
 import { advertisedPollInterval, type PollPolicy } from './poll.js';
 
+/** Recent conversions: a task polled again converts the same instants (a `Date` and its string were ~1 µs a poll). */
+const isoStrings = new Map<number, string>();
+const ISO_STRINGS_MAX = 4096;
+
 export function isoOf(ms: number): string {
-  return new Date(ms).toISOString();
+  let iso = isoStrings.get(ms);
+  if (iso === undefined) {
+    iso = new Date(ms).toISOString();
+    if (isoStrings.size >= ISO_STRINGS_MAX) isoStrings.clear();
+    isoStrings.set(ms, iso);
+  }
+  return iso;
 }
 
 /** The CreateTaskResult for a record, built directly (on the creation hot path). */

@@ -1,5 +1,5 @@
 /** `mcp.server.operation.duration` (MCP semantic conventions): every JSON-RPC request the HTTP front answers. */
-import { metrics } from '@opentelemetry/api';
+import { createNoopMeter, metrics } from '@opentelemetry/api';
 import { MCP_BUCKETS } from '../runtime/telemetry.js';
 import { whenAnswered } from './response-end.js';
 import type { Answer } from './front/exchange.js';
@@ -13,6 +13,9 @@ export function requestMetrics(): (msg: unknown) => ((response: Answer, mayStrea
     description: 'MCP requests served over HTTP, request to response end',
     advice: { explicitBucketBoundaries: MCP_BUCKETS },
   });
+  // No meter provider was registered before the front was made: the API's meters are no-ops for good (it has no proxy
+  // for metrics), so a request is not timed at all.
+  if (duration === createNoopMeter().createHistogram('probe')) return () => undefined;
   return (msg) => {
     const m = msg as { method?: unknown; params?: { name?: unknown } } | null;
     if (!m || typeof m !== 'object' || typeof m.method !== 'string') return undefined;
