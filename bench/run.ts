@@ -256,7 +256,7 @@ async function alternate(gen: Child, sides: Side[], seconds = SECONDS): Promise<
   // One more pass per side under the profiler, not counted (profiling slows the server).
   for (const s of sides) {
     if (!s.child) continue;
-    // Baseline servers (server-read, server-bare) take no profile: their side is skipped.
+    // A server that takes no profile (server-bare) has its side skipped.
     const started = await s.child.request({ type: 'profile-start' }, 'profile-started', 5000).then(() => true, () => false);
     if (!started) continue;
     const res = await load(gen, s, SECONDS);

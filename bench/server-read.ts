@@ -5,18 +5,20 @@
  *           | JSON { pg: {url, schema}, pool } (node-postgres Pool, a named prepared statement)
  *           , express: true: the same handler mounted in an Express 5 app (app.all('/mcp')), what Express itself costs
  * Answers {jsonrpc, id, result: row} for `params.taskId`. Sends {type:'ready', url, pid}; exits on SIGTERM or disconnect.
+ * Takes CPU profiles (BENCH_PROFILE), so the floor's time can be read beside Outlast's.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import express from 'express';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { answerCpuUsage, childFail, exitWithParent, listenAsChild } from './common.js';
+import { answerCpuUsage, childFail, exitWithParent, installProfiler, listenAsChild } from './common.js';
 
 const cfg = JSON.parse(process.argv[2]!) as { sqlite?: string; pg?: { url: string; schema: string }; pool?: number; express?: boolean };
 
 async function main(): Promise<void> {
   exitWithParent();
   answerCpuUsage();
+  installProfiler();
   let read: (taskId: string) => Promise<unknown>;
   if (cfg.sqlite) {
     const db = new Database(cfg.sqlite, { readonly: true });
