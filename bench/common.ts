@@ -392,7 +392,7 @@ export async function startCli(argv: string[], env: NodeJS.ProcessEnv = {}, opts
     const t = setTimeout(() => rej(new Error(`${what} did not start:\n${err}`)), 30_000);
     proc.stdout!.on('data', (d) => {
       out += d;
-      const m = /outlast listening on (\S+)/.exec(out);
+      const m = /outlast listening on ([^\s"]+)/.exec(out);
       if (m) {
         clearTimeout(t);
         res(m[1]!);

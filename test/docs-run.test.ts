@@ -23,7 +23,7 @@ describe('docs/operations.md', () => {
     proc.stderr.on('data', (d) => (err += d));
     try {
       let url: string | undefined;
-      for (let i = 0; i < 300 && !url && proc.exitCode === null; i++, await sleep(100)) url = /outlast listening on (\S+)/.exec(out)?.[1];
+      for (let i = 0; i < 300 && !url && proc.exitCode === null; i++, await sleep(100)) url = /outlast listening on ([^\s"]+)/.exec(out)?.[1];
       assert.ok(url, `the server did not start:\n${err}`);
       const r = await callTool(url, 'sleep', { seconds: 0 });
       assert.match(textOf(r.result), /slept/i);

@@ -99,6 +99,26 @@ describe('the documentation', () => {
     assert.deepEqual(broken, []);
   });
 
+  it('every page and section the CLI\'s help texts point at exists (docs/FILE.md#heading, README "Section")', () => {
+    // `outlast help` prints every command's help, the front's and the client's included.
+    const help = spawnSync(process.execPath, [join(ROOT, 'bin', 'outlast.js'), 'help'], { cwd: ROOT, encoding: 'utf8' }).stdout;
+    assert.match(help, /outlast serve MODULE/);
+    const broken: string[] = [];
+    let checked = 0;
+    for (const m of help.matchAll(/\b((?:docs\/[\w-]+|README|CONTRIBUTING)\.md)(?:#([\w-]+))?/g)) {
+      checked++;
+      if (!existsSync(join(ROOT, m[1]!))) broken.push(`${m[0]} (no such file)`);
+      else if (m[2] && !anchors(read(m[1]!)).has(m[2])) broken.push(`${m[0]} (no such heading)`);
+    }
+    // A section named in words: README "Operations", the README's 'Concepts in one screen'.
+    for (const m of help.matchAll(/README(?:'s|\.md)? ["']([^"']+)["']/g)) {
+      checked++;
+      if (!anchors(read('README.md')).has(m[1]!.toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'))) broken.push(`${m[0]} (no such section in README.md)`);
+    }
+    assert.ok(checked >= 5, `only ${checked} references found in outlast help`);
+    assert.deepEqual(broken, []);
+  });
+
   it("points at nothing outside the repository (the team's notes, their section numbers)", () => {
     const bad: string[] = [];
     for (const file of files)

@@ -132,7 +132,7 @@ export interface ServerProcess {
 /** Starts `outlast serve` and waits for its ready line: the URL it listens on, or (with --no-http) the worker's line. */
 export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[] } = {}): Promise<ServerProcess> {
   const worker = args.includes('--no-http');
-  const ready = worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on (\S+)/;
+  const ready = worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on ([^\s"]+)/;
   // `command`: another front command than `serve MODULE`, e.g. ['gateway', '--stdio', 'node upstream.js'].
   const proc = spawn(process.execPath, [BIN, ...(opts.command ?? ['serve', opts.module ?? FIXTURES]), ...(worker ? [] : ['--port', '0']), ...args], {
     cwd: ROOT,

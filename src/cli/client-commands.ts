@@ -4,8 +4,10 @@
  *   outlast call --stdio "CMD ARGS" TOOL [ARGS_JSON] [--env K=V]… [--cwd DIR] [same options]
  *   outlast tasks [--journal P] [--json]
  *   outlast resume [TASK_ID] [--bearer T] [--journal P] [--json] [--answers JSON] [--cancel-on-interrupt] [--poll]
- *   outlast cancel TASK_ID [--bearer T] [--journal P] [--url URL]
- *   outlast logs TASK_ID [--follow] [--after N] [--bearer T] [--journal P] [--url URL]
+ *   outlast cancel TASK_ID [--bearer T] [--journal P] [--url URL]…
+ *   outlast logs TASK_ID [--follow] [--after N] [--bearer T] [--journal P] [--url URL]…
+ *   outlast answer TASK_ID ANSWERS_JSON [--bearer T] [--journal P] [--url URL]…
+ *   (`outlast tools` is tools-command.ts)
  *
  * A task's output (ctx.output) is printed as it comes, on stdout (stderr with --json, so stdout stays one JSON
  * document): text items as their lines, other items as one JSON line each (output-lines.ts). `outlast call … > file`
@@ -14,20 +16,27 @@
  * A server is named by its URL or, for `--stdio`, by its command, arguments and working directory (stdio-options.ts):
  * that is what the journal keeps, so `resume`, `cancel` and `logs` reach a stdio server by starting it again.
  *
- * Exit codes: 0 completed; 1 the tool reported an error, or the task failed / was cancelled / expired / is
- * unknown, or the server could not be reached; 2 bad usage; 3 the task waits for input this run cannot give
- * (detached; answer with `outlast resume ID --answers …` or on a terminal); 130 interrupted (Ctrl-C).
+ * `--url` (resume, cancel, logs, answer) names the task's server, or replicas of it tried in turn (replicas.ts): the
+ * journal keeps the URL a call was made with, and one that does not answer is named with the way to give another.
+ *
+ * Exit codes (call, resume, logs --follow): 0 completed; 1 the tool reported an error, or the task failed / was
+ * cancelled / expired / is unknown, or the server could not be reached; 2 bad usage; 3 the task waits for input this
+ * run cannot give (detached; answer with `outlast resume ID --answers …` or on a terminal); 130 interrupted (Ctrl-C).
  */
+import { basename } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { HelpRequested, UsageError, parseCommand } from './usage.js';
-import type { JsonObject } from '../protocol/index.js';
-import { Journal, defaultJournalPath, type JournalEntry } from '../client/journal.js';
+import type { DetailedTask, JsonObject } from '../protocol/index.js';
+import { Journal, UNFINISHED_STATES, defaultJournalPath, type JournalEntry } from '../client/journal.js';
 import { TaskClient, type CallToolResult, type ElicitationHandler, type TaskCall, type TaskClientOptions } from '../client/task-client.js';
 import { answersFromJson, resolveAnswer, type Answers, type FormSchema } from '../client/answers.js';
 import { OAUTH_HELP, OAUTH_OPTIONS, OAUTH_STRING_OPTIONS, cliOAuthProvider, login, logout, type OAuthFlagValues } from './oauth-commands.js';
 import { latestOutputSeq, type OutputEvent } from '../client/output.js';
 import { gapLine, outputLine } from './output-lines.js';
 import { DetachedError, RpcError, TaskCancelledError, TaskFailedError, TaskGoneError, TransportError } from '../client/errors.js';
+import { firstAnswering, probeFor, replicaUrls, whyNoAnswer } from './replicas.js';
+import { closestNames } from './closest-names.js';
+import { tableLines, tableWidth } from './table.js';
 import { commandLine } from '../client/stdio-process.js';
 import { parseStdioTarget } from '../client/stdio-transport.js';
 import { STDIO_HELP, STDIO_OPTIONS, STDIO_STRING_OPTIONS, envFlags, stdioServerKey, type StdioFlagValues } from './stdio-options.js';
@@ -36,12 +45,15 @@ export const CLIENT_HELP = `Client commands:
   outlast call URL TOOL [ARGS_JSON] [options]   call TOOL on the MCP server at URL; follow its task to the end
   outlast call --stdio "CMD ARGS" TOOL [ARGS_JSON] [options]
                                                  the same with a server started as CMD ARGS, over its stdin/stdout
-  outlast tasks [--journal PATH] [--json]        list the calls in the journal
+  outlast tools URL [--json]                     list the server's tools: task support, upstream, description
+  outlast tools --stdio "CMD ARGS" [--json]      the same for a server started as CMD ARGS
+  outlast tasks [--journal PATH] [--json]        list the calls in the journal (unfinished ones read again)
   outlast resume [TASK_ID] [options]             follow unfinished tasks (all, or one) to the end
   outlast cancel TASK_ID [--url URL]             ask the server to cancel a task
   outlast logs TASK_ID [--follow] [--after N]    print a task's output (--follow: until the task ends)
+  outlast answer TASK_ID ANSWERS_JSON [--url URL]   answer a task's questions by input key or field
 
-Options for call / resume / cancel / logs:
+Options for call / resume / cancel / logs / answer:
   --bearer TOKEN           send Authorization: Bearer TOKEN (or $OUTLAST_BEARER)
   --journal PATH           the journal (default $OUTLAST_JOURNAL, else ${defaultJournalPath()})
   --json                   final result(s) as JSON on stdout; progress stays on stderr
@@ -52,16 +64,18 @@ Options for call / resume / cancel / logs:
   --answers JSON           answers to form questions by input key or field, e.g. '{"confirm": true}'
                            (without a terminal, a question with no answer detaches with exit code 3)
   --poll                   poll tasks/get instead of listening for notifications/tasks
-  --url URL                (cancel, logs) the server, for a task not in the journal
-  --follow                 (logs) keep printing new output until the task ends
+  --url URL                (resume, cancel, logs, answer) the server of TASK_ID, instead of the one the journal
+                           has: a replica of it, tried in turn when repeated or comma-separated (A,B), e.g. when
+                           the replica the call was made on is gone; needed for a task not in the journal
+  --follow                 (logs) keep printing new output until the task ends, then its final state
   --after N                (logs) only the output after sequence number N (default 0: all that is kept)
 ${STDIO_HELP}
 The task's output (ctx.output) is printed as it comes: on stdout, text as lines and other items as one JSON line
 each, so \`outlast call … > file\` keeps it with the result; on stderr with --json.
-Exit codes: 0 done, 1 tool error / failed / cancelled / expired / unreachable, 2 usage, 3 needs input, 130 Ctrl-C
+Exit codes (call, resume, logs --follow): 0 completed, 1 tool error / failed / cancelled / expired / unreachable,
+2 usage, 3 needs input, 130 Ctrl-C. See docs/clients-and-cli.md#the-cli
 
 ${OAUTH_HELP}`;
-
 
 /** The process exit code a command asks for. */
 export class Exit extends Error {
@@ -77,7 +91,7 @@ function err(line: string): void {
   process.stderr.write(line.endsWith('\n') ? line : line + '\n');
 }
 
-function parse(argv: string[], command: string, allowed: string[] = []) {
+export function parse(argv: string[], command: string, allowed: string[] = []) {
   const r = parseAll(argv, command);
   for (const only of ['detach', 'url', 'notify', 'notify-secret', 'follow', 'after', 'stdio', 'cwd', 'env'] as const) {
     if (r.values[only] !== undefined && !allowed.includes(only)) throw new UsageError(`--${only} is not an option of outlast ${command}`);
@@ -108,7 +122,7 @@ const CLIENT_OPTIONS = {
   'cancel-on-interrupt': { type: 'boolean' },
   poll: { type: 'boolean' },
   detach: { type: 'boolean' },
-  url: { type: 'string' },
+  url: { type: 'string', multiple: true },
   notify: { type: 'string' },
   'notify-secret': { type: 'string' },
   follow: { type: 'boolean' },
@@ -392,7 +406,7 @@ type ServerFlagValues = { bearer?: string | undefined } & OAuthFlagValues & Stdi
  * How a TaskClient reaches the server a journal key names: a URL with the bearer token or OAuth, or a stdio server's
  * command started again in its directory with this run's --env (its stderr to `stderr`, else this process's).
  */
-function reach(server: string, values: ServerFlagValues, stderr?: (line: string) => void): Pick<TaskClientOptions, 'url' | 'stdio' | 'bearer' | 'auth'> {
+export function reach(server: string, values: ServerFlagValues, stderr?: (line: string) => void): Pick<TaskClientOptions, 'url' | 'stdio' | 'bearer' | 'auth'> {
   const stdio = parseStdioTarget(server);
   if (stdio) {
     const env = envFlags(values.env);
@@ -403,10 +417,12 @@ function reach(server: string, values: ServerFlagValues, stderr?: (line: string)
   return { url: server, ...(bearer ? { bearer } : { auth: cliOAuthProvider(server, values) }) };
 }
 
-/** The CLI's TaskClient for one server: form prompts (or --answers) for elicitation, push unless --poll (stdio polls). */
-function cliClient(server: string, journal: Journal, ui: Ui, values: ServerFlagValues & { poll?: boolean | undefined }): TaskClient {
+/** The CLI's TaskClient for one server: form prompts (or --answers) for elicitation, push unless --poll (stdio polls).
+ *  `replicaOf`: `server` is a replica of the journaled server it names. */
+function cliClient(server: string, journal: Journal, ui: Ui, values: ServerFlagValues & { poll?: boolean | undefined }, replicaOf?: string): TaskClient {
   return new TaskClient({
     ...reach(server, values, (line) => ui.status.say(line)),
+    ...(replicaOf !== undefined && replicaOf !== server ? { replicaOf } : {}),
     journal,
     ...(values.poll ? { status: 'poll' } : {}),
     elicitation: elicitationFor(ui),
@@ -509,7 +525,7 @@ export async function call(argv: string[]): Promise<number> {
     } catch (e) {
       ui.status.stop();
       if (values.json) process.stdout.write(JSON.stringify(errorJson(e as Error)) + '\n');
-      throw new Exit(1, `${tool}: ${(e as Error).message}`);
+      throw new Exit(1, `${tool}: ${(e as Error).message}${await unknownToolHint(client, tool, e, stdioKey ? `--stdio '${values.stdio}'` : url)}`);
     }
     if (values.notify && handle.taskId) {
       try {
@@ -546,6 +562,18 @@ export async function call(argv: string[]): Promise<number> {
   }
 }
 
+/** For a call of a tool the server does not have: the tools named most like it, and how to list them all. */
+async function unknownToolHint(client: TaskClient, tool: string, e: unknown, server: string): Promise<string> {
+  if (!(e instanceof RpcError) || !/not found|unknown tool/i.test(e.message) || !e.message.includes(tool)) return '';
+  const list = `outlast tools ${server}`;
+  try {
+    const near = closestNames(tool, (await client.listTools()).tools.map((t) => t.name));
+    return near.length ? `. The closest: ${near.join(', ')}; list them all with: ${list}` : `; list the tools with: ${list}`;
+  } catch {
+    return `; list the tools with: ${list}`;
+  }
+}
+
 function age(ms: number): string {
   const s = Math.round((Date.now() - ms) / 1000);
   if (s < 120) return `${s}s`;
@@ -560,11 +588,61 @@ function serverLabel(server: string): string {
   return stdio ? `stdio: ${commandLine(stdio.command, stdio.args)} (in ${stdio.cwd})` : server;
 }
 
+/** The same, short, for a table: a stdio server's command and arguments with their paths as file names only. */
+function shortServerLabel(server: string): string {
+  const stdio = parseStdioTarget(server);
+  const short = (word: string) => (/^\.{0,2}\//.test(word) ? basename(word) : word);
+  return stdio ? `stdio: ${commandLine(short(stdio.command), stdio.args.map(short))}` : server;
+}
+
+/** What `outlast tasks` reads again before it shows the journal: the most recent unfinished entries of servers
+ *  reached by URL (a stdio one would be started for it), so many at once, each with a short deadline. */
+const REREAD = { entries: 20, parallel: 8, timeoutMs: 2000 };
+
+/**
+ * Reads the unfinished entries `outlast tasks` shows again from their servers (`tasks/get`, no retry) and records
+ * what they say in the journal, so a task cancelled or finished since is not shown as running. Returns, per call,
+ * why it could not be read (the journal's state is shown then).
+ */
+async function rereadUnfinished(journal: Journal, values: { bearer?: string | undefined }): Promise<Map<string, string>> {
+  const notes = new Map<string, string>();
+  const open = journal
+    .list()
+    .filter((e) => UNFINISHED_STATES.includes(e.state) && e.taskId !== undefined && !parseStdioTarget(e.serverUrl))
+    .slice(-REREAD.entries);
+  if (!open.length) return notes;
+  const bearer = bearerOf(values);
+  const clients = new Map<string, TaskClient>();
+  // Only a static token: a listing must never start an OAuth sign-in.
+  const clientOf = (url: string) => {
+    let c = clients.get(url);
+    if (!c) clients.set(url, (c = new TaskClient({ url, ...(bearer ? { bearer } : {}), journal, requestTimeoutMs: REREAD.timeoutMs, retry: { attempts: 1 }, clientInfo: { name: 'outlast-cli', version: '0.1.0' } })));
+    return c;
+  };
+  const queue = [...open];
+  const worker = async () => {
+    for (let e = queue.shift(); e; e = queue.shift()) {
+      try {
+        journal.record(e.callId, await clientOf(e.serverUrl).getTask(e.taskId!));
+      } catch (x) {
+        notes.set(e.callId, x instanceof TaskGoneError ? `${x.reason === 'expired' ? 'expired' : 'not found'} on the server` : x instanceof TransportError ? `not read again: ${whyNoAnswer(x)}` : `not read again: ${(x as Error).message}`);
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(REREAD.parallel, open.length) }, worker));
+  } finally {
+    await Promise.all([...clients.values()].map((c) => c.close()));
+  }
+  return notes;
+}
+
 export async function tasks(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, 'tasks');
   if (positionals.length) throw new UsageError(`outlast tasks takes no arguments (got "${positionals[0]}")`);
   const journal = openJournal(values.journal);
   try {
+    const notes = await rereadUnfinished(journal, values);
     const entries = journal.list();
     if (values.json) {
       process.stdout.write(JSON.stringify(entries, null, 2) + '\n');
@@ -579,13 +657,11 @@ export async function tasks(argv: string[]): Promise<number> {
       e.state + (e.finishedAt && !e.readAt ? ' (unread)' : '') + (e.cancelRequestedAt && !e.finishedAt ? ' (cancel requested)' : ''),
       e.tool,
       age(e.createdAt),
-      serverLabel(e.serverUrl),
-      e.statusMessage ?? '',
+      shortServerLabel(e.serverUrl),
+      [notes.has(e.callId) ? `(${notes.get(e.callId)})` : '', e.statusMessage ?? ''].filter(Boolean).join(' '),
     ]);
-    const header = ['TASK', 'STATE', 'TOOL', 'AGE', 'SERVER', 'STATUS'];
-    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-    const line = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
-    process.stdout.write([line(header), ...rows.map(line)].join('\n') + '\n');
+    const columns = [{ header: 'TASK' }, { header: 'STATE', min: 26 }, { header: 'TOOL', min: 12 }, { header: 'AGE' }, { header: 'SERVER', min: 30 }, { header: 'STATUS', min: 6 }];
+    process.stdout.write(tableLines(columns, rows, tableWidth(process.stdout)).join('\n') + '\n');
     return 0;
   } finally {
     journal.close();
@@ -593,9 +669,11 @@ export async function tasks(argv: string[]): Promise<number> {
 }
 
 export async function resume(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, 'resume', ['env']);
-  if (positionals.length > 1) throw new UsageError('usage: outlast resume [TASK_ID]');
+  const { values, positionals } = parse(argv, 'resume', ['env', 'url']);
+  if (positionals.length > 1) throw new UsageError('usage: outlast resume [TASK_ID] [--url URL]');
   const id = positionals[0];
+  const urls = replicaUrls(values);
+  if (urls && id === undefined) throw new UsageError("--url names the replicas of one task's server: give the task too (outlast resume TASK_ID --url URL)");
   let blocked!: () => void;
   const ui = makeUi(values, () => blocked());
   const journal = openJournal(values.journal);
@@ -622,8 +700,28 @@ export async function resume(argv: string[]): Promise<number> {
     }
     const byServer = new Map<string, JournalEntry[]>();
     for (const e of entries) byServer.set(e.serverUrl, [...(byServer.get(e.serverUrl) ?? []), e]);
-    for (const [server, list] of byServer) {
-      const client = cliClient(server, journal, ui, values);
+    for (const [server, all] of byServer) {
+      let list = all;
+      const open = list.filter((e) => UNFINISHED_STATES.includes(e.state));
+      let client: TaskClient | undefined;
+      if (parseStdioTarget(server)) {
+        if (urls) throw new UsageError(`--url names replicas of a server reached by URL; task ${id} is on the stdio server ${serverLabel(server)}`);
+      } else if (open.length) {
+        // Reach the server (or the first of --url's replicas) before following anything: one that does not answer is
+        // named at once, with the way to give another, instead of after every call's retries.
+        const first = open[0]!;
+        try {
+          client = await firstAnswering(urls ?? [server], (u) => cliClient(u, journal, ui, values, server), probeFor(first.taskId), anotherReplica('resume', first.taskId ?? first.callId), (l) => ui.status.say(l));
+        } catch (x) {
+          if (id !== undefined) {
+            if (values.json) process.stdout.write(JSON.stringify(errorJson(x as Error)) + '\n');
+            throw x;
+          }
+          err((x as Error).message);
+          list = list.filter((e) => !open.includes(e)); // its outcomes already journaled are still shown
+        }
+      }
+      client ??= cliClient(server, journal, ui, values);
       clients.push(client);
       for (const e of list) {
         try {
@@ -665,18 +763,33 @@ export async function resume(argv: string[]): Promise<number> {
   }
 }
 
-/** The journal's entry for a task id (or a unique prefix), and a TaskClient for its server (or --url). */
-function clientForTask(id: string, journal: Journal, values: { url?: string | undefined } & ServerFlagValues, extra: { retry?: { attempts: number } }) {
+/** How to give another replica, for a command on task `id`. */
+const anotherReplica = (command: string, id: string) => `give another replica with --url URL (outlast ${command} ${id} --url URL)`;
+
+/**
+ * The journal's entry for a task id (or a unique prefix), and a TaskClient for its server: the journaled one, or the
+ * first of --url that answers (a replica of it; the journal keeps the entry under the server it was made on).
+ */
+async function clientForTask(command: string, id: string, journal: Journal, values: { url?: string[] | undefined } & ServerFlagValues, extra: { retry?: { attempts: number } }) {
   const entries = journal.find(id).filter((e) => e.taskId);
   const entry = entries.find((e) => e.taskId === id) ?? (entries.length === 1 ? entries[0] : undefined);
-  const server = values.url ?? entry?.serverUrl;
-  if (!server) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
-  try {
-    const client = new TaskClient({ ...reach(server, values), journal, clientInfo: { name: 'outlast-cli', version: '0.1.0' }, ...extra });
-    return { entry, taskId: entry?.taskId ?? id, client };
-  } catch (e) {
-    throw new UsageError((e as Error).message);
+  const taskId = entry?.taskId ?? id;
+  const urls = replicaUrls(values);
+  const server = entry?.serverUrl;
+  if (!urls && !server) throw new Exit(2, `No task "${id}" in the journal ${journal.path}; give the server with --url URL`);
+  const make = (target: string) => {
+    try {
+      return new TaskClient({ ...reach(target, values), ...(server && target !== server ? { replicaOf: server } : {}), journal, clientInfo: { name: 'outlast-cli', version: '0.1.0' }, ...extra });
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  };
+  if (server && parseStdioTarget(server)) {
+    if (urls) throw new UsageError(`--url names replicas of a server reached by URL; task ${taskId} is on the stdio server ${serverLabel(server)}`);
+    return { entry, taskId, client: make(server) };
   }
+  const client = await firstAnswering(urls ?? [server!], make, probeFor(taskId), anotherReplica(command, taskId), err);
+  return { entry, taskId, client };
 }
 
 export async function cancel(argv: string[]): Promise<number> {
@@ -685,7 +798,7 @@ export async function cancel(argv: string[]): Promise<number> {
   if (!id || positionals.length > 1) throw new UsageError('usage: outlast cancel TASK_ID [--url URL]');
   const journal = openJournal(values.journal);
   try {
-    const { entry, taskId, client } = clientForTask(id, journal, values, { retry: { attempts: 3 } });
+    const { entry, taskId, client } = await clientForTask('cancel', id, journal, values, { retry: { attempts: 3 } });
     try {
       await client.cancel(taskId);
       err(`Cancellation of task ${taskId} requested; the server stops it cooperatively (it may still finish first). See how it ended: outlast resume ${taskId}`);
@@ -701,7 +814,15 @@ export async function cancel(argv: string[]): Promise<number> {
   }
 }
 
-/** `outlast logs TASK_ID [--follow] [--after N]`: a task's output, like `docker logs`. */
+/** A task's final state as `call` shows it, and the exit code `call` gives for it. */
+function finalState(t: DetailedTask): { line: string; code: number } {
+  const line = `task ${t.taskId} ${t.status}${t.statusMessage ? `: ${t.statusMessage}` : ''}`;
+  if (t.status === 'completed') return { line, code: (t.result as CallToolResult | undefined)?.isError ? 1 : 0 };
+  if (t.status === 'failed') return { line: `${line} (${t.error.message}, code ${t.error.code})`, code: 1 };
+  return { line, code: 1 };
+}
+
+/** `outlast logs TASK_ID [--follow] [--after N]`: a task's output, like `docker logs`; --follow ends with its final state. */
 export async function logs(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv, 'logs', ['url', 'follow', 'after', 'env']);
   const id = positionals[0];
@@ -713,7 +834,7 @@ export async function logs(argv: string[]): Promise<number> {
   }
   const journal = openJournal(values.journal);
   try {
-    const { taskId, client } = clientForTask(id, journal, values, {});
+    const { entry, taskId, client } = await clientForTask('logs', id, journal, values, {});
     try {
       // Without --follow: what exists now (tasks/get says how much), then stop.
       const until = values.follow ? Infinity : (await latestOutputSeq(client.dispatcher, taskId)).seq;
@@ -722,8 +843,62 @@ export async function logs(argv: string[]): Promise<number> {
         process.stdout.write(outputLine(e) + '\n');
         if (e.seq >= until) break;
       }
+      if (!values.follow) return 0;
+      // The output ends when the task does: say how, as `call` would, and keep the journal's entry up to date.
+      const final = await client.getTask(taskId);
+      if (entry) journal.record(entry.callId, final);
+      const { line, code } = finalState(final);
+      err(line);
+      return code;
+    } catch (e) {
+      if (e instanceof TaskGoneError && entry) journal.gone(entry.callId, e.reason, e.message);
+      throw new Exit(1, (e as Error).message);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    journal.close();
+  }
+}
+
+/** `outlast answer TASK_ID ANSWERS_JSON`: answers the form questions a task waits on, by input key or field. */
+export async function answer(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, 'answer', ['url', 'env']);
+  const [id, json, ...more] = positionals;
+  if (!id || json === undefined) throw new UsageError('usage: outlast answer TASK_ID ANSWERS_JSON [--url URL] (e.g. outlast answer T \'{"approve": true}\')');
+  if (more.length) throw new UsageError(`unexpected argument "${more[0]}"; ANSWERS_JSON must be one quoted JSON object`);
+  if (values.answers !== undefined) throw new UsageError('outlast answer takes its answers as ANSWERS_JSON, not --answers');
+  let answers: Answers;
+  try {
+    answers = answersFromJson(json);
+  } catch (e) {
+    throw new UsageError((e as Error).message.replace('--answers', 'ANSWERS_JSON'));
+  }
+  const journal = openJournal(values.journal);
+  try {
+    const { entry, taskId, client } = await clientForTask('answer', id, journal, values, {});
+    try {
+      const t = await client.getTask(taskId);
+      if (t.status !== 'input_required') throw new Exit(1, `task ${taskId} is ${t.status}: it waits for no answer`);
+      const responses: JsonObject = {};
+      const unanswered: string[] = [];
+      for (const [key, req] of Object.entries(t.inputRequests)) {
+        const params = (req.params ?? {}) as JsonObject;
+        const r = req.method === 'elicitation/create' && params.mode !== 'url' ? resolveAnswer(answers, key, params) : undefined;
+        if (r && 'error' in r) throw new Exit(2, `ANSWERS_JSON: ${r.error}`);
+        if (r && 'response' in r) responses[key] = r.response;
+        else unanswered.push(`"${key}" (${req.method === 'elicitation/create' ? `${String(params.message ?? '')}${r && 'missing' in r ? `; fields: ${r.missing.join(', ')}` : ''}` : `${req.method}, which the CLI cannot answer`})`);
+      }
+      const keys = Object.keys(responses);
+      if (!keys.length) throw new Exit(2, `ANSWERS_JSON answers none of the questions task ${taskId} waits on: ${unanswered.join('; ')}`);
+      for (const key of keys) if (entry) journal.saveAnswer(entry.callId, key, responses[key] as JsonObject);
+      await client.dispatcher.request('tasks/update', { taskId, inputResponses: responses });
+      for (const key of keys) if (entry) journal.answerSent(entry.callId, key);
+      err(`answered ${keys.map((k) => `"${k}"`).join(', ')} of task ${taskId}${unanswered.length ? `; still waiting on ${unanswered.join('; ')}` : ''}; follow it with: outlast resume ${taskId}`);
       return 0;
     } catch (e) {
+      if (e instanceof Exit) throw e;
+      if (e instanceof TaskGoneError && entry) journal.gone(entry.callId, e.reason, e.message);
       throw new Exit(1, (e as Error).message);
     } finally {
       await client.close();

@@ -79,7 +79,8 @@ export async function dashboardCommand(values: Record<string, unknown>, fail: (m
     server.listen(port, host, resolve);
   });
   const shown = host.includes(':') ? `[${host}]` : host;
-  process.stdout.write(`outlast dashboard on http://${shown}:${(server.address() as AddressInfo).port}${d.basePath}\n`);
+  const url = `http://${shown}:${(server.address() as AddressInfo).port}${d.basePath}`;
+  log.announce(`outlast dashboard on ${url}`, { url });
   const stop = async () => {
     d.close();
     server.close();

@@ -23,8 +23,8 @@ import { observeTaskCounts, startPrometheus, type PrometheusEndpoint } from '../
 export interface MountedFront {
   outlast: Outlast;
   factory: ServerFactory;
-  /** The identity server/discover reports. */
-  info: Implementation;
+  /** The identity server/discover reports; without it task polls go through `factory` (no direct path). */
+  info?: Implementation;
   /** What the ready lines name (a module's name, an upstream). */
   describe: string;
   /** Called last on shutdown, after the runtime stopped (e.g. ends upstream processes). */
@@ -175,6 +175,9 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
   if (events && (values.stdio || values['no-http'])) fail('--events needs HTTP (webhooks are subscribed over HTTP; not --stdio or --no-http)');
   const log = cliLogger(values['log-level'] ?? 'info', ops.logFormat);
   if (typeof log === 'string') fail(log);
+  // From here on a refusal to start is a log line too (JSON with --log-format json), then exit 2.
+  const usage = fail;
+  fail = ops.logFormat === 'json' ? (m: string) => (log.error(m.replace(/^outlast: /, '')), process.exit(2)) : usage;
   const host = values.host ?? '127.0.0.1';
   if (ops.dashboard) {
     if (values.stdio) fail('--dashboard needs HTTP (not --stdio); or run `outlast dashboard --store URL` beside it');
@@ -289,7 +292,7 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
       await outlast.start();
       // Nothing else holds the event loop open in a worker (the runtime's timers do not): stay until a signal.
       setInterval(() => undefined, 3_600_000);
-      process.stdout.write(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mounted.describe}\n`);
+      log.announce(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mounted.describe}`);
     } else if (values.stdio) {
       stdio = await serveOutlastStdio(outlast, factory, { onerror: (e) => log.serverError(e), tracePolls: !!values['trace-polls'] });
       log.info(`outlast serving ${mounted.describe} on stdio`);
@@ -300,7 +303,7 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
         host,
         bearer,
         ...(oauth ? { oauth } : {}),
-        serverInfo: info,
+        ...(info ? { serverInfo: info } : {}),
         directTaskMethods: !values['no-direct-task-methods'],
         tracePolls: !!values['trace-polls'],
         ...opt('maxBodyBytes', intFlag('max-body-bytes', 1)),
@@ -314,8 +317,8 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
       if (prometheus) observeTaskCounts(outlast.runtime.store);
       alerts?.start();
       delivery?.start();
-      process.stdout.write(`outlast listening on ${http.url}\n`);
-      if (ops.dashboard) process.stdout.write(`outlast dashboard on ${http.url.replace(/\/mcp$/, '/dashboard')}\n`);
+      log.announce(`outlast listening on ${http.url}`, { url: http.url });
+      if (ops.dashboard) log.announce(`outlast dashboard on ${http.url.replace(/\/mcp$/, '/dashboard')}`, { url: http.url.replace(/\/mcp$/, '/dashboard') });
     }
   } catch (e) {
     fail((e as Error).message);

@@ -15,7 +15,9 @@ const client = () => import('./client-commands.js');
 
 async function serveUsage(): Promise<string> {
   return `Usage:
-  outlast serve MODULE [options]   serve the tools of MODULE (a JS module whose default export is defineServer({...}))
+  outlast serve MODULE [options]   serve the tools of MODULE: a JS module that exports \`outlast\` (an Outlast) and
+                                   \`serverInfo\`, as the README's quick start does, or default-exports
+                                   defineServer({...}) (docs/server-authors.md#a-module-served-by-the-cli)
 
 Options for serve (outlast gateway takes them too, all but --stdio):
   --stdio                  serve on stdin/stdout instead of HTTP
@@ -47,6 +49,20 @@ ${(await front()).FRONT_HELP}`;
   }
 }
 
+const SHORT_USAGE = `Usage: outlast COMMAND [options]   (outlast help: every option; outlast COMMAND --help: one command's)
+  serve MODULE       serve the tools of a module (the README's quick start, or defineServer({...}))
+  gateway            make MCP servers you did not write durable (--stdio "CMD ARGS", --http URL, --config FILE)
+  dashboard          the operations dashboard alone, against a store
+  call URL TOOL      call a tool and follow its task to the end
+  tools URL          list a server's tools
+  tasks              list the calls in the journal
+  resume [TASK_ID]   follow unfinished tasks to the end
+  cancel TASK_ID     ask the server to cancel a task
+  logs TASK_ID       print a task's output
+  answer TASK_ID     answer a task's questions
+  login URL / logout URL   sign in to (out of) an OAuth-protected server
+`;
+
 function fail(message: string): never {
   process.stderr.write(`${message.startsWith('outlast ') ? message : `outlast: ${message}`}\n`);
   process.exit(2);
@@ -71,11 +87,8 @@ async function serve(argv: string[]): Promise<void> {
   const { values, positionals } = await parsed('serve', () => parseCommand('serve', argv, { ...FRONT_OPTIONS, stdio: { type: 'boolean' } } as const, 1));
   const modulePath = positionals[0];
   if (!modulePath) fail('serve needs a MODULE path, e.g. outlast serve dist/demo/server.js');
-  const { loadServerModule } = await import('../server/load-module.js');
-  await runFront(values, async (options) => {
-    const { outlast, factory, module: mod } = await loadServerModule(modulePath, options);
-    return { outlast, factory, info: mod.info, describe: mod.info.name };
-  }, fail);
+  const { mountServedModule } = await import('./serve-module.js');
+  await runFront(values, (options) => mountServedModule(modulePath, values, options), fail);
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -92,17 +105,25 @@ export async function main(argv: string[]): Promise<void> {
     case 'resume':
     case 'cancel':
     case 'logs':
+    case 'answer':
     case 'login':
     case 'logout': {
       const c = await client();
-      const commands = { call: c.call, tasks: c.tasks, resume: c.resume, cancel: c.cancel, logs: c.logs, login: c.loginCommand, logout: c.logoutCommand };
+      const commands = { call: c.call, tasks: c.tasks, resume: c.resume, cancel: c.cancel, logs: c.logs, answer: c.answer, login: c.loginCommand, logout: c.logoutCommand };
       return c.runClientCommand(commands[cmd], rest);
+    }
+    case 'tools': {
+      const [c, t] = await Promise.all([client(), import('./tools-command.js')]);
+      return c.runClientCommand(t.tools, rest);
     }
     case 'dashboard': {
       const { dashboardArgs, dashboardCommand } = await dashboard();
       return dashboardCommand(await parsed('dashboard', () => dashboardArgs(rest)), fail);
     }
     case undefined:
+      // No command is a usage mistake (a script that lost its arguments must not pass): the commands, exit 2.
+      process.stderr.write(SHORT_USAGE);
+      return process.exit(2);
     case 'help':
     case '--help':
     case '-h':

@@ -25,7 +25,7 @@ export const OPS_OPTIONS = {
   'log-format': { type: 'string' },
 } as const;
 
-export const OPS_HELP = `Operations (see README "Operations"):
+export const OPS_HELP = `Operations (see docs/operations.md):
   --dashboard              the dashboard at /dashboard (loopback only unless operator tokens are given)
   --operator TOKEN=NAME    an operator who may act (cancel, acknowledge); repeatable
   --operator-readonly TOKEN=NAME   an operator who may only look; repeatable

@@ -73,6 +73,9 @@ export type RootsHandler = (params: JsonObject, ctx: InputContext) => Promise<Js
 export interface TaskClientOptions {
   /** The server's Streamable HTTP endpoint; or `stdio`. */
   url?: string | URL;
+  /** `url` is a replica of the server this URL names (another replica of one deployment, say the one a call was made
+   *  on, now gone): calls are journaled under it, and `resume()` picks up its calls. Default: `url` itself. */
+  replicaOf?: string | URL;
   /** Or a server this client starts and speaks to over its stdin/stdout (stdio-transport.ts); it is stopped on
    *  close(). The HTTP options (bearer, auth, authProvider, fetch) do not apply to it. */
   stdio?: StdioServerOptions;
@@ -367,7 +370,7 @@ export class TaskClient {
   readonly journal: Journal;
   readonly statusSource: StatusSource;
   readonly polling: PollingSource;
-  /** The server as journaled: its URL (normalised), or `stdio:{command, args, cwd}` (stdio-transport.ts). */
+  /** The server as journaled: its URL (normalised; `replicaOf` when given), or `stdio:{command, args, cwd}` (stdio-transport.ts). */
   readonly url: string;
   private readonly ownsJournal: boolean;
   private readonly options: TaskClientOptions;
@@ -414,7 +417,8 @@ export class TaskClient {
       // A 2025-11-25 server's call may wait minutes for a person's answer, and cannot safely be sent again: no deadline.
       ...(options.callTimeoutMs !== undefined || legacy ? { callTimeoutMs: options.callTimeoutMs ?? 0 } : {}),
     });
-    this.url = this.dispatcher.target;
+    if (options.replicaOf !== undefined && options.stdio) throw new TypeError('replicaOf names the server a url is a replica of; a stdio server has no replicas');
+    this.url = options.replicaOf !== undefined ? new URL(String(options.replicaOf)).href : this.dispatcher.target;
     this.ownsJournal = !(options.journal instanceof Journal);
     this.journal = options.journal instanceof Journal ? options.journal : new Journal(options.journal ?? ':memory:');
     this.polling = new PollingSource(this.dispatcher, options.polling);

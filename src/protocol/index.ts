@@ -22,6 +22,11 @@ export type AnsweredBy = 'person' | 'any' | 'operator';
 /** In a task's `_meta` (tasks/get on both wires, notifications/tasks): its latest output sequence number, present once
  *  it has output, so a poller knows there is output to read (tasks/stream, the status tool) without opening a stream. */
 export const OUTPUT_SEQ_META = 'outlast/outputSeq';
+/** In a tool's `_meta` (tools/list): how Outlast serves it ('auto': inline, or a task once it outlasts its budget;
+ *  'always': a task; 'never': inline), since a 2026-07-28 tool has no `execution.taskSupport`. */
+export const TASK_POLICY_META = 'outlast/policy';
+/** In a tool's `_meta` behind `outlast gateway`: the name of the upstream server the tool comes from. */
+export const UPSTREAM_META = 'outlast/upstream';
 /** SEP-2694 (draft): the request that streams a task's events, and the notification each event travels in. */
 export const TASKS_STREAM_METHOD = 'tasks/stream';
 export const TASK_EVENT_NOTIFICATION = 'notifications/tasks/event';

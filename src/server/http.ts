@@ -8,6 +8,7 @@ import { localhostAllowedHostnames, localhostAllowedOrigins, type McpHttpHandler
 import type { Outlast } from './outlast.js';
 import { checkDashboardExposure, isLoopbackHost } from '../ops/dashboard/index.js';
 import { outlastHandler, type OutlastHandler, type OutlastHandlerOptions, type ServerFactory } from './front/index.js';
+import { refuseServingDuringServeImport } from './served-module.js';
 
 export { DEFAULT_MAX_BODY_BYTES, type ServerFactory } from './front/index.js';
 
@@ -33,6 +34,7 @@ export interface RunningHttpServer {
 }
 
 export async function serveHttp(outlast: Outlast, factory: ServerFactory, options: HttpServeOptions = {}): Promise<RunningHttpServer> {
+  refuseServingDuringServeImport('serveHttp');
   const { port: wantedPort, host: wantedHost, dashboard, ...frontOptions } = options;
   const host = wantedHost ?? '127.0.0.1';
   const path = options.path ?? '/mcp';

@@ -3,13 +3,12 @@
  * listens. Loads the module, makes the store and the `Outlast`, runs the module's `setup`, and returns the
  * per-request factory with the front's options (the module's `serverInfo`, so the direct path is on).
  */
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Implementation } from '@modelcontextprotocol/server';
 import type { TaskStore } from '../store/types.js';
 import { storeFromUrl } from '../store/url.js';
 import { Outlast, type OutlastOptions } from './outlast.js';
 import { moduleFactory, type OutlastServerModule } from './module.js';
+import { importServedModule } from './served-module.js';
 import type { HandleOptions } from './handles.js';
 import type { OutlastHandlerOptions, ServerFactory } from './front/index.js';
 
@@ -30,14 +29,15 @@ export interface LoadedServerModule {
 
 /** Loads `path` (a JS module whose default export is `defineServer({...})`), relative to the working directory. */
 export async function loadServerModule(path: string, options: LoadServerModuleOptions): Promise<LoadedServerModule> {
-  let mod: OutlastServerModule;
-  try {
-    const loaded = (await import(pathToFileURL(resolve(path)).href)) as { default?: OutlastServerModule } & OutlastServerModule;
-    mod = loaded.default ?? loaded;
-  } catch (e) {
-    throw new Error(`cannot load ${path}: ${(e as Error).message}`);
+  const served = await importServedModule(path);
+  if (served.kind === 'outlast') {
+    throw new Error(`${path} makes its own Outlast (it exports \`outlast\`), and loadServerModule makes one from its options: serve the module's \`outlast\` with serveHttp or outlastHandler instead`);
   }
-  if (!mod || typeof mod !== 'object' || !mod.info) throw new Error(`${path} must default-export defineServer({ info, setup, register })`);
+  return mountDefinedModule(served.module, options);
+}
+
+/** A `defineServer` module's Outlast (made with `options`, `setup` run) and per-request factory. */
+export async function mountDefinedModule(mod: OutlastServerModule, options: LoadServerModuleOptions): Promise<LoadedServerModule> {
   const { store, handles: wanted, ...outlastOptions } = options;
   const fromModule = mod.handles === true ? {} : mod.handles || undefined;
   const handles = wanted === false ? undefined : wanted !== undefined ? { ...fromModule, ...(wanted === true ? {} : wanted) } : fromModule;

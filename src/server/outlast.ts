@@ -11,6 +11,7 @@ import {
   ErrorCode,
   IDEMPOTENCY_KEY_META,
   PUSH_META,
+  TASK_POLICY_META,
   TASKS_EXTENSION,
   TASKS_STREAM_METHOD,
   TaskProtocolError,
@@ -214,7 +215,7 @@ export class Outlast {
       ...(c.inputSchema !== undefined ? { inputSchema: z.object(c.inputSchema) } : {}),
       ...(c.inputJsonSchema !== undefined ? { inputSchema: fromJsonSchema(c.inputJsonSchema as never) } : {}),
       ...(c.annotations !== undefined ? { annotations: c.annotations } : {}),
-      ...(c._meta !== undefined ? { _meta: c._meta } : {}),
+      _meta: { ...c._meta, [TASK_POLICY_META]: c.policy ?? 'auto' },
       ...(c.scopes?.length ? { scopeChallenge: oauthScopeChallenge(c.scopes) } : {}),
     };
     this.tools.set(name, { name, config: c, registration });

@@ -6,6 +6,7 @@ import type { Outlast } from './outlast.js';
 import type { ServerFactory } from './http.js';
 import { TracedTransport } from './stdio-spans.js';
 import { TaskStreamTransport } from './stdio-task-stream.js';
+import { refuseServingDuringServeImport } from './served-module.js';
 
 export interface StdioOptions {
   onerror?: (e: Error) => void;
@@ -16,6 +17,7 @@ export interface StdioOptions {
 }
 
 export async function serveOutlastStdio(outlast: Outlast, factory: ServerFactory, options: StdioOptions | ((e: Error) => void) = {}): Promise<{ close(): Promise<void> }> {
+  refuseServingDuringServeImport('serveOutlastStdio');
   const { onerror, tracePolls, transport } = typeof options === 'function' ? { onerror: options } : options;
   await outlast.start();
   outlast.servedBy({ notify: () => undefined });

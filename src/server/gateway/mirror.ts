@@ -3,10 +3,11 @@
  * defined with the upstream's own JSON Schema (compiled once per change of that tool, never per request), its
  * annotations, and whether re-running it after a lost replica is safe (`readOnlyHint`, `idempotentHint`, or
  * `--retry-safe TOOL`). Clients hear `notifications/tools/list_changed` when the mirror changed. Behind a gateway of
- * several upstreams each tool is served as `PREFIX__tool` (the upstream is called with its own name).
+ * several upstreams each tool is served as `PREFIX__tool` (the upstream is called with its own name); each names its
+ * upstream in `_meta["outlast/upstream"]`, so `outlast tools` can say where it comes from.
  */
 import type { Outlast } from '../outlast.js';
-import type { JsonObject } from '../../protocol/index.js';
+import { UPSTREAM_META, type JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
 import { coalesced } from '../../runtime/coalesce.js';
 import type { UpstreamPool } from './pool.js';
@@ -152,6 +153,7 @@ export class ToolMirror {
         ...(t.description !== undefined ? { description: t.description } : {}),
         inputJsonSchema: t.inputSchema ?? { type: 'object' },
         ...(t.annotations !== undefined ? { annotations: t.annotations } : {}),
+        _meta: { [UPSTREAM_META]: this.o.pool.spec.name },
         retrySafe,
         lostWork: upstreamCallName(t.name, this.o.pool.spec.name),
       },
