@@ -48,6 +48,8 @@ const COMMANDS: Array<{ command: string; args: string[]; usage: RegExp }> = [
   { command: 'tasks', args: [], usage: /outlast tasks \[--journal PATH\]/ },
   { command: 'resume', args: [], usage: /outlast resume \[TASK_ID\]/ },
   { command: 'cancel', args: ['some-task-id'], usage: /outlast cancel TASK_ID/ },
+  { command: 'tools', args: ['http://127.0.0.1:9/mcp'], usage: /outlast tools URL/ },
+  { command: 'answer', args: ['some-task-id', '{}'], usage: /outlast answer TASK_ID ANSWERS_JSON/ },
   { command: 'dashboard', args: ['--store', 'sqlite:/nonexistent/x.db'], usage: /outlast dashboard --store URL/ },
 ];
 
@@ -113,10 +115,18 @@ describe('outlast CLI: usage mistakes and --help on every command', { concurrenc
     await assertUsageLine(['gateway', '--config', servers, '--retry-safe', 'echo'], /^outlast gateway: --retry-safe "echo" is no upstream's tool: with several upstreams a tool is NAME__TOOL \(a__…, b__…\)/);
   });
 
+  it('bare outlast is a usage mistake: the commands on stderr, exit 2', async () => {
+    const r = await outlast([]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /^Usage: outlast COMMAND \[options\]/);
+    for (const c of ['serve MODULE', 'gateway', 'call URL TOOL', 'tools URL', 'tasks', 'resume', 'cancel TASK_ID', 'logs TASK_ID', 'answer TASK_ID']) assert.ok(r.stderr.includes(`\n  ${c}`), c);
+  });
+
   it('an unknown command is one line too; outlast help prints everything, exit 0', async () => {
     await assertUsageLine(['serv'], /^outlast: unknown command "serv"; run outlast help/);
     const r = await outlast(['help']);
     assert.equal(r.code, 0);
-    for (const c of ['outlast serve MODULE', 'outlast gateway --stdio', 'outlast dashboard --store', 'outlast call URL TOOL', 'outlast resume', 'outlast cancel TASK_ID']) assert.ok(r.stdout.includes(c), c);
+    for (const c of ['outlast serve MODULE', 'outlast gateway --stdio', 'outlast dashboard --store', 'outlast call URL TOOL', 'outlast tools URL', 'outlast resume', 'outlast cancel TASK_ID', 'outlast answer TASK_ID']) assert.ok(r.stdout.includes(c), c);
   });
 });

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { BIN, ROOT, startServer, tempDir, useServer, type ServerProcess } from './helpers.js';
+import { BIN, FIXTURES, ROOT, startServer, tempDir, useServer, waitForTask, type ServerProcess } from './helpers.js';
 import { runCli, serverTaskCount } from './client-helpers.js';
 
 function hasScript(): boolean {
@@ -64,6 +64,25 @@ describe('outlast call / resume / tasks / cancel', () => {
     const resumed = runCli(['resume', taskId, '--journal', journal, '--json']);
     assert.equal((await resumed.exited).code, 1);
     assert.equal(JSON.parse(resumed.stdout()).status, 'cancelled');
+  });
+
+  test('outlast tasks reads unfinished calls again (a task cancelled since shows cancelled) and fits 100 columns, a stdio call included', async () => {
+    const journal = join(tempDir(), 'journal.db');
+    const detached = runCli(['call', server.url, 'sleep', '{"seconds": 60}', '--journal', journal, '--detach']);
+    assert.equal((await detached.exited).code, 0, detached.stderr());
+    const taskId = detached.stdout().trim();
+    const stdio = runCli(['call', '--stdio', `${process.execPath} ${BIN} serve ${FIXTURES} --stdio --store sqlite:${join(tempDir(), 'stdio-tasks.db')}`, 'sleep', '{"seconds": 0}', '--journal', journal]);
+    assert.equal((await stdio.exited).code, 0, stdio.stderr());
+    const cancel = runCli(['cancel', taskId, '--journal', journal]);
+    assert.equal((await cancel.exited).code, 0, cancel.stderr());
+    await waitForTask(server.url, taskId, (t) => t.status === 'cancelled');
+
+    const list = runCli(['tasks', '--journal', journal]);
+    assert.equal((await list.exited).code, 0, list.stderr());
+    assert.match(list.stdout(), new RegExp(`${taskId}\\s+cancelled \\(unread\\)\\s+sleep`), list.stdout());
+    assert.doesNotMatch(list.stdout(), /cancel requested/);
+    assert.match(list.stdout(), /\s+completed\s+sleep\s+\S+\s+stdio: node outlast\.js serve /, 'the stdio call, its command shortened');
+    for (const line of list.stdout().trimEnd().split('\n')) assert.ok([...line].length <= 100, `${[...line].length} columns: ${line}`);
   });
 
   test('without a terminal, --answers answers by key or by field; a missing answer detaches with exit 3 and says how to answer', async () => {

@@ -1,9 +1,9 @@
 /**
  * The README's install and quick start, done as a new user would: a fresh `npm init -y` app beside a clone of
  * Outlast (here a link to this checkout), the README's install commands as written (pack, then install the tarball),
- * server.mjs saved from the README and started with `node`, then the
- * README's `outlast call`, whose output must be the README's. The same text as `server.mts` runs under `npx tsx` and
- * type-checks. docs/clients-and-cli.md's smallest TaskClient program runs there too. The one change to the README's text: the port (PORT=free port, the URL printed instead of 3000).
+ * server.mjs saved from the README and served with the README's `npx outlast serve server.mjs`, its tools listed with
+ * the README's `outlast tools`, then the README's `outlast call`, whose output must be the README's. The same text as
+ * `server.mts` type-checks and is served through `npx tsx` as the README says. docs/clients-and-cli.md's smallest TaskClient program runs there too. The one change to the README's text: the port (PORT=free port, the URL printed instead of 3000).
  * better-sqlite3's install gets its prebuilt binary as a user's does from GitHub, but from a local prebuild
  * (prebuild-install's `local_prebuilds`) made of this checkout's own build: this machine reaches no GitHub, and a
  * second 2-minute compile would test only what `npm ci` here already did.
@@ -49,7 +49,7 @@ function sh(script: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code
 }
 
 /** Starts a server command in its own process group; resolves with the URL its first line names. */
-function startServer(cmd: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; line: string; url: string }> {
+function startServer(cmd: string[], cwd: string, env: NodeJS.ProcessEnv, ready = /^outlast listening on (http:\/\/\S+)$/m): Promise<{ proc: ChildProcess; line: string; url: string }> {
   const proc = spawn(cmd[0]!, cmd.slice(1), { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let out = '';
@@ -57,11 +57,21 @@ function startServer(cmd: string[], cwd: string, env: NodeJS.ProcessEnv): Promis
     proc.stderr!.on('data', (d) => (err += d));
     proc.stdout!.on('data', (d) => {
       out += d;
-      const m = /^(MCP server with durable tasks at (http:\/\/\S+))$/m.exec(out);
-      if (m) resolve({ proc, line: m[1]!, url: m[2]! });
+      const m = ready.exec(out);
+      if (m) resolve({ proc, line: m[0], url: m[1]! });
     });
     proc.once('exit', (c) => reject(new Error(`${cmd.join(' ')} exited ${c} before printing its URL:\n${out}${err}`)));
   });
+}
+
+/** The README's `outlast tools` against `url`: the quick start's tool, with its task support. */
+async function toolsAsTheReadmeSays(app: string, url: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const tools = docBlock(README, 'tools').code.replaceAll('127.0.0.1:3000', `127.0.0.1:${new URL(url).port}`);
+  const { code, out } = await sh(tools, app, env);
+  assert.equal(code, 0, out);
+  assert.match(out, /^TOOL\s+TASKS\s+DESCRIPTION\n/);
+  assert.match(out, /^reindex\s+auto\b/m, out);
+  assert.match(out, /^outlast_task_status\s+-\s/m, 'the handle tools (handles: true)');
 }
 
 function stopGroup(proc: ChildProcess | undefined): void {
@@ -122,13 +132,16 @@ describe("the README's install and quick start, in a fresh app", () => {
     assert.ok(existsSync(join(app, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node')), 'better-sqlite3 was installed with its binary');
   });
 
-  it('node server.mjs prints its URL and answers `outlast call` with a task and its result', { timeout: 120_000 }, async () => {
+  it('`npx outlast serve server.mjs` prints its URL, lists its tools and answers `outlast call` with a task and its result', { timeout: 120_000 }, async () => {
     writeFileSync(join(app, 'server.mjs'), docBlock(README, 'quickstart').code);
     const port = String(await freePort());
-    const srv = await startServer([process.execPath, 'server.mjs'], app, { ...env, PORT: port });
+    const serve = docBlock(README, 'serve').code.trim();
+    assert.equal(serve, 'npx outlast serve server.mjs');
+    const srv = await startServer(serve.split(' '), app, { ...env, PORT: port });
     procs.push(srv.proc);
-    assert.equal(srv.line, `MCP server with durable tasks at http://127.0.0.1:${port}/mcp`);
-    assert.match(readFileSync(join(ROOT, README), 'utf8'), /prints `MCP server with durable tasks at http:\/\/127\.0\.0\.1:3000\/mcp`/);
+    assert.equal(srv.line, `outlast listening on http://127.0.0.1:${port}/mcp`);
+    assert.match(readFileSync(join(ROOT, README), 'utf8'), /It prints `outlast listening on http:\/\/127\.0\.0\.1:3000\/mcp`/);
+    await toolsAsTheReadmeSays(app, srv.url, env);
     await callAsTheReadmeSays(app, srv.url, env);
     assert.ok(existsSync(join(app, '.outlast', 'tasks.db')), 'the tasks are in the app folder');
     // docs/clients-and-cli.md's smallest TaskClient program, beside the quick start as that page says.
@@ -138,11 +151,19 @@ describe("the README's install and quick start, in a fresh app", () => {
     assert.equal(client.out, 'Reindexed docs\n');
     assert.ok(existsSync(join(app, '.outlast', 'client.db')), 'the journal is where the program says');
     stopGroup(srv.proc);
+
+    // docs/server-authors.md: the same module served from code of one's own, with serveHttp.
+    writeFileSync(join(app, 'run.mjs'), docBlock('docs/server-authors.md', 'serve-http').code);
+    const own = await startServer([process.execPath, 'run.mjs'], app, { ...env, PORT: String(await freePort()) }, /^MCP server with durable tasks at (http:\/\/\S+)$/m);
+    procs.push(own.proc);
+    await callAsTheReadmeSays(app, own.url, env);
+    stopGroup(own.proc);
   });
 
-  it('the same text is TypeScript: it type-checks (strict) and runs with `npx --yes tsx server.mts`', { timeout: 300_000 }, async () => {
+  it('the same text is TypeScript: it type-checks (strict) and is served through `npx --yes tsx`', { timeout: 300_000 }, async () => {
     writeFileSync(join(app, 'server.mts'), docBlock(README, 'quickstart').code);
-    assert.match(readFileSync(join(ROOT, README), 'utf8'), /save it as `server\.mts` and run `npx --yes tsx server\.mts`/);
+    const command = 'npx --yes tsx node_modules/outlast/bin/outlast.js serve server.mts';
+    assert.ok(readFileSync(join(ROOT, README), 'utf8').replace(/\s+/g, ' ').includes(`save it as \`server.mts\` and serve it with \`${command}\``), 'the README says so');
     const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
     const types = join(ROOT, 'node_modules', '@types');
     const check = await sh(
@@ -152,7 +173,7 @@ describe("the README's install and quick start, in a fresh app", () => {
     );
     assert.equal(check.code, 0, check.out);
     const port = String(await freePort());
-    const srv = await startServer(['npx', '--yes', 'tsx', 'server.mts'], app, { ...env, PORT: port });
+    const srv = await startServer(command.split(' '), app, { ...env, PORT: port });
     procs.push(srv.proc);
     await callAsTheReadmeSays(app, srv.url, env);
     stopGroup(srv.proc);
