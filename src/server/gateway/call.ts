@@ -68,16 +68,16 @@ function progressRelay(ctx: TaskContext, log: Logger): { on(p: JsonObject): void
 function upstreamFailure(e: unknown, conn: UpstreamConnection, what: string, callTimeoutMs: number | undefined, redact: Redact): Error {
   const raw = e as { code?: unknown; message?: string; data?: unknown };
   const err = { code: raw?.code, data: raw?.data, message: raw?.message === undefined ? undefined : redact(raw.message) };
-  if (err?.code === 'REQUEST_TIMEOUT') {
+  if (err.code === 'REQUEST_TIMEOUT') {
     return new TaskProtocolError(ErrorCode.InternalError, `${what} did not answer within ${callTimeoutMs} ms (--call-timeout-ms); the call was cancelled upstream`, {
       reason: 'upstream_timeout',
       timeoutMs: callTimeoutMs,
     });
   }
-  if (conn.broken && (err?.code === 'CONNECTION_CLOSED' || err?.code === 'NOT_CONNECTED' || err?.code === 'SEND_FAILED' || typeof err?.code !== 'number')) {
+  if (conn.broken && (err.code === 'CONNECTION_CLOSED' || err.code === 'NOT_CONNECTED' || err.code === 'SEND_FAILED' || typeof err.code !== 'number')) {
     return new UpstreamLost(ErrorCode.InternalError, `${what} was lost: ${redact(conn.broken.message)}`, { reason: 'upstream_lost' });
   }
-  if (typeof err?.code === 'number') {
+  if (typeof err.code === 'number') {
     return new TaskProtocolError(err.code, `${what} failed upstream: ${err.message ?? 'error'}`, err.data === undefined ? undefined : err.data);
   }
   return new TaskProtocolError(ErrorCode.InternalError, `${what} failed: ${err.message ?? redact(String(e))}`, { reason: 'upstream_error' });

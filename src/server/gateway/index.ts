@@ -13,7 +13,7 @@ import { describeUpstream, type UpstreamSpec } from './upstream.js';
 import { mountUpstream, type MountedUpstream } from './mount.js';
 import { passThrough } from './passthrough.js';
 import { MergedSurface } from './merged.js';
-import { withUserinfoAsHeader } from './secrets.js';
+import { redactorOf, withUserinfoAsHeader } from './secrets.js';
 
 export { describeUpstream, type UpstreamSpec } from './upstream.js';
 
@@ -85,7 +85,7 @@ export async function mountGateway(outlast: Outlast, o: GatewayOptions): Promise
   }
   if (several) {
     outlast.toolsUnavailable = (tool) => unavailable(mounts, tool);
-    const merged = new MergedSurface(mounts.map((m) => ({ name: m.spec.name, surface: m.surface })), log);
+    const merged = new MergedSurface(mounts.map((m) => ({ name: m.spec.name, surface: m.surface, redact: redactorOf(m.spec) })), log);
     const info: Implementation = { name: 'outlast-gateway', version: '1', description: `Outlast in front of ${upstreams.map(describeUpstream).join(', ')}` };
     return { factory: () => serverOf(info, (mcp) => merged.attach(mcp)), info, close };
   }
