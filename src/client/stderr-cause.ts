@@ -19,7 +19,7 @@ const ERROR_LINE = [
 const MENTIONS_ERROR = [
   /\b(?:ERROR|FATAL|CRITICAL)\b/,
   /\blevel=(?:error|fatal)\b/i,
-  /Cannot find module|No module named|command not found|No such file or directory|Permission denied|\bE[A-Z]{3,}\b/,
+  /Cannot find module|No module named|not found|No such file or directory|Permission denied|\bE[A-Z]{3,}\b/,
 ];
 
 /** 2: an error's own line; 1: a line that mentions an error; 0: any other non-empty line. */

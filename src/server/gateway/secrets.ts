@@ -93,7 +93,7 @@ export function redactorOf(spec: UpstreamSpec): Redact {
       for (const v of values) out = out.split(v).join(REDACTED);
       return out
         .replace(URL_IN_TEXT, (u) => publicUrl(u))
-        .replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, `$1 ${REDACTED}`)
+        .replace(/\b(Bearer|Basic)\s+(?=[A-Za-z._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}/g, `$1 ${REDACTED}`) // a credential has a digit or a sign: "Basic authentication" stays
         .replace(/\b([\w-]+)=([^\s"'&,;)]+)/g, (pair, name: string) => (SECRET_NAME.test(name) ? `${name}=${REDACTED}` : pair));
     };
     redactors.set(spec, redact);
