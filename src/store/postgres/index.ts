@@ -42,6 +42,7 @@ import { PgSignalBus, describeConnection, quoteIdent } from './bus.js';
 import { StoreClock } from './clock.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
+import { COMPATIBLE_FROM_COLUMN, appliedSchema, newestVersion, schemaVerdict } from '../schema-version.js';
 import { SETTINGS_QUERIES } from './settings.js';
 import { ASK_QUERIES } from './asks.js';
 import { PARKING_QUERIES } from './parking.js';
@@ -296,6 +297,8 @@ export class PostgresTaskStore implements TaskStore {
   prepared = false;
   /** When the database last answered: a statement past its deadline is cancelled only on a database that answers. */
   private readonly answers: DatabaseAnswers;
+  /** Set at open when the schema is newer than this build and keeps it working (a rollback): the line to log. */
+  schemaAhead: string | undefined;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? 'outlast';
@@ -376,11 +379,15 @@ export class PostgresTaskStore implements TaskStore {
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outlast:${this.schema}`]);
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.schema)}`);
       await client.query('CREATE TABLE IF NOT EXISTS outlast_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)');
-      const applied = new Set((await client.query<{ version: number }>('SELECT version FROM outlast_migrations')).rows.map((r) => r.version));
+      await client.query(`ALTER TABLE outlast_migrations ADD COLUMN IF NOT EXISTS ${COMPATIBLE_FROM_COLUMN} integer`);
+      const rows = (await client.query<{ version: number; compatible_from: number | null }>(`SELECT version, ${COMPATIBLE_FROM_COLUMN} FROM outlast_migrations`)).rows;
+      // Refused before anything is written when a newer build's migration removed what this build uses.
+      this.schemaAhead = schemaVerdict(`the store (PostgreSQL schema "${this.schema}")`, newestVersion(MIGRATIONS), appliedSchema(rows));
+      const applied = new Set(rows.map((r) => r.version));
       for (const m of MIGRATIONS) {
         if (applied.has(m.version)) continue;
         await client.query(m.sql);
-        await client.query('INSERT INTO outlast_migrations (version, applied_at) VALUES ($1, $2)', [m.version, Date.now()]);
+        await client.query(`INSERT INTO outlast_migrations (version, applied_at, ${COMPATIBLE_FROM_COLUMN}) VALUES ($1, $2, $3)`, [m.version, Date.now(), m.compatibleFrom ?? null]);
       }
       await applyHistorySetting(client, this.history);
       // Trigger and claim functions find their tables whichever session runs them.

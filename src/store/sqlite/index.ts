@@ -170,6 +170,8 @@ export class SqliteTaskStore implements TaskStore {
     return Date.now();
   }
   readonly path: string;
+  /** Set at open when the file's schema is newer than this build and keeps it working (a rollback): the line to log. */
+  schemaAhead: string | undefined;
   private db!: Database.Database;
   private readonly options: Required<SqliteStoreOptions>;
   private queue: PendingWrite[] = [];
@@ -199,6 +201,7 @@ export class SqliteTaskStore implements TaskStore {
       migrations: MIGRATIONS,
       migrationsTable: 'outlast_migrations',
       what: 'the task store',
+      schemaAhead: (line) => (this.schemaAhead = line),
     });
     this.db = db;
     this.s = this.prepare(db);
