@@ -160,9 +160,13 @@ describe('a store error that escapes a handler (real process)', () => {
   });
 });
 
-/** The schema's migrations table: what a newer build's migration leaves there (version, and its compatible_from). */
+/** What a newer build's migration leaves in the schema's migrations table: its version and compatible_from (the
+ *  column made as a build that checks it makes it). */
 async function recordMigration(schema: string, version: number, compatibleFrom: number | null): Promise<void> {
-  await withPgClient((c) => c.query(`INSERT INTO ${q(schema)}.outlast_migrations (version, applied_at, compatible_from) VALUES ($1, $2, $3)`, [version, Date.now(), compatibleFrom]));
+  await withPgClient(async (c) => {
+    await c.query(`ALTER TABLE ${q(schema)}.outlast_migrations ADD COLUMN IF NOT EXISTS compatible_from integer`);
+    await c.query(`INSERT INTO ${q(schema)}.outlast_migrations (version, applied_at, compatible_from) VALUES ($1, $2, $3)`, [version, Date.now(), compatibleFrom]);
+  });
 }
 
 /** Starts a replica expected to refuse; returns its exit and stderr. */
@@ -214,6 +218,9 @@ describe('an older build on a newer schema (a rollback): it serves an additive s
     const sqliteKnown = newestVersion(SQLITE_MIGRATIONS);
     const { default: Database } = await import('better-sqlite3');
     const db = new Database(path);
+    if (!db.prepare(`SELECT name FROM pragma_table_info('outlast_migrations')`).pluck().all().includes('compatible_from')) {
+      db.exec('ALTER TABLE outlast_migrations ADD COLUMN compatible_from INTEGER');
+    }
     db.prepare('INSERT INTO outlast_migrations (version, applied_at, compatible_from) VALUES (?, ?, ?)').run(sqliteKnown + 2, Date.now(), sqliteKnown + 1);
     db.close();
     const r = await refusedStart(['--store', `sqlite:${path}`]);

@@ -57,3 +57,38 @@ export function schemaVerdict(what: string, known: number, applied: AppliedSchem
   return `${what} is at schema version ${applied.newest}, newer than this build (versions up to ${known}): serving, as its newer ` +
     'migrations keep older builds working; upgrade this replica to the build that migrated it';
 }
+
+/** The first migration the additive rule binds (those before it were written before the rule; see CONTRIBUTING.md). */
+export const ADDITIVE_RULE_FROM = 15;
+
+/**
+ * The statements of a migration's SQL that remove or change what an older build's statements use (so the build of
+ * the release before would fail on a schema this was applied to): dropping a table, column, function, view, type,
+ * index (SQLite statements name indexes) or a trigger that the migration does not create again, renaming anything,
+ * changing a column's type, making a column NOT NULL, or adding a NOT NULL column without a default (an older
+ * build's INSERT would fail). A migration with any of these is a contract step: it must say `compatibleFrom`.
+ */
+export function contractStatements(sql: string): string[] {
+  // Function bodies ($$ … $$) are code, not schema changes; comments are not statements.
+  const text = sql.replace(/\$(\w*)\$[\s\S]*?\$\1\$/g, '$$').replace(/--[^\n]*/g, '');
+  const recreated = new Set([...text.matchAll(/\bCREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+(\w+)/gi)].map((m) => m[1]!.toLowerCase()));
+  const found: string[] = [];
+  for (const raw of text.split(';')) {
+    const st = raw.replace(/\s+/g, ' ').trim();
+    if (!st) continue;
+    const dropTrigger = /\bDROP TRIGGER (?:IF EXISTS )?(\w+)/i.exec(st);
+    const addsNotNull = [...st.matchAll(/\bADD (?:COLUMN )?(?:IF NOT EXISTS )?\w+ [^,]*/gi)].some((m) => /\bNOT NULL\b/i.test(m[0]) && !/\bDEFAULT\b/i.test(m[0]));
+    if (
+      /\bDROP (?:TABLE|COLUMN|FUNCTION|PROCEDURE|VIEW|TYPE|SCHEMA|INDEX|SEQUENCE)\b/i.test(st) ||
+      (/\bALTER TABLE\b[^]*\bDROP (?!CONSTRAINT\b|TRIGGER\b|DEFAULT\b|NOT NULL\b)\w+/i.test(st)) ||
+      /\bRENAME\b/i.test(st) ||
+      /\bALTER (?:COLUMN )?\w+ (?:SET DATA )?TYPE\b/i.test(st) ||
+      /\bSET NOT NULL\b/i.test(st) ||
+      addsNotNull ||
+      (dropTrigger && !recreated.has(dropTrigger[1]!.toLowerCase()))
+    ) {
+      found.push(st.length > 160 ? `${st.slice(0, 157)}...` : st);
+    }
+  }
+  return found;
+}
