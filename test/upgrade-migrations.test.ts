@@ -202,7 +202,7 @@ describe('an older build on a newer schema (a rollback): it serves an additive s
     await recordMigration(schema, known + 2, known + 2);
     const before = await withPgClient(async (c) => (await c.query(`SELECT (SELECT count(*) FROM ${q(schema)}.replicas)::int AS r, (SELECT count(*) FROM ${q(schema)}.outlast_migrations)::int AS m`)).rows[0]);
     const r = await refusedStart(['--store', pgStoreUrl(schema)]);
-    assert.notEqual(r.code, 0);
+    assert.equal(r.code, 2, r.stderr);
     const lines = r.stderr.trim().split('\n');
     assert.equal(lines.length, 1, r.stderr);
     assert.equal(lines[0], `outlast: the store (PostgreSQL schema "${schema}") is at schema version ${known + 2}, which needs a build that knows version ${known + 2} or later ` +
@@ -224,7 +224,7 @@ describe('an older build on a newer schema (a rollback): it serves an additive s
     db.prepare('INSERT INTO outlast_migrations (version, applied_at, compatible_from) VALUES (?, ?, ?)').run(sqliteKnown + 2, Date.now(), sqliteKnown + 1);
     db.close();
     const r = await refusedStart(['--store', `sqlite:${path}`]);
-    assert.notEqual(r.code, 0);
+    assert.equal(r.code, 2, r.stderr);
     assert.deepEqual(r.stderr.trim().split('\n'), [`outlast: the task store ${path} is at schema version ${sqliteKnown + 2}, which needs a build that knows version ${sqliteKnown + 1} or later ` +
       `(a migration removed what older builds use); this build knows versions up to ${sqliteKnown}: start a newer build`]);
   });
