@@ -22,6 +22,7 @@ import {
   BIN, FIXTURES, PG_URL, ROOT, callTool, freshSchema, getTask, pgStoreUrl, rpc, startServer, tempDir, textOf, until, waitForTask, withPgClient, type ServerProcess,
 } from './helpers.js';
 import { previousBuild } from './previous-build.js';
+import { startPgBouncer, type PgBouncer } from './pgbouncer.js';
 
 const q = (schema: string) => `"${schema}"`;
 
@@ -81,6 +82,55 @@ describe('a migration under a running PostgreSQL store: every statement, prepare
     assert.ok(refusals.length >= 1, 'the migration did invalidate prepared plans (else this would prove nothing)');
     assert.deepEqual(spy.refused.filter((r) => r.code !== '0A000'), [], 'nothing else was refused');
     for (const r of refusals) assert.match(r.message, /cached plan must not change result type/);
+  });
+});
+
+describe('the same through PgBouncer (the store reached through a pooler)', () => {
+  let bouncer: PgBouncer;
+  let session: PgBouncer;
+  let spy: StatementSpy;
+  before(async () => {
+    [bouncer, session] = await Promise.all([startPgBouncer(), startPgBouncer({ pool_mode: 'session' })]);
+    spy = spyOnStatements();
+  });
+  after(async () => {
+    spy.restore();
+    await Promise.all([bouncer?.stop(), session?.stop()]);
+  });
+  const through = (b: PgBouncer, schema: string, prepared: 'auto' | 'on') =>
+    new PostgresTaskStore({ connection: { connectionString: b.through(PG_URL) }, schema, poolSize: 1, preparedStatements: prepared });
+
+  it('transaction mode (statements unnamed, as `auto` decides there): every statement survives a column added to every table and a type changed', async () => {
+    const schema = freshSchema('upgtx');
+    const store = through(bouncer, schema, 'auto');
+    await store.init();
+    try {
+      assert.equal(store.prepared, false);
+      await runEveryStatement(store, 'before');
+      await addColumnEverywhere(schema);
+      await changeColumnTypes(schema);
+      spy.reset();
+      await runEveryStatement(store, 'after');
+      assert.deepEqual(spy.refused, []);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('session mode with named statements (prepared_statements=on): a type changed under them is met with 0A000 through the pooler and retried once, reaching no caller', async () => {
+    const schema = freshSchema('upgses');
+    const store = through(session, schema, 'on');
+    await store.init();
+    try {
+      await runEveryStatement(store, 'before');
+      await changeColumnTypes(schema);
+      spy.reset();
+      await runEveryStatement(store, 'after');
+      assert.ok(spy.refused.some((r) => r.code === '0A000'), 'the pooler passed the refusal on (else this would prove nothing)');
+      assert.deepEqual(spy.refused.filter((r) => r.code !== '0A000'), []);
+    } finally {
+      await store.close();
+    }
   });
 });
 
