@@ -70,7 +70,7 @@ describe('gateway of several upstreams (--config)', () => {
 
   it('an upstream that cannot start: its tools say why, the others serve', async () => {
     const call = await callTool(gw.url, 'broken__anything', {});
-    assert.match(call.error?.message ?? '', /upstream "broken" \(\/nonexistent\/outlast-no-such-server\) could not start: .*ENOENT/);
+    assert.match(call.error?.message ?? '', /upstream "broken" \(outlast-no-such-server\) could not start: .*ENOENT/);
     assert.equal((await rpc(gw.url, 'tools/list')).error, undefined, 'tools/list still answers');
     assert.equal(textOf((await callTool(gw.url, 'everything__echo', { message: 'still' })).result), 'Echo: still');
   });
@@ -197,8 +197,8 @@ describe('gateway --config: one server, and what refuses the start', () => {
     } }));
     const specs = readGatewayConfig(file, { GW_DIR: '/srv', GW_TOKEN: 'sekret', GW_HOST: 'tickets.example.com' });
     assert.deepEqual(specs, [
-      { kind: 'stdio', name: 'local', command: 'node', args: ['/srv/server.js'], env: { TOKEN: 'sekret', LEVEL: 'warn' } },
-      { kind: 'http', name: 'remote', url: 'https://tickets.example.com/mcp', headers: { Authorization: 'Bearer sekret' } },
+      { kind: 'stdio', name: 'local', command: 'node', args: ['/srv/server.js'], env: { TOKEN: 'sekret', LEVEL: 'warn' }, secrets: ['sekret', 'warn', '/srv'] },
+      { kind: 'http', name: 'remote', url: 'https://tickets.example.com/mcp', headers: { Authorization: 'Bearer sekret' }, secrets: ['tickets.example.com', 'sekret'] },
     ]);
   });
 

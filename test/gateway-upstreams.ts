@@ -11,6 +11,8 @@
  *   httptap LOG PORT URL  listens on 127.0.0.1:PORT and passes every HTTP request on to URL as it is (the answer
  *                      streamed back), appending "EPOCHMS > BODY" to LOG for each request body, so a test sees what
  *                      reached an HTTP upstream (its tasks/get, tasks/update, tasks/cancel) and when; "ready" on stdout
+ *   leaky ARGS…        an upstream that fails at start and says too much: writes its arguments and $LEAKY_TOKEN to
+ *                      stderr (a start-up banner), then an error line quoting them, a stack line, and exits 3
  *   silent             a real MCP server (SDK v1) whose tool `hang` never answers, `ok` answers at once, `env` answers
  *                      its environment as JSON; $GW_EXTRA_TOOL names one more tool (a name that collides, or is long)
  */
@@ -86,6 +88,12 @@ if (mode === 'tap') {
 } else if (mode === 'garbage') {
   process.stdin.once('data', () => process.stdout.write('Welcome! This server prints a banner on stdout.\n'));
   process.stdin.on('end', () => process.exit(0));
+} else if (mode === 'leaky') {
+  const token = process.env.LEAKY_TOKEN ?? '';
+  process.stderr.write(`leaky starting: ${rest.join(' ')} (token ${token})\n`);
+  process.stderr.write(`Error: the tickets API refused the key ${rest.join(' ')} and token ${token}\n`);
+  process.stderr.write('    at start (leaky.js:12:7)\n');
+  process.exit(3);
 } else if (mode === 'silent') {
   const server = new McpServer({ name: 'silent', version: '1.0.0' });
   server.registerTool('hang', { description: 'Never answers', inputSchema: {} }, () => new Promise(() => undefined));

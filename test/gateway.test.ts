@@ -435,7 +435,7 @@ describe('gateway in front of upstreams that fail', () => {
     try {
       for (let i = 0; i < 2; i++) {
         const list = await rpc(gw.url, 'tools/list');
-        assert.match(list.error?.message ?? '', /upstream "outlast-no-such-server" \(\/nonexistent\/outlast-no-such-server --flag\) could not start: .*ENOENT/);
+        assert.match(list.error?.message ?? '', /upstream "outlast-no-such-server" \(outlast-no-such-server\) could not start: "\/nonexistent\/outlast-no-such-server" was not found \(ENOENT; is it on PATH\?\)/);
         const call = await callTool(gw.url, 'echo', { message: 'x' });
         assert.match(call.error?.message ?? '', /could not start/);
         await sleep(1100); // past the retry interval: it tries again, and says so again

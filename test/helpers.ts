@@ -130,11 +130,12 @@ export interface ServerProcess {
 }
 
 /** Starts `outlast serve` and waits for its ready line: the URL it listens on, or (with --no-http) the worker's line. */
-export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[] } = {}): Promise<ServerProcess> {
+export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[]; bin?: string } = {}): Promise<ServerProcess> {
   const worker = args.includes('--no-http');
   const ready = worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on ([^\s"]+)/;
   // `command`: another front command than `serve MODULE`, e.g. ['gateway', '--stdio', 'node upstream.js'].
-  const proc = spawn(process.execPath, [BIN, ...(opts.command ?? ['serve', opts.module ?? FIXTURES]), ...(worker ? [] : ['--port', '0']), ...args], {
+  // `bin`: another build's bin/outlast.js (an older release, in the upgrade tests).
+  const proc = spawn(process.execPath, [opts.bin ?? BIN, ...(opts.command ?? ['serve', opts.module ?? FIXTURES]), ...(worker ? [] : ['--port', '0']), ...args], {
     cwd: ROOT,
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],

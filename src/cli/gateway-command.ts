@@ -10,6 +10,7 @@ import { FRONT_OPTIONS, intFlagOf, runFront, type FrontValues } from './front-co
 import { STDIO_OPTIONS, envFlags, splitCommandLine } from './stdio-options.js';
 import { UsageError } from './usage.js';
 import { httpUrlOf, readGatewayConfig } from './gateway-config.js';
+import { commandLine } from '../client/stdio-process.js';
 
 export const GATEWAY_HELP = `Usage:
   outlast gateway --stdio "CMD ARGS…" [options]   serve the tools of a stdio MCP server, durably
@@ -34,6 +35,9 @@ Options for gateway (and every option of serve but its --stdio; see docs/gateway
   --upstream-oauth-issuer URL    the authorization server the credentials belong to (required with the id)
   --upstream-oauth-scope S       the scope to ask for (space-separated scopes)
   --name NAME              the upstream's name in logs and messages (default: from the command or the host)
+  --log-upstream-commands  log each upstream's full command line (or URL) once at start, secrets included; by
+                           default logs and errors name an upstream by its name and program (or URL without
+                           userinfo, query and fragment) and redact its env, header and \${VAR} values
   --upstream-pool N        connections to the upstream per replica, each serving one call at a time
                            (default 4 for --stdio, processes; 16 for --http, sessions); calls beyond them
                            wait for one (the task's status says so)
@@ -62,13 +66,17 @@ export const GATEWAY_OPTIONS = {
   'upstream-oauth-client-id': { type: 'string' },
   'upstream-oauth-issuer': { type: 'string' },
   'upstream-oauth-scope': { type: 'string' },
+  'log-upstream-commands': { type: 'boolean' },
 } as const;
 
 const INTERPRETERS = new Set(['node', 'python', 'python3', 'npx', 'uvx', 'uv', 'deno', 'bun', 'docker', 'sh', 'bash']);
+const EVAL_FLAGS = new Set(['-e', '--eval', '-p', '--print', '-c']);
 
 function defaultName(command: string, args: string[]): string {
   const cmd = basename(command);
   if (!INTERPRETERS.has(cmd)) return cmd;
+  // `node -e CODE`, `sh -c CODE`: the code is no name (and may hold a secret).
+  if (args.some((a) => EVAL_FLAGS.has(a))) return cmd;
   const script = args.find((a) => !a.startsWith('-'));
   if (!script) return cmd;
   // node …/server-everything/dist/index.js → server-everything: the package, not its entry file.
@@ -131,10 +139,13 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
       if (!upstreams.some((u) => t.startsWith(`${u.name}__`))) fail(`--retry-safe "${t}" is no upstream's tool: with several upstreams a tool is NAME__TOOL (${upstreams.map((u) => `${u.name}__…`).join(', ')})`);
     }
   }
-  for (const k of ['upstream-pool', 'call-timeout-ms', 'connect-timeout-ms', 'retry-safe', 'serve-stdio', 'upstream-oauth-client-id', 'upstream-oauth-issuer', 'upstream-oauth-scope']) delete front[k];
+  const logCommands = values['log-upstream-commands'] === true;
+  for (const k of ['upstream-pool', 'call-timeout-ms', 'connect-timeout-ms', 'retry-safe', 'serve-stdio', 'upstream-oauth-client-id', 'upstream-oauth-issuer', 'upstream-oauth-scope', 'log-upstream-commands']) delete front[k];
   // The front's --stdio (serve on stdin/stdout) is --serve-stdio here: --stdio names the upstream.
   if (values['serve-stdio']) front.stdio = true;
   await runFront(front, async ({ store, handles, log, ...options }) => {
+    // The operator asked to read them: once, in the log only (nothing a caller receives quotes them).
+    if (logCommands) for (const u of upstreams) log.info(`upstream "${u.name}" is ${u.kind === 'stdio' ? `the command ${commandLine(u.command, u.args)}` : `at ${u.url}`} (--log-upstream-commands)`);
     // Handles are on unless --no-handles: most hosts a gateway serves have no Tasks.
     const outlast = new Outlast({ ...options, log, store: store as never, ...(handles === false ? {} : { handles: handles === undefined || handles === true ? true : handles }) });
     const gateway = await mountGateway(outlast, {

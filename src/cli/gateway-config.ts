@@ -2,8 +2,9 @@
  * `outlast gateway --config FILE`: the upstreams as hosts already describe their servers, the `mcpServers` JSON of
  * Claude Desktop and Cursor (VS Code's `servers` too): `{"NAME": {"command", "args", "env", "cwd"}}` for a stdio
  * server, `{"NAME": {"url", "headers"}}` for a Streamable HTTP one (`"type"` may say which); `${VAR}` in a value is
- * taken from the gateway's environment. Each mistake is a
- * UsageError naming the server; values of `env` and `headers` are never quoted (they are often secrets).
+ * taken from the gateway's environment, and what it became is kept in the spec's `secrets`, never shown
+ * (server/gateway/secrets.ts). Each mistake is a UsageError naming the server; values of `env` and `headers` are
+ * never quoted (they are often secrets).
  */
 import { readFileSync } from 'node:fs';
 import { upstreamNameProblem, type UpstreamSpec } from '../server/gateway/index.js';
@@ -26,28 +27,39 @@ export function httpUrlOf(text: string, what: string, quote = true): string {
   return url.href;
 }
 
+/** The environment `${VAR}`s are read from, and what each became (the server's secrets, never shown). */
+interface Expansion {
+  env: NodeJS.ProcessEnv;
+  values: string[];
+}
+
 /** `${VAR}`, `${env:VAR}` (VS Code's spelling) and `${VAR:-default}` in a value, from the gateway's environment, so
  *  secrets stay out of the file as hosts allow; a variable that is not set (with no default) is a UsageError naming
  *  it, never a silent empty string. */
-function expanded(text: string, what: string, env: NodeJS.ProcessEnv): string {
+function expanded(text: string, what: string, x: Expansion): string {
   return text.replace(/\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_, name: string, fallback: string | undefined) => {
-    const value = env[name];
-    if (value !== undefined && value !== '') return value;
-    if (fallback !== undefined) return fallback;
-    throw new UsageError(`${what} names \${${name}}, which is not set in the gateway's environment`);
+    const value = env(x, name) ?? fallback;
+    if (value === undefined) throw new UsageError(`${what} names \${${name}}, which is not set in the gateway's environment`);
+    x.values.push(value);
+    return value;
   });
+}
+
+function env(x: Expansion, name: string): string | undefined {
+  const value = x.env[name];
+  return value !== undefined && value !== '' ? value : undefined;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** An object of strings (env, headers), variables expanded, or a UsageError naming the first key whose value is not one. */
-function stringsOf(v: unknown, what: string, env: NodeJS.ProcessEnv): Record<string, string> {
+function stringsOf(v: unknown, what: string, x: Expansion): Record<string, string> {
   if (v === undefined) return {};
   if (!isObject(v)) throw new UsageError(`${what} must be an object of strings`);
   const out: Record<string, string> = {};
-  for (const [k, x] of Object.entries(v)) {
-    if (typeof x !== 'string') throw new UsageError(`${what}: "${k}" must be a string`);
-    out[k] = expanded(x, `${what}: "${k}"`, env);
+  for (const [k, value] of Object.entries(v)) {
+    if (typeof value !== 'string') throw new UsageError(`${what}: "${k}" must be a string`);
+    out[k] = expanded(value, `${what}: "${k}"`, x);
   }
   return out;
 }
@@ -69,6 +81,8 @@ export function readGatewayConfig(file: string, env: NodeJS.ProcessEnv = process
   const specs: UpstreamSpec[] = [];
   for (const [name, s] of Object.entries(isObject(servers) ? servers : {})) {
     const what = `--config ${file}: server "${name}"`;
+    const x: Expansion = { env, values: [] };
+    const secrets = () => (x.values.length ? { secrets: [...new Set(x.values)] } : {});
     if (!NAME.test(name)) throw new UsageError(`${what}: a server's name must be 1 to 32 letters, digits, "_" or "-"`);
     if (upstreamNameProblem(name)) throw new UsageError(`${what}: a server's name may not contain "__" or end in "_" ("__" separates it from its tools' and prompts' names)`);
     if (!isObject(s)) throw new UsageError(`${what} must be an object`);
@@ -85,15 +99,16 @@ export function readGatewayConfig(file: string, env: NodeJS.ProcessEnv = process
       if (typeof s.command !== 'string' || !s.command) throw new UsageError(`${what}: "command" must be a non-empty string`);
       if (s.args !== undefined && (!Array.isArray(s.args) || s.args.some((a) => typeof a !== 'string'))) throw new UsageError(`${what}: "args" must be an array of strings`);
       if (s.cwd !== undefined && typeof s.cwd !== 'string') throw new UsageError(`${what}: "cwd" must be a string`);
-      const vars = stringsOf(s.env, `${what}: "env"`, env);
-      const args = ((s.args as string[] | undefined) ?? []).map((a, i) => expanded(a, `${what}: "args"[${i}]`, env));
-      const command = expanded(s.command, `${what}: "command"`, env);
-      specs.push({ kind: 'stdio', name, command, args, env: vars, ...(s.cwd ? { cwd: expanded(s.cwd as string, `${what}: "cwd"`, env) } : {}) });
+      const vars = stringsOf(s.env, `${what}: "env"`, x);
+      const args = ((s.args as string[] | undefined) ?? []).map((a, i) => expanded(a, `${what}: "args"[${i}]`, x));
+      const command = expanded(s.command, `${what}: "command"`, x);
+      const cwd = s.cwd ? { cwd: expanded(s.cwd as string, `${what}: "cwd"`, x) } : {};
+      specs.push({ kind: 'stdio', name, command, args, env: vars, ...cwd, ...secrets() });
     } else {
       if (type === 'stdio') throw new UsageError(`${what}: "type": "stdio" needs "command", not "url"`);
       if (typeof s.url !== 'string') throw new UsageError(`${what}: "url" must be a string`);
-      const url = httpUrlOf(expanded(s.url, `${what}: "url"`, env), `${what}: "url"`, false);
-      specs.push({ kind: 'http', name, url, headers: stringsOf(s.headers, `${what}: "headers"`, env) });
+      const url = httpUrlOf(expanded(s.url, `${what}: "url"`, x), `${what}: "url"`, false);
+      specs.push({ kind: 'http', name, url, headers: stringsOf(s.headers, `${what}: "headers"`, x), ...secrets() });
     }
   }
   if (!specs.length) throw new UsageError(`--config ${file} names no servers; it needs {"mcpServers": {"NAME": {"command": …} or {"url": …}}}`);

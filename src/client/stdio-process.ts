@@ -17,6 +17,7 @@ import { resolve } from 'node:path';
 import spawn from 'cross-spawn';
 import { deserializeMessage, serializeMessage, STDIO_DEFAULT_MAX_BUFFER_SIZE, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
 import { getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
+import { StderrCause } from './stderr-cause.js';
 
 export interface StdioProcessOptions {
   /** The executable (looked up on PATH); no shell runs it. */
@@ -30,6 +31,17 @@ export interface StdioProcessOptions {
   onStderrLine?: (line: string) => void;
   /** Each non-empty line on stdout that is not a JSON-RPC message. */
   onGarbage?: (line: string) => void;
+  /** How its own messages name the process (default: its command line; a gateway names its upstream without the
+   *  arguments, which may hold secrets). */
+  shownAs?: string;
+}
+
+/** What describeEnd() quotes of the process's output: its last stderr lines (for the person who started it), or only
+ *  the one line that says why it failed, passed through `redact` (for callers of a gateway, who must not read the
+ *  upstream's secrets). */
+export interface EndWords {
+  stderr?: 'tail' | 'cause';
+  redact?: (text: string) => string;
 }
 
 /** How the process ended. */
@@ -63,6 +75,7 @@ export class StdioProcess implements Transport {
   exit: StdioExit | undefined;
   private child: ChildProcess | undefined;
   private readonly tail: string[] = [];
+  private readonly cause = new StderrCause();
   private lastGarbage: string | undefined;
   /** Why this side stopped the process, if it did for a reason of its own (an endless line on stdout). */
   private stoppedBecause: string | undefined;
@@ -160,17 +173,25 @@ export class StdioProcess implements Transport {
     await within(GONE_MS);
   }
 
-  /** How the process ended, for a message: "exited with code 3; its last stderr lines: a | b". */
-  describeEnd(): string {
+  /** The one line of its stderr that best says why it failed (stderr-cause.ts), cut at 300 characters. */
+  get stderrCause(): string | undefined {
+    return this.cause.line;
+  }
+
+  /** How the process ended, for a message: "exited with code 3; its last stderr lines: a | b", or with `stderr:
+   *  'cause'` "exited with code 1: Error: Cannot find module '/srv/x.js'". */
+  describeEnd(o: EndWords = {}): string {
+    const redact = o.redact ?? ((t: string) => t);
     const e = this.exit;
     const how = e?.signal ? `was killed by ${e.signal}` : `exited with code ${e?.code ?? '?'}`;
-    const said = this.tail.length ? `; its last stderr lines: ${this.tail.join(' | ')}` : '; it wrote nothing on stderr';
-    const stdout = this.lastGarbage !== undefined ? `; on stdout, not JSON-RPC: "${this.lastGarbage}"` : '';
+    const cause = this.cause.line;
+    const said = !this.tail.length ? '; it wrote nothing on stderr' : o.stderr === 'cause' ? `: ${redact(cause!)}` : `; its last stderr lines: ${this.tail.join(' | ')}`;
+    const stdout = this.lastGarbage !== undefined ? `; on stdout, not JSON-RPC: "${redact(this.lastGarbage)}"` : '';
     return `${this.stoppedBecause ? `${this.stoppedBecause}, and ` : ''}${how}${said}${stdout}`;
   }
 
   private get shown(): string {
-    return commandLine(this.options.command, this.options.args);
+    return this.options.shownAs ?? commandLine(this.options.command, this.options.args);
   }
 
   private whyNotStarted(e: NodeJS.ErrnoException): string {
@@ -219,6 +240,7 @@ export class StdioProcess implements Transport {
     if (line.trim()) {
       this.tail.push(clip(line));
       if (this.tail.length > TAIL_LINES) this.tail.shift();
+      this.cause.see(clip(line));
     }
     this.options.onStderrLine?.(line);
   }

@@ -4,6 +4,7 @@ import type { Outcome } from '../store/types.js';
 import { InputTimeoutError, type TaskCancelledError } from './context.js';
 import { JsonValueError, jsonText, overLimit } from './json-value.js';
 import type { CallOutcome } from './types.js';
+import { storeFailureError, storeFailureOf } from './store-failure.js';
 
 export type HandlerEnd = { ok: true; value: unknown } | { ok: false; error: unknown };
 
@@ -54,6 +55,9 @@ export function taskOutcome(r: HandlerEnd, cancel: TaskCancelledError | undefine
   if (e instanceof InputTimeoutError) {
     return { status: 'failed', error: { code: ErrorCode.InternalError, message: e.message, data: { reason: 'input_timeout', keys: e.keys } } };
   }
+  // The store's failure is not the tool's: never a completed result carrying the store's error text.
+  const store = storeFailureOf(e);
+  if (store) return { status: 'failed', error: storeFailureError(store) };
   const code = errorCodeOf(e);
   if (code !== undefined) {
     const data = (e as { data?: unknown }).data;
@@ -71,6 +75,11 @@ export function inlineOutcome(r: HandlerEnd): CallOutcome {
     return { kind: 'result', result: v };
   }
   if (errorCodeOf(r.error) !== undefined) throw r.error;
+  const store = storeFailureOf(r.error);
+  if (store) {
+    const { code, message, data } = storeFailureError(store);
+    throw new TaskProtocolError(code, message, data);
+  }
   return { kind: 'result', result: toolErrorResult(r.error) };
 }
 

@@ -318,6 +318,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       await this.store.init();
       // What the store relies on holds (its schema, its deadlines): checked, never assumed.
       await this.store.selfCheck?.();
+      if (this.store.schemaAhead) this.log.warn(this.store.schemaAhead);
       if (this.bus.carrier === 'none') this.log.warn(this.signallessDelays());
       await this.recovery.register();
       await this.recovery.recover();

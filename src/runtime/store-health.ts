@@ -5,6 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import { STORE_UNAVAILABLE_CODE, TaskProtocolError } from '../protocol/index.js';
 import { StoreUnavailableError, type TaskStore } from '../store/types.js';
+import { markStoreFailure } from './store-failure.js';
 
 /** Store methods that are never refused by the gate: the heartbeat is the probe that opens it again; `now()` is the
  *  store clock read from memory (synchronous: a refusal there would be a Promise where a number is expected). */
@@ -103,6 +104,7 @@ export function gatedStore(store: TaskStore, health: StoreHealth): TaskStore {
                 (v) => (health.answered(), v),
                 (e: unknown) => {
                   if (!(e instanceof StoreUnavailableError)) health.answered(); // a refusal is an answer too
+                  markStoreFailure(e);
                   throw e instanceof StoreUnavailableError ? health.refusal(e) : e;
                 },
               )

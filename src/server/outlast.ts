@@ -71,6 +71,15 @@ export interface OutlastToolConfig<Shape extends z.ZodRawShape = z.ZodRawShape>
 }
 
 /** The SDK's step-up check for OAuth tokens only: a static bearer token (operator-issued) carries no scopes. */
+/** A description that a sentence follows ends its own first (a full stop when it has none), so the two do not run on:
+ *  "Echoes back the input string. If it runs longer…". */
+function endSentence(description: string, next: string): string {
+  if (!next) return description;
+  const text = description.trimEnd();
+  if (/[.!?…。！？]["'”’)\]`*_]*$/.test(text)) return text;
+  return `${text.replace(/[,;:]$/, '')}.`;
+}
+
 function oauthScopeChallenge(scopes: string[]): ScopeChallengeHandler {
   const check = requireScopes(...(scopes as [string, ...string[]]));
   return (ctx) => ((ctx.authInfo?.extra as { kind?: unknown } | undefined)?.kind === undefined ? undefined : check(ctx));
@@ -208,7 +217,7 @@ export class Outlast {
     const backgroundNote = this.handles && (c.policy ?? 'auto') === 'auto'
       ? ` If it runs longer than ${Math.round(this.handles.options.afterMs / 1000)} s it continues in the background and returns a taskId to follow with ${this.handles.options.statusTool}.`
       : '';
-    const description = c.description !== undefined ? c.description + backgroundNote : backgroundNote ? backgroundNote.trim() : undefined;
+    const description = c.description?.trim() ? endSentence(c.description, backgroundNote) + backgroundNote : backgroundNote ? backgroundNote.trim() : c.description;
     const registration = {
       ...(c.title !== undefined ? { title: c.title } : {}),
       ...(description !== undefined ? { description } : {}),

@@ -160,6 +160,15 @@ export function filterWhere(f: EventFilter): string {
   return '1 = 1';
 }
 
+/** The subscription columns every backend reads, by name (a later column changes no result shape). */
+export const SUBSCRIPTION_COLUMNS = 'sub_id, principal, url, name, args, task_id, tool, secret, refresh_before, active, created_at, failures, ' +
+  'verified_at, last_status, last_error, last_delivery_at, deactivated_by';
+
+/** `columns` (a comma-separated list) of the table aliased `alias`. */
+export function ofAlias(alias: string, columns: string): string {
+  return columns.split(', ').map((c) => `${alias}.${c}`).join(', ');
+}
+
 export interface SubscriptionRow {
   sub_id: string;
   principal: string;
@@ -206,6 +215,9 @@ export function toSubscription(r: SubscriptionRow): SubscriptionRecord {
     pending: Number(r.pending ?? 0),
   };
 }
+
+/** The change-log columns every backend reads, by name. */
+export const LOG_COLUMNS = 'seq, principal, task_id, tool, status, status_message, at';
 
 export interface LogRow {
   seq: number | string;

@@ -177,6 +177,9 @@ export function toEvent(r: EventRow): TaskEvent {
   return { eventId: Number(r.event_id), taskId: r.task_id, at: r.at, kind: r.kind, actor: r.actor, detail: r.detail };
 }
 
+/** The alert columns every backend reads, by name (a later column changes no result shape). */
+export const ALERT_READ_COLUMNS = 'alert_id, kind, task_id, tool, principal, message, destination, data, created_at, state, attempts, next_attempt_at, claimed_by, last_status, last_error, delivered_at';
+
 export interface AlertRow {
   alert_id: string;
   kind: AlertRecord['kind'];

@@ -294,6 +294,9 @@ export interface TaskStore {
   /** Start-up check (after init) that what the store relies on holds, e.g. its schema and statement deadline through
    *  whatever sits between it and the database; throws saying what to do when it does not. */
   selfCheck?(): Promise<void>;
+  /** After init: set when the schema is newer than this build knows and keeps it working (a rollback), saying so
+   *  in a line naming both versions (src/store/schema-version.ts). A schema this build must not serve fails init. */
+  readonly schemaAhead?: string | undefined;
 
   /** Durably creates a task; resolves only after the commit. With an idempotency key already used by the
    *  same principal and tool, returns the existing record (`created: false`) or throws IdempotencyConflictError

@@ -15,6 +15,7 @@ import { TaskGoneError } from '../../client/index.js';
 import { recordWhenTask, recordedUpstreamTask, type UpstreamTaskRef } from './resume.js';
 import { ANY_RESULT, asGatewayResult, isInputRoundNote, type UpstreamConnection } from './upstream.js';
 import { questionRelay } from './relay.js';
+import { redactorOf, type Redact } from './secrets.js';
 import { callWithTasksExtension, resumeWithTasksExtension } from './tasks-extension.js';
 
 /** setTimeout's largest delay: "no deadline" for the SDK's request timeout. */
@@ -62,22 +63,24 @@ function progressRelay(ctx: TaskContext, log: Logger): { on(p: JsonObject): void
   };
 }
 
-/** What a failed upstream call becomes: a JSON-RPC error of the call (inline), or the task's `failed` error. */
-function upstreamFailure(e: unknown, conn: UpstreamConnection, what: string, callTimeoutMs: number | undefined): Error {
-  const err = e as { code?: unknown; message?: string; data?: unknown };
-  if (err?.code === 'REQUEST_TIMEOUT') {
+/** What a failed upstream call becomes: a JSON-RPC error of the call (inline), or the task's `failed` error, its words
+ *  without the upstream's secrets. */
+function upstreamFailure(e: unknown, conn: UpstreamConnection, what: string, callTimeoutMs: number | undefined, redact: Redact): Error {
+  const raw = e as { code?: unknown; message?: string; data?: unknown };
+  const err = { code: raw?.code, data: raw?.data, message: raw?.message === undefined ? undefined : redact(raw.message) };
+  if (err.code === 'REQUEST_TIMEOUT') {
     return new TaskProtocolError(ErrorCode.InternalError, `${what} did not answer within ${callTimeoutMs} ms (--call-timeout-ms); the call was cancelled upstream`, {
       reason: 'upstream_timeout',
       timeoutMs: callTimeoutMs,
     });
   }
-  if (conn.broken && (err?.code === 'CONNECTION_CLOSED' || err?.code === 'NOT_CONNECTED' || err?.code === 'SEND_FAILED' || typeof err?.code !== 'number')) {
-    return new UpstreamLost(ErrorCode.InternalError, `${what} was lost: ${conn.broken.message}`, { reason: 'upstream_lost' });
+  if (conn.broken && (err.code === 'CONNECTION_CLOSED' || err.code === 'NOT_CONNECTED' || err.code === 'SEND_FAILED' || typeof err.code !== 'number')) {
+    return new UpstreamLost(ErrorCode.InternalError, `${what} was lost: ${redact(conn.broken.message)}`, { reason: 'upstream_lost' });
   }
-  if (typeof err?.code === 'number') {
+  if (typeof err.code === 'number') {
     return new TaskProtocolError(err.code, `${what} failed upstream: ${err.message ?? 'error'}`, err.data === undefined ? undefined : err.data);
   }
-  return new TaskProtocolError(ErrorCode.InternalError, `${what} failed: ${err?.message ?? String(e)}`, { reason: 'upstream_error' });
+  return new TaskProtocolError(ErrorCode.InternalError, `${what} failed: ${err.message ?? redact(String(e))}`, { reason: 'upstream_error' });
 }
 
 /** How messages name one upstream tool's call (failures here, and `lostWork` when its replica dies). */
@@ -113,7 +116,7 @@ async function onUpstream(o: UpstreamToolOptions, what: string, ctx: TaskContext
     lease = await take();
   } catch (e) {
     if (ctx.signal.aborted) throw ctx.signal.reason;
-    throw new TaskProtocolError(ErrorCode.InternalError, `${what} could not start: ${(e as Error).message}`, { reason: 'upstream_unavailable' });
+    throw new TaskProtocolError(ErrorCode.InternalError, redactorOf(o.pool.spec)(`${what} could not start: ${(e as Error).message}`), { reason: 'upstream_unavailable' });
   }
   const conn = lease.conn;
   conn.relay = questionRelay(ctx, o.log);
@@ -128,7 +131,7 @@ async function onUpstream(o: UpstreamToolOptions, what: string, ctx: TaskContext
     if (ctx.signal.aborted || err?.code === 'REQUEST_TIMEOUT') cut = true;
     if (ctx.signal.aborted) throw ctx.signal.reason;
     if (e instanceof UpstreamLost) throw e;
-    throw upstreamFailure(e, conn, what, o.callTimeoutMs);
+    throw upstreamFailure(e, conn, what, o.callTimeoutMs, redactorOf(o.pool.spec));
   } finally {
     if (cut) {
       conn.retire(`${what} was cut off; this connection is not reused`);
@@ -169,8 +172,8 @@ function callOnce(o: UpstreamToolOptions, what: string): ToolHandler {
 }
 
 /** The upstream no longer knows the task an earlier run recorded: the call is lost (re-run only if safe). */
-function lostTask(what: string, ref: UpstreamTaskRef, why: string): UpstreamLost {
-  return new UpstreamLost(ErrorCode.InternalError, `${what} was lost: its upstream task ${ref.taskId} could not be followed again after the replica following it stopped (${why})`, {
+function lostTask(o: UpstreamToolOptions, what: string, ref: UpstreamTaskRef, why: string): UpstreamLost {
+  return new UpstreamLost(ErrorCode.InternalError, `${what} was lost: its upstream task ${ref.taskId} could not be followed again after the replica following it stopped (${redactorOf(o.pool.spec)(why)})`, {
     reason: 'upstream_lost',
     upstreamTaskId: ref.taskId,
   });
@@ -181,13 +184,13 @@ function resumeOnce(o: UpstreamToolOptions, what: string, ref: UpstreamTaskRef, 
   o.log.info(`${what}: following its upstream task ${ref.taskId} again (the replica following it stopped)`, { taskId: ctx.taskId ?? null });
   if (ref.wire === 'tasks-extension') {
     return onUpstream(o, what, ctx, () => o.pool.lease(ctx.signal), async (conn, progress) => {
-      if (!conn.tasks) throw lostTask(what, ref, 'the upstream no longer offers the Tasks extension');
+      if (!conn.tasks) throw lostTask(o, what, ref, 'the upstream no longer offers the Tasks extension');
       try {
         const result = await resumeWithTasksExtension(conn.tasks, o.tool, ref.taskId, ctx, { callTimeoutMs: o.callTimeoutMs, onStatusMessage: (message) => progress.on({ message }), log: o.log });
         await progress.settled();
         return result;
       } catch (e) {
-        if (e instanceof TaskGoneError) throw lostTask(what, ref, e.message);
+        if (e instanceof TaskGoneError) throw lostTask(o, what, ref, e.message);
         throw e;
       }
     });
@@ -197,7 +200,7 @@ function resumeOnce(o: UpstreamToolOptions, what: string, ref: UpstreamTaskRef, 
       await conn.client.request({ method: 'tasks/get', params: { taskId: ref.taskId } } as never, ANY_RESULT, { signal: ctx.signal });
     } catch (e) {
       if (ctx.signal.aborted) throw e;
-      throw lostTask(what, ref, `the upstream answered ${(e as Error).message}`);
+      throw lostTask(o, what, ref, `the upstream answered ${(e as Error).message}`);
     }
     return followUpstreamTask(conn, ref.taskId, ref.pollInterval, ctx, options);
   });

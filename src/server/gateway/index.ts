@@ -13,6 +13,7 @@ import { describeUpstream, type UpstreamSpec } from './upstream.js';
 import { mountUpstream, type MountedUpstream } from './mount.js';
 import { passThrough } from './passthrough.js';
 import { MergedSurface } from './merged.js';
+import { redactorOf, withUserinfoAsHeader } from './secrets.js';
 
 export { describeUpstream, type UpstreamSpec } from './upstream.js';
 
@@ -54,7 +55,8 @@ export interface MountedGateway {
  *  serves the others, answering a call of its tools (or tools/list, when none can be reached) with the reason, and
  *  tries again when asked. Two tools served under one name, or a prefixed name too long, refuse the start. */
 export async function mountGateway(outlast: Outlast, o: GatewayOptions): Promise<MountedGateway> {
-  const { upstreams, log } = o;
+  const { log } = o;
+  const upstreams = o.upstreams.map(withUserinfoAsHeader);
   const several = upstreams.length > 1;
   if (several) {
     const problems = upstreams.flatMap((u) => upstreamNameProblem(u.name) ?? []);
@@ -83,7 +85,7 @@ export async function mountGateway(outlast: Outlast, o: GatewayOptions): Promise
   }
   if (several) {
     outlast.toolsUnavailable = (tool) => unavailable(mounts, tool);
-    const merged = new MergedSurface(mounts.map((m) => ({ name: m.spec.name, surface: m.surface })), log);
+    const merged = new MergedSurface(mounts.map((m) => ({ name: m.spec.name, surface: m.surface, redact: redactorOf(m.spec) })), log);
     const info: Implementation = { name: 'outlast-gateway', version: '1', description: `Outlast in front of ${upstreams.map(describeUpstream).join(', ')}` };
     return { factory: () => serverOf(info, (mcp) => merged.attach(mcp)), info, close };
   }

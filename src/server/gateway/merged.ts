@@ -9,10 +9,13 @@ import { ErrorCode, type JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
 import { ANY_RESULT, asGatewayResult } from './upstream.js';
 import type { UpstreamSurface } from './passthrough.js';
+import type { Redact } from './secrets.js';
 
 export interface NamedSurface {
   name: string;
   surface: UpstreamSurface;
+  /** What its failures' words go through before a caller or the log reads them (secrets.ts). */
+  redact: Redact;
 }
 
 /** A bound on the pages read of one upstream's list (a server whose cursor never ends). */
@@ -104,7 +107,7 @@ export class MergedSurface {
         return [u, items];
       }),
     );
-    const failed = settled.flatMap((s, i) => (s.status === 'rejected' ? [`upstream "${upstreams[i]!.name}": ${(s.reason as Error).message}`] : []));
+    const failed = settled.flatMap((s, i) => (s.status === 'rejected' ? [`upstream "${upstreams[i]!.name}": ${upstreams[i]!.redact((s.reason as Error).message)}`] : []));
     for (const f of failed) this.log.warn(`${method} left out ${f}`);
     if (failed.length === upstreams.length) throw new ProtocolError(ErrorCode.InternalError, `${method} failed on every upstream: ${failed.join('; ')}`);
     return settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));

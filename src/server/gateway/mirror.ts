@@ -13,6 +13,7 @@ import { coalesced } from '../../runtime/coalesce.js';
 import type { UpstreamPool } from './pool.js';
 import type { UpstreamConnection } from './upstream.js';
 import { upstreamCallName, upstreamToolHandler } from './call.js';
+import { redactorOf } from './secrets.js';
 
 export interface MirrorOptions {
   outlast: Outlast;
@@ -75,7 +76,9 @@ export class ToolMirror {
       const conn = await this.o.control();
       tools = (await conn.client.listTools(undefined, { cacheMode: 'bypass' })).tools as unknown as UpstreamTool[];
     } catch (e) {
-      this.lastError = { message: `The tools of upstream "${this.o.pool.spec.name}" cannot be listed: ${(e as Error).message}`, at: Date.now() };
+      // A caller reads this (tools/list, tools/call): without the upstream's secrets.
+      const message = redactorOf(this.o.pool.spec)(`The tools of upstream "${this.o.pool.spec.name}" cannot be listed: ${(e as Error).message}`);
+      this.lastError = { message, at: Date.now() };
       this.o.log.error(this.lastError.message);
       return;
     }

@@ -7,6 +7,7 @@ import type { Logger } from '../../runtime/types.js';
 import { UpstreamPool } from './pool.js';
 import type { UpstreamConnection, UpstreamEvents, UpstreamSpec } from './upstream.js';
 import { ToolMirror } from './mirror.js';
+import { redactingLogger, redactorOf } from './secrets.js';
 import type { UpstreamSurface } from './passthrough.js';
 
 export interface MountOptions {
@@ -31,7 +32,8 @@ export interface MountedUpstream {
 }
 
 export function mountUpstream(outlast: Outlast, spec: UpstreamSpec, o: MountOptions): MountedUpstream {
-  const { log } = o;
+  // Everything logged about this upstream (its stderr, its errors, its calls') has its secrets redacted.
+  const log = redactingLogger(o.log, redactorOf(spec));
   let mirror: ToolMirror | undefined;
   const events: UpstreamEvents = {
     toolsChanged: () => void mirror?.refresh(),

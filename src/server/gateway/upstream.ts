@@ -6,15 +6,19 @@
  */
 import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import * as z from 'zod';
-import { commandLine, StdioProcess } from '../../client/stdio-process.js';
+import { basename } from 'node:path';
+import { StdioProcess } from '../../client/stdio-process.js';
 import { SERVER_INFO_META, type JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
 import type { TaskClient } from '../../client/index.js';
 import { openTasksExtension } from './tasks-extension.js';
+import { redactorOf, upstreamLabel } from './secrets.js';
 
+/** `secrets`: values that must never be shown (what each `${VAR}` of a config file became), on top of those the
+ *  spec's own fields hold (secrets.ts). */
 export type UpstreamSpec =
-  | { kind: 'stdio'; name: string; command: string; args: string[]; env?: Record<string, string>; cwd?: string }
-  | { kind: 'http'; name: string; url: string; headers?: Record<string, string>; oauth?: UpstreamOAuth };
+  | { kind: 'stdio'; name: string; command: string; args: string[]; env?: Record<string, string>; cwd?: string; secrets?: string[] }
+  | { kind: 'http'; name: string; url: string; headers?: Record<string, string>; oauth?: UpstreamOAuth; secrets?: string[] };
 
 /** OAuth client credentials toward an HTTP upstream (RFC 6749 §4.4, `client_secret_basic`), through the SDK's
  *  ClientCredentialsProvider: it finds the authorization server from the upstream's protected-resource metadata, gets
@@ -78,9 +82,26 @@ const CLIENT_INFO = { name: 'outlast-gateway', version: '1' };
  *  tolerated; a stream of nothing else is not). */
 const GARBAGE_GRACE_MS = 1000;
 
-/** Words for a stdio upstream in messages: its name and command line. */
+/** Words for an upstream in messages: its name and program (without its arguments) or URL (without its userinfo,
+ *  query and fragment), never a secret (secrets.ts). */
 export function describeUpstream(spec: UpstreamSpec): string {
-  return spec.kind === 'stdio' ? `upstream "${spec.name}" (${commandLine(spec.command, spec.args)})` : `upstream "${spec.name}" (${spec.url})`;
+  return upstreamLabel(spec);
+}
+
+/** An error's words with its causes' (fetch says only "fetch failed"; why is in its cause: "connect ECONNREFUSED
+ *  127.0.0.1:4000", "getaddrinfo ENOTFOUND host"), with each error code named. */
+export function withCauses(e: unknown): string {
+  const parts: string[] = [];
+  let x: unknown = e;
+  for (let depth = 0; x !== undefined && x !== null && depth < 6; depth++) {
+    const err = x as { message?: unknown; code?: unknown; cause?: unknown; errors?: unknown };
+    const errors = Array.isArray(err.errors) ? err.errors : [];
+    let m = typeof err.message === 'string' ? err.message : String(x);
+    if (typeof err.code === 'string' && !m.includes(err.code)) m = m ? `${m} (${err.code})` : errors.length ? '' : err.code;
+    if (m && !parts.includes(m)) parts.push(m);
+    x = err.cause ?? errors[0];
+  }
+  return parts.join(': ');
 }
 
 export class UpstreamConnection {
@@ -128,6 +149,7 @@ export class UpstreamConnection {
     // 2025-11-25 one, a verdict kept for its later connections; only one that never answers it pays that wait, once.
     const negotiation = spec.kind === 'stdio' ? { versionNegotiation: { mode: 'auto' as const } } : {};
     const client = new Client(CLIENT_INFO, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} }, ...negotiation });
+    const redact = redactorOf(spec);
     let connected = false;
     let onGarbage: (line: string) => void = () => {};
     const stdio =
@@ -137,9 +159,11 @@ export class UpstreamConnection {
             args: spec.args,
             ...(spec.env ? { env: spec.env } : {}),
             ...(spec.cwd ? { cwd: spec.cwd } : {}),
-            // Its stderr goes to the gateway's log, a line at a time, prefixed by the upstream's name.
+            shownAs: basename(spec.command),
+            // Its stderr goes to the gateway's log, a line at a time, prefixed by the upstream's name, its secrets
+            // redacted; a caller sees only the line that says why it failed (describeEnd), redacted too.
             onStderrLine: (line) => {
-              if (line.trim()) events.log.info(`[${spec.name}] ${line}`);
+              if (line.trim()) events.log.info(`[${spec.name}] ${redact(line)}`);
             },
             onGarbage: (line) => onGarbage(line),
           })
@@ -159,18 +183,18 @@ export class UpstreamConnection {
     const openFailed = new Promise<never>((_, reject) => (failOpen = reject));
     openFailed.catch(() => undefined);
     onGarbage = (line) => {
-      events.log.warn(`[${spec.name}] stdout, not JSON-RPC: ${line.slice(0, 300)}`);
+      events.log.warn(`[${spec.name}] stdout, not JSON-RPC: ${redact(line.slice(0, 300))}`);
       if (connected) return;
-      const garbage = new Error(`${describeUpstream(spec)} wrote something that is not JSON-RPC on its stdout ("${line.slice(0, 200)}") and no answer to initialize`);
+      const garbage = new Error(`${describeUpstream(spec)} wrote something that is not JSON-RPC on its stdout ("${redact(line.slice(0, 200))}") and no answer to initialize`);
       setTimeout(() => {
         if (connected) return;
         conn.breakWith(garbage);
         failOpen(garbage);
       }, GARBAGE_GRACE_MS).unref();
     };
-    client.onerror = (e) => events.log.warn(`[${spec.name}] ${e.message}`);
+    client.onerror = (e) => events.log.warn(`[${spec.name}] ${redact(withCauses(e))}`);
     client.onclose = () => {
-      const how = conn.stdio ? conn.stdio.describeEnd() : 'ended its connection';
+      const how = conn.stdio ? conn.stdio.describeEnd({ stderr: 'cause', redact }) : 'ended its connection';
       conn.breakWith(new Error(`${describeUpstream(spec)}${conn.pidText()} ${how}`));
       // A process that ended says more than the SDK's "connection closed"; an HTTP connect fails with its own cause.
       if (conn.stdio) failOpen(conn.broken!);
@@ -189,12 +213,13 @@ export class UpstreamConnection {
       if (!join) conn.tasks = await openTasksExtension(spec, () => conn.relay);
       if (conn.tasks) events.log.debug(`${describeUpstream(spec)} has the Tasks extension (2026-07-28): calls on this connection go through it`);
     } catch (e) {
-      const err = e as Error;
-      // What broke it first (garbage, an early exit) says more than the SDK's "connection closed".
-      const why = conn.broken && conn.stdio ? conn.broken.message : err.message;
+      // What broke it first (garbage, an early exit) says more than the SDK's "connection closed"; fetch's "fetch
+      // failed" says why in its cause.
+      const why = conn.broken && conn.stdio ? conn.broken.message : withCauses(e);
       await conn.close(); // for a stdio upstream: until its process is gone and its stderr read
-      const tail = conn.stdio?.stderrTail.length && !why.includes('stderr') ? `; its last stderr lines: ${conn.stdio.stderrTail.join(' | ')}` : '';
-      throw new Error(why.startsWith('upstream') ? why : `${describeUpstream(spec)} could not start: ${why}${tail}`);
+      const cause = conn.stdio?.stderrCause;
+      const said = cause && !why.includes('stderr') && !why.startsWith('upstream') ? `; on stderr: ${cause}` : '';
+      throw new Error(redact(why.startsWith('upstream') ? why : `${describeUpstream(spec)} could not start: ${why}${said}`));
     }
     return conn;
   }

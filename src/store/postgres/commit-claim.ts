@@ -54,11 +54,11 @@ END $$;
 `,
 };
 
-/** The finishing statement (`UPDATE tasks … RETURNING *`) that also logs its change claiming for $9 until $10, at most
- *  $11 deliveries: the answer's `event_claims` column. */
+/** The finishing statement (`UPDATE tasks … RETURNING` its columns) that also logs its change claiming for $9 until
+ *  $10, at most $11 deliveries: the answer's `event_claims` column. */
 export function claimingFinish(finish: string): string {
-  if (!/RETURNING \*\s*$/.test(finish)) throw new Error('the finish statement must end with RETURNING *');
-  return finish.replace(/RETURNING \*\s*$/, 'RETURNING *, outlast_event_log_claimed(principal, task_id, tool, status, status_message, updated_at, $9, $10, $11) AS event_claims');
+  if (!/\bRETURNING [\w, ]+$/.test(finish)) throw new Error('the finish statement must end with RETURNING and its columns');
+  return `${finish}, outlast_event_log_claimed(principal, task_id, tool, status, status_message, updated_at, $9, $10, $11) AS event_claims`;
 }
 
 interface Claims {

@@ -7,7 +7,10 @@ import type pg from 'pg';
 import type { TaskRecord } from '../types.js';
 import {
   EVENTS_MIGRATION,
+  LOG_COLUMNS,
+  SUBSCRIPTION_COLUMNS,
   filterWhere,
+  ofAlias,
   statusMatch,
   toChange,
   toClaimed,
@@ -115,11 +118,11 @@ CREATE TRIGGER tasks_event_created AFTER INSERT ON tasks FOR EACH ROW WHEN (NEW.
 `,
 };
 
-const SUB_COLUMNS = `s.*, (SELECT count(*) FROM event_deliveries d WHERE d.sub_id = s.sub_id AND d.state = 'pending') AS pending`;
+const SUB_COLUMNS = `${ofAlias('s', SUBSCRIPTION_COLUMNS)}, (SELECT count(*) FROM event_deliveries d WHERE d.sub_id = s.sub_id AND d.state = 'pending') AS pending`;
 
 /** Deliveries settled as delivered, in one statement: the subscriptions' rows are locked in sub_id order (two replicas'
  *  batches never wait on each other in a cycle), each takes its newest delivery's status and time. */
-const SETTLE_DELIVERED = `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::bigint[]) AS x(sub_id, seq, replica, status, now)),
+const SETTLE_DELIVERED = `WITH x AS (SELECT sub_id, seq, replica, status, now FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::bigint[]) AS x(sub_id, seq, replica, status, now)),
     d AS (UPDATE event_deliveries e SET state = 'delivered', last_status = x.status, claimed_by = NULL, claimed_until = NULL
       FROM x WHERE e.sub_id = x.sub_id AND e.seq = x.seq AND e.claimed_by = x.replica RETURNING e.sub_id, e.seq, x.status, x.now),
     newest AS (SELECT DISTINCT ON (sub_id) sub_id, status, now FROM d ORDER BY sub_id, now DESC, seq DESC),
@@ -242,7 +245,7 @@ export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolCli
             UPDATE event_deliveries d SET claimed_by = $1, claimed_until = $3, attempts = d.attempts + 1
             FROM due WHERE d.sub_id = due.sub_id AND d.seq = due.seq RETURNING d.sub_id, d.seq, d.attempts
           )
-          SELECT l.*, c.sub_id, c.attempts, s.name, s.url, s.secret, row_number() OVER (PARTITION BY c.seq ORDER BY c.sub_id) AS nth,
+          SELECT ${ofAlias('l', LOG_COLUMNS)}, c.sub_id, c.attempts, s.name, s.url, s.secret, row_number() OVER (PARTITION BY c.seq ORDER BY c.sub_id) AS nth,
             CASE WHEN row_number() OVER (PARTITION BY c.seq ORDER BY c.sub_id) = 1
               THEN to_jsonb(t) || jsonb_build_object('store_now', (extract(epoch FROM now()) * 1000)::float8) END AS task
           FROM claimed c JOIN event_log l ON l.seq = c.seq JOIN event_subscriptions s ON s.sub_id = c.sub_id
@@ -290,7 +293,7 @@ export function postgresEvents(query: Query, tx: Tx, startCursor: (c: pg.PoolCli
       if (filter.taskId !== null) extra += ` AND task_id = $${values.push(filter.taskId)}`;
       if (filter.tool !== null) extra += ` AND tool = $${values.push(filter.tool)}`;
       const where = filterWhere(filter);
-      const r = await query<LogRow>(`ev_read_${filter.name}_${filter.taskId !== null}_${filter.tool !== null}`, `SELECT * FROM event_log WHERE principal = $1 AND seq > $2 AND ${where}${extra} ORDER BY seq LIMIT $3`, values);
+      const r = await query<LogRow>(`ev_read_${filter.name}_${filter.taskId !== null}_${filter.tool !== null}`, `SELECT ${LOG_COLUMNS} FROM event_log WHERE principal = $1 AND seq > $2 AND ${where}${extra} ORDER BY seq LIMIT $3`, values);
       return r.rows.map(toChange);
     },
     prune: async (before, expiredBefore) => {

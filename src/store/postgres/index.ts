@@ -36,11 +36,13 @@ import {
 import { DEFAULT_PG_TIMEOUTS, checkTimeouts, isUnreachable, takeTimeoutParams, withTimeouts, type PgTimeouts } from './timeouts.js';
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
+import { TASK_COLUMNS, VIEW_COLUMNS } from '../task-columns.js';
 import { newRecord } from '../new-record.js';
 import { PgSignalBus, describeConnection, quoteIdent } from './bus.js';
 import { StoreClock } from './clock.js';
 import { QUEUE_QUERIES, claimValues } from './queue.js';
 import { MIGRATIONS } from './schema.js';
+import { COMPATIBLE_FROM_COLUMN, appliedSchema, newestVersion, schemaVerdict } from '../schema-version.js';
 import { SETTINGS_QUERIES } from './settings.js';
 import { ASK_QUERIES } from './asks.js';
 import { PARKING_QUERIES } from './parking.js';
@@ -57,7 +59,7 @@ import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
 import { QualifiedStatements, beginInSchema, pinFunctionsSql, qualify, unpinnedFunctionsSql } from './schema-names.js';
-import { DatabaseAnswers, PREPARED_MODES, poolerRefusal, reachesServerDirectly, runStatement, type PreparedMode } from './statements.js';
+import { DatabaseAnswers, PREPARED_MODES, poolerRefusal, reachesServerDirectly, runStatement, runTransaction, type PreparedMode } from './statements.js';
 
 export { PgSignalBus } from './bus.js';
 export { DEFAULT_PG_TIMEOUTS, type PgTimeouts } from './timeouts.js';
@@ -132,7 +134,6 @@ interface PendingCreate {
 const MAX_BATCH = 500;
 
 
-const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at, output_seq';
 /** The database's clock, epoch ms: every replica reading a task's expiry reads the same time. */
 const STORE_NOW = '(extract(epoch FROM now()) * 1000)::float8 AS store_now';
 const UNFINISHED = `status IN ('working','input_required')`;
@@ -193,7 +194,7 @@ const FINISH = `UPDATE tasks SET status = $3, result = $4, error = $5, status_me
       ttl_ms = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN ttl_ms ELSE ttl_ms + GREATEST(0, $7 - input_since) END,
       expires_at = CASE WHEN input_since IS NULL OR ttl_ms IS NULL THEN expires_at ELSE created_at + ttl_ms + GREATEST(0, $7 - input_since) END,
       updated_at = $7, version = version + 1
-    WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND epoch = COALESCE($8::int, epoch) AND ${UNFINISHED} RETURNING *`;
+    WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND epoch = COALESCE($8::int, epoch) AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`;
 
 // Statements (named where the connection keeps them, so each connection prepares them once; ./statements.ts).
 const Q = {
@@ -207,20 +208,20 @@ const Q = {
       AS r(task_id, principal, tool, args, status, status_message, created_at, ttl_ms, expires_at, input_since, poll_interval_ms,
         owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at, trace_context)
     ON CONFLICT DO NOTHING RETURNING task_id`,
-  byIdem: 'SELECT * FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3',
-  get: 'SELECT * FROM tasks WHERE task_id = $1',
-  read: `SELECT *, ${STORE_NOW} FROM tasks WHERE task_id = $1`,
+  byIdem: `SELECT ${TASK_COLUMNS} FROM tasks WHERE principal = $1 AND tool = $2 AND idem_key = $3`,
+  get: `SELECT ${TASK_COLUMNS} FROM tasks WHERE task_id = $1`,
+  read: `SELECT ${TASK_COLUMNS}, ${STORE_NOW} FROM tasks WHERE task_id = $1`,
   view: `SELECT ${VIEW_COLUMNS}, ${STORE_NOW} FROM tasks WHERE task_id = $1`,
   tomb: 'SELECT principal, expired_at FROM tombstones WHERE task_id = $1',
   retrieved: `UPDATE tasks SET retrieved_at = $2 WHERE task_id = $1 AND retrieved_at IS NULL AND status IN ('completed','failed','cancelled')`,
   progress: `UPDATE tasks SET status_message = $3, poll_interval_ms = COALESCE($4, poll_interval_ms), updated_at = $5, version = version + 1
-    WHERE task_id = $1 AND owner = $2 AND epoch = COALESCE($6::int, epoch) AND ${UNFINISHED} RETURNING *`,
-  retrySafe: `UPDATE tasks SET retry_safe = $3, version = version + 1 WHERE task_id = $1 AND owner = $2 AND epoch = COALESCE($4::int, epoch) AND ${UNFINISHED} RETURNING *`,
+    WHERE task_id = $1 AND owner = $2 AND epoch = COALESCE($6::int, epoch) AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`,
+  retrySafe: `UPDATE tasks SET retry_safe = $3, version = version + 1 WHERE task_id = $1 AND owner = $2 AND epoch = COALESCE($4::int, epoch) AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`,
   setInput: `UPDATE tasks SET status = $3, input_requests = $4, input_responses = $5, input_since = $6, ttl_ms = $7, expires_at = $8,
       queued_at = $10, updated_at = $9, version = version + 1
-    WHERE task_id = $1 AND version = $2 RETURNING *`,
+    WHERE task_id = $1 AND version = $2 RETURNING ${TASK_COLUMNS}`,
   cancel: `UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, $2), version = version + 1
-    WHERE task_id = $1 AND ${UNFINISHED} RETURNING *`,
+    WHERE task_id = $1 AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`,
   pendingCancels: `SELECT task_id FROM tasks WHERE owner = $1 AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`,
   finish: FINISH,
   // The same, logging its change with the deliveries claimed for this replica (./commit-claim.ts).
@@ -234,9 +235,9 @@ const Q = {
   replicaDelete: 'DELETE FROM replicas WHERE replica_id = $1',
   ping: 'SELECT 1',
   // A queued task has no owner and is nobody's orphan: it waits for a claim.
-  orphans: `SELECT * FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL AND (owner IS NULL OR owner <> ALL($1::text[])) LIMIT $2`,
+  orphans: `SELECT ${TASK_COLUMNS} FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL AND (owner IS NULL OR owner <> ALL($1::text[])) LIMIT $2`,
   takeOver: `UPDATE tasks SET owner = $3, attempts = attempts + 1, epoch = epoch + 1, updated_at = $4, version = version + 1
-    WHERE task_id = $1 AND owner IS NOT DISTINCT FROM $2 AND ${UNFINISHED} RETURNING *`,
+    WHERE task_id = $1 AND owner IS NOT DISTINCT FROM $2 AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`,
   // Several replicas sweep at once: SKIP LOCKED hands each expired row to exactly one of them.
   sweep: `WITH victims AS (
       SELECT task_id FROM tasks WHERE expires_at IS NOT NULL AND expires_at <= $1 AND status <> 'input_required'
@@ -250,7 +251,7 @@ const Q = {
       INSERT INTO tombstones (task_id, principal, expired_at, purge_at) SELECT task_id, principal, $1, $1 + $2 FROM gone
       ON CONFLICT (task_id) DO UPDATE SET expired_at = excluded.expired_at, purge_at = excluded.purge_at
     )
-    SELECT * FROM gone`,
+    SELECT task_id, principal, status, owner, tool, retrieved_at, queued_at, parked_at FROM gone`,
   purge: `DELETE FROM tombstones WHERE task_id IN (
       SELECT task_id FROM tombstones WHERE purge_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
   count: 'SELECT (SELECT count(*) FROM tasks)::int AS tasks, (SELECT count(*) FROM tombstones)::int AS tombstones',
@@ -296,6 +297,8 @@ export class PostgresTaskStore implements TaskStore {
   prepared = false;
   /** When the database last answered: a statement past its deadline is cancelled only on a database that answers. */
   private readonly answers: DatabaseAnswers;
+  /** Set at open when the schema is newer than this build and keeps it working (a rollback): the line to log. */
+  schemaAhead: string | undefined;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? 'outlast';
@@ -328,25 +331,7 @@ export class PostgresTaskStore implements TaskStore {
     this.outputEvents = postgresOutputEvents(query);
     const events = postgresEvents(
       query,
-      async (fn) => {
-        if (!this.pool) throw notOpen();
-        const c = await this.pool.connect();
-        let lost: Error | undefined;
-        const onError = (e: Error) => (lost ??= e);
-        c.on('error', onError);
-        try {
-          await c.query(beginInSchema(schema, this.timeouts.statementTimeoutMs));
-          const out = await fn(c);
-          await c.query('COMMIT');
-          return out;
-        } catch (e) {
-          await c.query('ROLLBACK').catch(() => undefined);
-          throw e;
-        } finally {
-          c.removeListener('error', onError);
-          c.release(lost);
-        }
-      },
+      (fn) => (this.pool ? runTransaction(this.pool, schema, this.timeouts.statementTimeoutMs, fn) : Promise.reject(notOpen())),
       startOutputCursor,
       (row) => (unlessExpired(row as Row) ? null : toRecord(row as Row)),
     );
@@ -394,11 +379,15 @@ export class PostgresTaskStore implements TaskStore {
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`outlast:${this.schema}`]);
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.schema)}`);
       await client.query('CREATE TABLE IF NOT EXISTS outlast_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)');
-      const applied = new Set((await client.query<{ version: number }>('SELECT version FROM outlast_migrations')).rows.map((r) => r.version));
+      await client.query(`ALTER TABLE outlast_migrations ADD COLUMN IF NOT EXISTS ${COMPATIBLE_FROM_COLUMN} integer`);
+      const rows = (await client.query<{ version: number; compatible_from: number | null }>(`SELECT version, ${COMPATIBLE_FROM_COLUMN} FROM outlast_migrations`)).rows;
+      // Refused before anything is written when a newer build's migration removed what this build uses.
+      this.schemaAhead = schemaVerdict(`the store (PostgreSQL schema "${this.schema}")`, newestVersion(MIGRATIONS), appliedSchema(rows));
+      const applied = new Set(rows.map((r) => r.version));
       for (const m of MIGRATIONS) {
         if (applied.has(m.version)) continue;
         await client.query(m.sql);
-        await client.query('INSERT INTO outlast_migrations (version, applied_at) VALUES ($1, $2)', [m.version, Date.now()]);
+        await client.query(`INSERT INTO outlast_migrations (version, applied_at, ${COMPATIBLE_FROM_COLUMN}) VALUES ($1, $2, $3)`, [m.version, Date.now(), m.compatibleFrom ?? null]);
       }
       await applyHistorySetting(client, this.history);
       // Trigger and claim functions find their tables whichever session runs them.

@@ -4,8 +4,9 @@
  * so replicas delivering together never take the same alert while a claim holds).
  */
 import type pg from 'pg';
-import { IDLE_COLUMNS, QUEUED_WHERE, toIdle, type IdleRow, newAlertId, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
+import { ALERT_READ_COLUMNS, IDLE_COLUMNS, QUEUED_WHERE, toIdle, type IdleRow, newAlertId, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
 import { HISTORY_TRIGGERS } from './schema.js';
+import { ofAlias } from '../events.js';
 import type { NewAlert, OperatorStore, OpsTaskDetail, TaskLookup, WaitingTask } from '../types.js';
 
 type Query = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) => Promise<pg.QueryResult<R>>;
@@ -23,7 +24,7 @@ const Q = {
   parked: `SELECT ${IDLE_COLUMNS} FROM tasks WHERE parked_at IS NOT NULL ORDER BY queued_at, task_id LIMIT $1`,
   opsColumns: `SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = $1`,
   // The creation comes from the row itself (no event is written for it: creations are the hot path).
-  history: `SELECT * FROM (SELECT 0::bigint AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
+  history: `SELECT event_id, task_id, at, kind, actor, detail FROM (SELECT 0::bigint AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
       FROM tasks WHERE task_id = $1
     UNION ALL SELECT event_id, task_id, at, kind, actor, detail FROM task_events WHERE task_id = $1) h ORDER BY event_id LIMIT $2`,
   cancel: `UPDATE tasks SET cancel_requested_at = $2, cancelled_by = $3, cancel_reason = $4, version = version + 1
@@ -41,7 +42,7 @@ const Q = {
     SELECT outlast_alert_id(), 'failed-unread:' || task_id, 'failed-unread', task_id, tool, principal,
       'task ' || task_id || ' (' || tool || ') failed and nobody has read the failure: ' || coalesce(error_message, 'no message'), 'alerts',
       jsonb_build_object('taskId', task_id, 'tool', tool, 'status', 'failed', 'error', error_message, 'failedAt', updated_at), $3, $3
-    FROM marked ON CONFLICT DO NOTHING RETURNING *`,
+    FROM marked ON CONFLICT DO NOTHING RETURNING ${ALERT_READ_COLUMNS}`,
   addAlert: `INSERT INTO alerts (${ALERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $10) ON CONFLICT DO NOTHING RETURNING alert_id`,
   replicaLost: `WITH gone AS (DELETE FROM replicas WHERE replica_id = $11 RETURNING replica_id)
     INSERT INTO alerts (${ALERT_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $10 FROM gone
@@ -51,13 +52,13 @@ const Q = {
         AND destination = ANY($5::text[])
       ORDER BY next_attempt_at LIMIT $4 FOR UPDATE SKIP LOCKED
     )
-    UPDATE alerts a SET claimed_by = $1, claimed_until = $3, attempts = attempts + 1 FROM due WHERE a.alert_id = due.alert_id RETURNING a.*`,
+    UPDATE alerts a SET claimed_by = $1, claimed_until = $3, attempts = attempts + 1 FROM due WHERE a.alert_id = due.alert_id RETURNING ${ofAlias('a', ALERT_READ_COLUMNS)}`,
   delivered: `UPDATE alerts SET state = 'delivered', delivered_at = $3, last_status = $4, last_error = NULL, claimed_until = NULL
     WHERE alert_id = $1 AND claimed_by = $2 AND state = 'pending'`,
   retry: `UPDATE alerts SET state = CASE WHEN $3::bigint IS NULL THEN 'failed' ELSE 'pending' END, next_attempt_at = coalesce($3, next_attempt_at),
     last_status = $4, last_error = $5, claimed_until = NULL WHERE alert_id = $1 AND claimed_by = $2 AND state = 'pending'`,
-  alertsFirst: `SELECT * FROM alerts ORDER BY created_at DESC, alert_id DESC LIMIT $1`,
-  alertsNext: `SELECT * FROM alerts WHERE (created_at, alert_id) < ($1, $2) ORDER BY created_at DESC, alert_id DESC LIMIT $3`,
+  alertsFirst: `SELECT ${ALERT_READ_COLUMNS} FROM alerts ORDER BY created_at DESC, alert_id DESC LIMIT $1`,
+  alertsNext: `SELECT ${ALERT_READ_COLUMNS} FROM alerts WHERE (created_at, alert_id) < ($1, $2) ORDER BY created_at DESC, alert_id DESC LIMIT $3`,
   // The row lock orders this against a concurrent finish: either the finish sees the subscription, or this sees the outcome.
   subscribe: `WITH t AS (SELECT task_id, tool, principal, status, status_message, updated_at FROM tasks WHERE task_id = $1 FOR UPDATE),
       sub AS (INSERT INTO task_subscriptions (task_id, destination) SELECT task_id, $2 FROM t ON CONFLICT DO NOTHING)

@@ -39,7 +39,7 @@ export function postgresOutputEvents(query: Query): OutputEventStore {
             UPDATE event_output_cursors c SET claimed_by = $1, claimed_until = $3
             FROM due WHERE c.sub_id = due.sub_id RETURNING c.sub_id, c.task_id, c.delivered_seq, c.attempts
           )
-          SELECT c.*, s.principal, s.url, s.secret FROM claimed c JOIN event_subscriptions s ON s.sub_id = c.sub_id`,
+          SELECT c.sub_id, c.task_id, c.delivered_seq, c.attempts, s.principal, s.url, s.secret FROM claimed c JOIN event_subscriptions s ON s.sub_id = c.sub_id`,
         [replica, now, now + claimMs, limit],
       );
       return r.rows.map((x) => ({ subId: x.sub_id, taskId: x.task_id, principal: x.principal, url: x.url, secret: x.secret, delivered: Number(x.delivered_seq), attempts: x.attempts }));

@@ -35,9 +35,9 @@ CREATE UNIQUE INDEX task_output_keys ON task_output (task_id, item_key) WHERE it
 };
 
 const APPEND = `WITH items AS (
-    SELECT * FROM unnest($4::text[], $5::text[], $6::int[], $7::text[]) WITH ORDINALITY AS i(type, data, bytes, item_key, ord)
+    SELECT type, data, bytes, item_key, ord FROM unnest($4::text[], $5::text[], $6::int[], $7::text[]) WITH ORDINALITY AS i(type, data, bytes, item_key, ord)
   ), fresh AS (
-    SELECT i.*, row_number() OVER (ORDER BY ord) AS n, sum(bytes) OVER (ORDER BY ord) AS run FROM items i
+    SELECT i.type, i.data, i.bytes, i.item_key, i.ord, row_number() OVER (ORDER BY ord) AS n, sum(bytes) OVER (ORDER BY ord) AS run FROM items i
     WHERE i.item_key IS NULL OR NOT EXISTS (SELECT 1 FROM task_output o WHERE o.task_id = $1 AND o.item_key = i.item_key)
   ), head AS (
     UPDATE tasks SET output_seq = output_seq + (SELECT count(*) FROM fresh)

@@ -2,7 +2,7 @@
  * The run queue on PostgreSQL: its statements, one per transition, and the claim function (created by migration 3,
  * replaced by migration 4, which made parked tasks claimable once due and a claim bump the fencing epoch).
  *
- * A claim is one statement, `SELECT * FROM outlast_claim(...)`: a function, because a deployment-wide tool limit
+ * A claim is one statement, `SELECT <task columns> FROM outlast_claim(...)`: a function, because a deployment-wide tool limit
  * needs a count taken after a lock (in READ COMMITTED every statement of a function sees what committed before it;
  * one plain statement would count on the snapshot it started with, and two replicas could both take the last
  * slot). The rule is rules.nextClaim, applied once per task taken (a claim takes up to `max`):
@@ -17,6 +17,7 @@
  */
 
 import type { QueueClaim } from '../types.js';
+import { TASK_COLUMNS } from '../task-columns.js';
 
 const RUNNING = `r.owner IS NOT NULL AND r.status IN ('working','input_required')`;
 // rules.claimable: due (a parked task's queued_at is its wake time; a queued task is always due), not cancelled, not
@@ -116,15 +117,15 @@ END $$;
 
 /** Named statements of the queue (merged into the store's statement table). */
 export const QUEUE_QUERIES = {
-  claim: 'SELECT * FROM outlast_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
+  claim: `SELECT ${TASK_COLUMNS} FROM outlast_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
   // Only while still queued or parked: a claim holding the row makes this wait, then match nothing (the owner cancels it).
   cancelQueued: `UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, $2), queued_at = NULL, parked_at = NULL,
       input_requests = '{}', input_since = NULL,
       status_message = $3, updated_at = $2, version = version + 1
-    WHERE task_id = $1 AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING *`,
+    WHERE task_id = $1 AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING ${TASK_COLUMNS}`,
   // What a claim at $2 took, untouched since (a creation keeps epoch 1; any later write moves updated_at): the
   // tasks_unfinished index on owner.
-  claimedAt: `SELECT * FROM tasks WHERE owner = $1 AND updated_at = $2 AND epoch > 1 AND queued_at IS NULL AND parked_at IS NULL
+  claimedAt: `SELECT ${TASK_COLUMNS} FROM tasks WHERE owner = $1 AND updated_at = $2 AND epoch > 1 AND queued_at IS NULL AND parked_at IS NULL
       AND status IN ('working','input_required')`,
   // Work waiting for capacity; parked tasks wait for their time or an answer, not for a slot.
   queueDepth: 'SELECT count(*)::int AS n FROM tasks WHERE queued_at IS NOT NULL AND parked_at IS NULL',

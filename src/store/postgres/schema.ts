@@ -12,6 +12,7 @@
  * tasks_idem with a key; the queue's when queued); each of those is read by the query named beside it.
  */
 import { CLAIM_FUNCTION } from './queue.js';
+import type { Migration } from '../schema-version.js';
 import { STEPS_TABLE } from './steps.js';
 
 /**
@@ -76,7 +77,7 @@ import { POSTGRES_OUTPUT_MIGRATION } from './output.js';
 import { POSTGRES_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
 import { POSTGRES_COMMIT_CLAIM_MIGRATION } from './commit-claim.js';
 
-export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
+export const MIGRATIONS: ReadonlyArray<Migration> = [
   {
     version: 1,
     sql: `

@@ -14,11 +14,16 @@
  *   `off` (unnamed statements: parse, bind and execute in one round trip, which any pooler passes), or `auto` (the
  *   default): on only when the connection is seen to reach PostgreSQL itself (the server's own port and address are
  *   the ones this process connected to), off otherwise, so Debian's PgBouncer 1.18 works as configured by default.
+ * - A migration under a running replica: a named statement whose result a migration changed under its plan (SQLSTATE
+ *   0A000, "cached plan must not change result type") is prepared again and retried once, and its connection, whose
+ *   other statements were planned before the migration too, is not reused. The store's statements name their columns,
+ *   so an added column changes no result; this covers what the migration rule forbids and a release may still do.
  */
 import { createConnection } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { sqlStateOf } from './timeouts.js';
+import { beginInSchema } from './schema-names.js';
 
 export type PreparedMode = 'on' | 'off' | 'auto';
 export const PREPARED_MODES: readonly PreparedMode[] = ['on', 'off', 'auto'];
@@ -99,6 +104,7 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
   client.on('error', onError);
   let cancelSent = false;
   let settled = false;
+  let stalePlans = false;
   const sentAt = performance.now();
   try {
     if (deadlineMs > 0) {
@@ -111,7 +117,18 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
         });
       }, deadlineMs);
     }
-    const result = await client.query<R>(config);
+    let result: pg.QueryResult<R>;
+    try {
+      result = await client.query<R>(config);
+    } catch (e) {
+      if (!planInvalidated(e)) throw e;
+      // Planned before a migration changed its result (nothing ran): prepared again, unnamed (parsed and planned
+      // afresh, through any pooler), once. The connection's other statements are as stale: it is not reused.
+      answers?.answered();
+      stalePlans = true;
+      const { name: _stale, ...unnamed } = config;
+      result = await client.query<R>(unnamed);
+    }
     answers?.answered();
     return result;
   } catch (e) {
@@ -124,7 +141,41 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
     if (timer) clearTimeout(timer);
     client.removeListener('error', onError);
     // A cancel on its way may land on whatever this connection runs next: it is not reused.
-    client.release(failed ?? (cancelSent ? new Error('a cancel request was sent on this connection') : undefined));
+    client.release(failed ?? (cancelSent ? new Error('a cancel request was sent on this connection') : stalePlans ? STALE_PLANS : undefined));
+  }
+}
+
+const STALE_PLANS = new Error('this connection prepared statements before a migration changed their results');
+
+/** PostgreSQL refused to run a prepared statement whose result a migration changed (nothing of it ran). */
+export function planInvalidated(e: unknown): boolean {
+  return sqlStateOf(e) === '0A000' && /cached plan must not change result type/i.test((e as Error).message);
+}
+
+/**
+ * Runs `fn` in a transaction on a connection of `pool` that names its tables by `search_path` (./schema-names.ts).
+ * A statement of it refused because a migration changed its result under its plan makes the transaction the thing
+ * retried: rolled back, and run once more on another connection (nothing of the first committed).
+ */
+export async function runTransaction<T>(pool: pg.Pool, schema: string, statementTimeoutMs: number, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const c = await pool.connect();
+    let lost: Error | undefined;
+    const onError = (e: Error) => (lost ??= e);
+    c.on('error', onError);
+    try {
+      await c.query(beginInSchema(schema, statementTimeoutMs));
+      const out = await fn(c);
+      await c.query('COMMIT');
+      return out;
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => undefined);
+      if (planInvalidated(e)) lost ??= STALE_PLANS;
+      if (attempt > 1 || !planInvalidated(e)) throw e;
+    } finally {
+      c.removeListener('error', onError);
+      c.release(lost);
+    }
   }
 }
 

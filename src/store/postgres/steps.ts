@@ -24,11 +24,12 @@ export const STEPS_QUERIES = {
       bytes = excluded.bytes, started_at = excluded.started_at, finished_at = excluded.finished_at`,
   // The grouped form (./step-batch.ts): one array per column, each row with its own fence, checked as above.
   writeSteps: `WITH w AS (
-      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[],
+      SELECT task_id, owner, epoch, step_key, name, kind, seq, state, tries, idempotent, result, error, bytes, started_at, finished_at FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[],
         $10::boolean[], $11::text[], $12::text[], $13::int[], $14::bigint[], $15::bigint[])
         AS w(task_id, owner, epoch, step_key, name, kind, seq, state, tries, idempotent, result, error, bytes, started_at, finished_at)
     ), holder AS (
-      SELECT w.*, t.epoch AS task_epoch FROM w JOIN tasks t ON t.task_id = w.task_id
+      SELECT w.task_id, w.step_key, w.name, w.kind, w.seq, w.state, w.tries, w.idempotent, w.result, w.error, w.bytes, w.started_at, w.finished_at,
+        t.epoch AS task_epoch FROM w JOIN tasks t ON t.task_id = w.task_id
       WHERE t.owner = w.owner AND t.epoch = w.epoch AND t.status IN ('working','input_required')
         AND (w.state <> 'started' OR t.cancel_requested_at IS NULL)
       FOR SHARE OF t

@@ -5,6 +5,9 @@
 import type Database from 'better-sqlite3';
 import {
   EVENTS_MIGRATION,
+  LOG_COLUMNS,
+  SUBSCRIPTION_COLUMNS,
+  ofAlias,
   filterWhere,
   statusMatch,
   toChange,
@@ -100,7 +103,7 @@ ${FANOUT_TRIGGER}
 `,
 };
 
-const SUB_COLUMNS = `s.*, (SELECT count(*) FROM event_deliveries d WHERE d.sub_id = s.sub_id AND d.state = 'pending') AS pending`;
+const SUB_COLUMNS = `${ofAlias('s', SUBSCRIPTION_COLUMNS)}, (SELECT count(*) FROM event_deliveries d WHERE d.sub_id = s.sub_id AND d.state = 'pending') AS pending`;
 
 /** `startCursor`: puts an output subscription's cursor in place, in the subscribe's write (./output-events.ts). */
 export function sqliteEvents(db: Database.Database, write: Write, startCursor: (s: NewSubscription) => void): EventStore {
@@ -135,7 +138,7 @@ export function sqliteEvents(db: Database.Database, write: Write, startCursor: (
         ORDER BY d.next_attempt_at LIMIT @limit)
       RETURNING sub_id, seq, attempts`),
     claimedControl: db.prepare(`SELECT url, secret FROM event_subscriptions WHERE sub_id = ?`),
-    claimed: db.prepare(`SELECT l.*, s.sub_id, s.name, s.url, s.secret FROM event_log l, event_subscriptions s WHERE l.seq = ? AND s.sub_id = ?`),
+    claimed: db.prepare(`SELECT ${ofAlias('l', LOG_COLUMNS)}, s.sub_id, s.name, s.url, s.secret FROM event_log l, event_subscriptions s WHERE l.seq = ? AND s.sub_id = ?`),
     delivered: db.prepare(`UPDATE event_deliveries SET state = 'delivered', last_status = @status, claimed_by = NULL, claimed_until = NULL
       WHERE sub_id = @subId AND seq = @seq AND claimed_by = @replica`),
     failed: db.prepare(`UPDATE event_deliveries SET state = CASE WHEN @retryAt IS NULL THEN 'failed' ELSE 'pending' END,
@@ -154,7 +157,7 @@ export function sqliteEvents(db: Database.Database, write: Write, startCursor: (
     const k = `${where}|${byTask}|${byTool}`;
     let st = reads.get(k);
     if (!st) {
-      st = db.prepare(`SELECT * FROM event_log WHERE principal = @principal AND seq > @after AND ${where}
+      st = db.prepare(`SELECT ${LOG_COLUMNS} FROM event_log WHERE principal = @principal AND seq > @after AND ${where}
         ${byTask ? 'AND task_id = @taskId' : ''} ${byTool ? 'AND tool = @tool' : ''} ORDER BY seq LIMIT @limit`);
       reads.set(k, st);
     }

@@ -29,6 +29,7 @@ import {
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
 import { newRecord } from '../new-record.js';
+import { TASK_COLUMNS, VIEW_COLUMNS } from '../task-columns.js';
 import { openSqlite } from './open.js';
 import { QueuePositions, claimRows, prepareQueue } from './queue.js';
 import { prepareSettings } from './settings.js';
@@ -93,7 +94,6 @@ interface Row {
   output_seq: number;
 }
 
-const VIEW_COLUMNS = 'task_id, principal, status, status_message, created_at, updated_at, ttl_ms, expires_at, poll_interval_ms, result, error, input_requests, retrieved_at, version, queued_at, parked_at, output_seq';
 
 function toView(r: Row): TaskView {
   return {
@@ -170,6 +170,8 @@ export class SqliteTaskStore implements TaskStore {
     return Date.now();
   }
   readonly path: string;
+  /** Set at open when the file's schema is newer than this build and keeps it working (a rollback): the line to log. */
+  schemaAhead: string | undefined;
   private db!: Database.Database;
   private readonly options: Required<SqliteStoreOptions>;
   private queue: PendingWrite[] = [];
@@ -199,6 +201,7 @@ export class SqliteTaskStore implements TaskStore {
       migrations: MIGRATIONS,
       migrationsTable: 'outlast_migrations',
       what: 'the task store',
+      schemaAhead: (line) => (this.schemaAhead = line),
     });
     this.db = db;
     this.s = this.prepare(db);
@@ -248,35 +251,35 @@ export class SqliteTaskStore implements TaskStore {
         VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @createdAt, @ttlMs, @expiresAt,
           @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities, @origin, @progressToken, @traceContext)
         ON CONFLICT DO NOTHING`),
-      byIdem: db.prepare('SELECT * FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?'),
-      get: db.prepare('SELECT * FROM tasks WHERE task_id = ?'),
+      byIdem: db.prepare(`SELECT ${TASK_COLUMNS} FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?`),
+      get: db.prepare(`SELECT ${TASK_COLUMNS} FROM tasks WHERE task_id = ?`),
       view: db.prepare(`SELECT ${VIEW_COLUMNS} FROM tasks WHERE task_id = ?`),
       savepoint: db.prepare('SAVEPOINT outlast_write'),
       release: db.prepare('RELEASE outlast_write'),
       rollbackTo: db.prepare('ROLLBACK TO outlast_write'),
       tomb: db.prepare('SELECT principal, expired_at FROM tombstones WHERE task_id = ?'),
       progress: db.prepare(`UPDATE tasks SET status_message = ?, poll_interval_ms = COALESCE(?, poll_interval_ms),
-          updated_at = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND epoch = COALESCE(?, epoch) AND ${UNFINISHED} RETURNING *`),
-      retrySafe: db.prepare(`UPDATE tasks SET retry_safe = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND epoch = COALESCE(?, epoch) AND ${UNFINISHED} RETURNING *`),
+          updated_at = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND epoch = COALESCE(?, epoch) AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`),
+      retrySafe: db.prepare(`UPDATE tasks SET retry_safe = ?, version = version + 1 WHERE task_id = ? AND owner IS ? AND epoch = COALESCE(?, epoch) AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`),
       setInput: db.prepare(`UPDATE tasks SET status = ?, input_requests = ?, input_responses = ?, input_since = ?,
-          ttl_ms = ?, expires_at = ?, queued_at = ?, updated_at = ?, version = version + 1 WHERE task_id = ? AND version = ? RETURNING *`),
+          ttl_ms = ?, expires_at = ?, queued_at = ?, updated_at = ?, version = version + 1 WHERE task_id = ? AND version = ? RETURNING ${TASK_COLUMNS}`),
       cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?), version = version + 1
           WHERE task_id = ? AND ${UNFINISHED}`),
       finish: db.prepare(`UPDATE tasks SET status = @status, result = @result, error = @error,
           status_message = COALESCE(@statusMessage, status_message), input_requests = '{}', input_since = NULL, queued_at = NULL, parked_at = NULL,
           ttl_ms = @ttlMs, expires_at = @expiresAt, updated_at = @now, version = version + 1
-        WHERE task_id = @taskId AND version = @version RETURNING *`),
+        WHERE task_id = @taskId AND version = @version RETURNING ${TASK_COLUMNS}`),
       pendingCancels: db.prepare(`SELECT task_id FROM tasks WHERE owner = ? AND cancel_requested_at IS NOT NULL AND ${UNFINISHED}`),
       replicaUpsert: db.prepare(`INSERT INTO replicas (replica_id, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)
         ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`),
       heartbeat: db.prepare('UPDATE replicas SET heartbeat_at = ? WHERE replica_id = ?'),
       replicaDelete: db.prepare('DELETE FROM replicas WHERE replica_id = ?'),
-      replicas: db.prepare('SELECT * FROM replicas'),
+      replicas: db.prepare('SELECT replica_id, host, pid, started_at, heartbeat_at FROM replicas'),
       // A queued task has no owner and is nobody's orphan: it waits for a claim.
-      orphans: db.prepare(`SELECT * FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL
+      orphans: db.prepare(`SELECT ${TASK_COLUMNS} FROM tasks WHERE ${UNFINISHED} AND queued_at IS NULL
         AND (owner IS NULL OR owner NOT IN (SELECT value FROM json_each(?))) LIMIT ?`),
       takeOver: db.prepare(`UPDATE tasks SET owner = ?, attempts = attempts + 1, epoch = epoch + 1, updated_at = ?, version = version + 1
-        WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING *`),
+        WHERE task_id = ? AND owner IS ? AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`),
       retrieved: db.prepare(`UPDATE tasks SET retrieved_at = ? WHERE task_id = ? AND retrieved_at IS NULL
         AND status IN ('completed','failed','cancelled')`),
       expired: db.prepare(`SELECT task_id, principal, status, owner, tool, retrieved_at, queued_at, parked_at FROM tasks

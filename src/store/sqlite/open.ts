@@ -6,16 +6,19 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { COMPATIBLE_FROM_COLUMN, appliedSchema, newestVersion, schemaVerdict, type Migration } from '../schema-version.js';
 
 export interface OpenSqliteOptions {
   /** `full` (default): a commit survives power loss. `process`: synchronous=NORMAL, survives a process crash only. */
   durability?: 'full' | 'process';
   busyTimeoutMs?: number;
-  migrations: ReadonlyArray<{ version: number; sql: string }>;
+  migrations: ReadonlyArray<Migration>;
   /** The table that records applied migrations. */
   migrationsTable: string;
   /** What the file is, for error messages ("the journal", "the task store"). */
   what: string;
+  /** Told when the file's schema is newer than this build and keeps it working (a rollback): the line to log. */
+  schemaAhead?: (line: string) => void;
 }
 
 export function openSqlite(path: string, o: OpenSqliteOptions): Database.Database {
@@ -40,14 +43,28 @@ export function openSqlite(path: string, o: OpenSqliteOptions): Database.Databas
   // file, two pwrite() per page, more than the WAL itself. Recovery never reads them (the WAL is what it replays).
   db.pragma('temp_store = MEMORY');
   db.pragma('foreign_keys = ON');
-  db.exec(`CREATE TABLE IF NOT EXISTS ${o.migrationsTable} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
+  db.transaction(() => {
+    db.exec(`CREATE TABLE IF NOT EXISTS ${o.migrationsTable} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`);
+    const columns = db.prepare(`SELECT name FROM pragma_table_info('${o.migrationsTable}')`).pluck().all();
+    if (!columns.includes(COMPATIBLE_FROM_COLUMN)) db.exec(`ALTER TABLE ${o.migrationsTable} ADD COLUMN ${COMPATIBLE_FROM_COLUMN} INTEGER`);
+  }).immediate();
+  const rows = db.prepare(`SELECT version, ${COMPATIBLE_FROM_COLUMN} FROM ${o.migrationsTable}`).all() as Array<{ version: number; compatible_from: number | null }>;
+  let ahead: string | undefined;
+  try {
+    // Refused before anything is written when a newer build's migration removed what this build uses.
+    ahead = schemaVerdict(`${o.what} ${path}`, newestVersion(o.migrations), appliedSchema(rows));
+  } catch (e) {
+    db.close();
+    throw e;
+  }
+  if (ahead) o.schemaAhead?.(ahead);
   const applied = db.prepare(`SELECT 1 FROM ${o.migrationsTable} WHERE version = ?`);
   for (const m of o.migrations) {
     // Checked under the write lock: processes opening a new file together apply each migration once.
     db.transaction(() => {
       if (applied.get(m.version)) return;
       db.exec(m.sql);
-      db.prepare(`INSERT INTO ${o.migrationsTable} (version, applied_at) VALUES (?, ?)`).run(m.version, Date.now());
+      db.prepare(`INSERT INTO ${o.migrationsTable} (version, applied_at, ${COMPATIBLE_FROM_COLUMN}) VALUES (?, ?, ?)`).run(m.version, Date.now(), m.compatibleFrom ?? null);
     }).immediate();
   }
   return db;

@@ -4,7 +4,7 @@
  * group-commit queue, so each is in the same transaction machinery as every other write.
  */
 import type Database from 'better-sqlite3';
-import { IDLE_COLUMNS, QUEUED_WHERE, toIdle, type IdleRow, newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toOpsRow, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
+import { ALERT_READ_COLUMNS, IDLE_COLUMNS, QUEUED_WHERE, toIdle, type IdleRow, newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toOpsRow, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
 import { HISTORY_TRIGGERS } from './schema.js';
 import type {
   AlertRecord,
@@ -61,7 +61,7 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     toolStats: db.prepare(toolStatsQuery((i) => (i === 1 ? '@since' : '@cap')).replace(/FROM tasks WHERE/, 'FROM tasks INDEXED BY tasks_ops_finished WHERE')),
     opsColumns: db.prepare(`SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = ?`),
     // The creation comes from the row itself (no event is written for it: creations are the hot path).
-    history: db.prepare(`SELECT * FROM (SELECT 0 AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
+    history: db.prepare(`SELECT event_id, task_id, at, kind, actor, detail FROM (SELECT 0 AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
         FROM tasks WHERE task_id = @id
       UNION ALL SELECT event_id, task_id, at, kind, actor, detail FROM task_events WHERE task_id = @id) ORDER BY event_id LIMIT @limit`),
     cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = ?, cancelled_by = ?, cancel_reason = ?, version = version + 1
@@ -72,17 +72,17 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     markUnread: db.prepare(`UPDATE tasks SET unread_alert_at = ? WHERE task_id = ? AND unread_alert_at IS NULL`),
     addAlert: db.prepare(`INSERT INTO alerts (alert_id, dedupe_key, kind, task_id, tool, principal, message, destination, data, created_at, next_attempt_at)
       VALUES (@alertId, @dedupeKey, @kind, @taskId, @tool, @principal, @message, @destination, @data, @createdAt, @createdAt)
-      ON CONFLICT DO NOTHING RETURNING *`),
+      ON CONFLICT DO NOTHING RETURNING ${ALERT_READ_COLUMNS}`),
     replicaDelete: db.prepare(`DELETE FROM replicas WHERE replica_id = ?`),
     due: db.prepare(`SELECT alert_id FROM alerts WHERE state = 'pending' AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?)
       AND destination IN (SELECT value FROM json_each(?)) ORDER BY next_attempt_at LIMIT ?`),
-    claim: db.prepare(`UPDATE alerts SET claimed_by = ?, claimed_until = ?, attempts = attempts + 1 WHERE alert_id = ? RETURNING *`),
+    claim: db.prepare(`UPDATE alerts SET claimed_by = ?, claimed_until = ?, attempts = attempts + 1 WHERE alert_id = ? RETURNING ${ALERT_READ_COLUMNS}`),
     delivered: db.prepare(`UPDATE alerts SET state = 'delivered', delivered_at = ?, last_status = ?, last_error = NULL, claimed_until = NULL
       WHERE alert_id = ? AND claimed_by = ? AND state = 'pending'`),
     retry: db.prepare(`UPDATE alerts SET state = CASE WHEN ? IS NULL THEN 'failed' ELSE 'pending' END, next_attempt_at = coalesce(?, next_attempt_at),
       last_status = ?, last_error = ?, claimed_until = NULL WHERE alert_id = ? AND claimed_by = ? AND state = 'pending'`),
-    alertsFirst: db.prepare(`SELECT * FROM alerts ORDER BY created_at DESC, alert_id DESC LIMIT ?`),
-    alertsNext: db.prepare(`SELECT * FROM alerts WHERE (created_at, alert_id) < (?, ?) ORDER BY created_at DESC, alert_id DESC LIMIT ?`),
+    alertsFirst: db.prepare(`SELECT ${ALERT_READ_COLUMNS} FROM alerts ORDER BY created_at DESC, alert_id DESC LIMIT ?`),
+    alertsNext: db.prepare(`SELECT ${ALERT_READ_COLUMNS} FROM alerts WHERE (created_at, alert_id) < (?, ?) ORDER BY created_at DESC, alert_id DESC LIMIT ?`),
     subscribe: db.prepare(`INSERT OR IGNORE INTO task_subscriptions (task_id, destination) VALUES (?, ?)`),
     statusOf: db.prepare(`SELECT task_id, tool, principal, status, status_message, updated_at FROM tasks WHERE task_id = ?`),
   };

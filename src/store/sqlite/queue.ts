@@ -6,6 +6,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { QueueClaim } from '../types.js';
+import { TASK_COLUMNS } from '../task-columns.js';
 
 const RUNNING = `r.owner IS NOT NULL AND r.status IN ('working','input_required')`;
 
@@ -40,7 +41,7 @@ WHERE task_id = (
   SELECT t.task_id FROM heads h JOIN tasks t ON t.task_id = h.task_id
   ORDER BY (SELECT count(*) FROM tasks r WHERE r.principal = t.principal AND ${RUNNING}), t.queued_at, t.task_id
   LIMIT 1)
-RETURNING *`;
+RETURNING ${TASK_COLUMNS}`;
 
 export interface QueueStatements {
   claim: Database.Statement;
@@ -55,13 +56,13 @@ export function prepareQueue(db: Database.Database): QueueStatements {
   return {
     claim: db.prepare(CLAIM),
     // What a claim at @now took, untouched since (a creation keeps epoch 1; any later write moves updated_at).
-    claimedAt: db.prepare(`SELECT * FROM tasks WHERE owner = @owner AND updated_at = @now AND epoch > 1 AND queued_at IS NULL AND parked_at IS NULL
+    claimedAt: db.prepare(`SELECT ${TASK_COLUMNS} FROM tasks WHERE owner = @owner AND updated_at = @now AND epoch > 1 AND queued_at IS NULL AND parked_at IS NULL
       AND status IN ('working','input_required')`),
     // Only while still queued or parked: a task claimed meanwhile is cancelled through its owner instead.
     cancel: db.prepare(`UPDATE tasks SET status = 'cancelled', cancel_requested_at = COALESCE(cancel_requested_at, @now), queued_at = NULL, parked_at = NULL,
         input_requests = '{}', input_since = NULL,
         status_message = @statusMessage, updated_at = @now, version = version + 1
-      WHERE task_id = @taskId AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING *`),
+      WHERE task_id = @taskId AND queued_at IS NOT NULL AND status IN ('working','input_required') RETURNING ${TASK_COLUMNS}`),
     // Work waiting for capacity; parked tasks wait for their time or an answer, not for a slot.
     depth: db.prepare('SELECT count(*) AS n FROM tasks WHERE queued_at IS NOT NULL AND parked_at IS NULL'),
     // One principal's share: waiting for capacity, stored, and the next expiry.

@@ -1,4 +1,5 @@
 import { SQLITE_EVENTS_MIGRATION } from './events.js';
+import type { Migration } from '../schema-version.js';
 import { SQLITE_ASKS_MIGRATION } from './asks.js';
 import { SQLITE_OUTPUT_MIGRATION } from './output.js';
 import { SQLITE_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
@@ -11,7 +12,7 @@ import { SQLITE_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
  * writes the unconditional ones (the task id's, tasks_by_principal, tasks_ops_created, _status, _tool) and the partial
  * ones its row matches (tasks_unfinished; tasks_expiry with a TTL; tasks_idem with a key; the queue's when queued).
  */
-export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
+export const MIGRATIONS: ReadonlyArray<Migration> = [
   {
     version: 1,
     sql: `
