@@ -168,16 +168,15 @@ export function intFlagOf(values: Record<string, unknown>, name: string, fail: (
 
 export async function runFront(values: FrontValues, mount: Mount, fail: (message: string) => never): Promise<void> {
   const intFlag = (name: string, min = 0) => intFlagOf(values, name, fail, min);
+  const log = cliLogger(values['log-level'] ?? 'info', values['log-format'] ?? 'text');
+  if (typeof log === 'string') fail(log);
+  // From here on a refusal to start is a log line too (JSON with --log-format json), then exit 2.
+  if (values['log-format'] === 'json') fail = (m: string) => (log.error(m.replace(/^outlast: /, '')), process.exit(2));
   const ops = opsConfig(values);
   if (typeof ops === 'string') fail(ops);
   const events = eventsConfig(values);
   if (typeof events === 'string') fail(events);
   if (events && (values.stdio || values['no-http'])) fail('--events needs HTTP (webhooks are subscribed over HTTP; not --stdio or --no-http)');
-  const log = cliLogger(values['log-level'] ?? 'info', ops.logFormat);
-  if (typeof log === 'string') fail(log);
-  // From here on a refusal to start is a log line too (JSON with --log-format json), then exit 2.
-  const usage = fail;
-  fail = ops.logFormat === 'json' ? (m: string) => (log.error(m.replace(/^outlast: /, '')), process.exit(2)) : usage;
   const host = values.host ?? '127.0.0.1';
   if (ops.dashboard) {
     if (values.stdio) fail('--dashboard needs HTTP (not --stdio); or run `outlast dashboard --store URL` beside it');
