@@ -64,8 +64,16 @@ describe('outlast resume / logs / cancel / answer --url: the replica that is lef
     assert.equal((await asked.exited).code, 0, asked.stderr());
     const askId = asked.stdout().trim();
     await waitForTask(b.url, askId, (t) => t.status === 'input_required');
-    // A task not in this journal: answered through the list, the dead replica first.
+    // A task not in this journal: answered through the list, the dead replica first; answers that fit no question first.
     const other = join(tempDir(), 'other.db');
+    for (const [json, re] of [
+      ['{"colour": 1}', /ANSWERS_JSON answers none of the questions task \S+ waits on: "\S+" \(Colour\?; fields: answer\)/],
+      ['{oops', /ANSWERS_JSON is not valid JSON/],
+    ] as Array<[string, RegExp]>) {
+      const wrong = runCli(['answer', askId, json, '--url', b.url, '--journal', other]);
+      assert.equal((await wrong.exited).code, 2, wrong.stderr());
+      assert.match(wrong.stderr(), re);
+    }
     const answer = runCli(['answer', askId, '{"answer": "teal"}', '--url', `${dead},${b.url}`, '--journal', other]);
     assert.equal((await answer.exited).code, 0, answer.stderr());
     assert.match(answer.stderr(), new RegExp(`did not answer \\(ECONNREFUSED\\); using ${b.url.replace(/[.]/g, '\\.')}`));
@@ -76,6 +84,9 @@ describe('outlast resume / logs / cancel / answer --url: the replica that is lef
     const resumed = runCli(['resume', askId, '--journal', journal]);
     assert.equal((await resumed.exited).code, 0, resumed.stderr());
     assert.match(resumed.stdout(), /The answer is: teal/);
+    const late = runCli(['answer', askId, '{"answer": "red"}', '--url', b.url, '--journal', journal]);
+    assert.equal((await late.exited).code, 1);
+    assert.match(late.stderr(), new RegExp(`task ${askId} is completed: it waits for no answer`));
 
     const slow = runCli(['call', b.url, 'sleep', '{"seconds": 60}', '--journal', journal, '--detach']);
     assert.equal((await slow.exited).code, 0, slow.stderr());

@@ -792,18 +792,24 @@ async function clientForTask(command: string, id: string, journal: Journal, valu
   return { entry, taskId, client };
 }
 
-export async function cancel(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, 'cancel', ['url', 'env']);
-  const id = positionals[0];
-  if (!id || positionals.length > 1) throw new UsageError('usage: outlast cancel TASK_ID [--url URL]');
+/**
+ * Runs `fn` with a client for task `id`'s server (clientForTask), then closes both: an Exit passes through, a task the
+ * server no longer knows is marked so in the journal, any other failure is exit 1 with its message.
+ */
+async function withTaskClient(
+  command: string,
+  id: string,
+  values: { journal?: string | undefined; url?: string[] | undefined } & ServerFlagValues,
+  extra: { retry?: { attempts: number } },
+  fn: (c: { entry: JournalEntry | undefined; taskId: string; client: TaskClient; journal: Journal }) => Promise<number>,
+): Promise<number> {
   const journal = openJournal(values.journal);
   try {
-    const { entry, taskId, client } = await clientForTask('cancel', id, journal, values, { retry: { attempts: 3 } });
+    const { entry, taskId, client } = await clientForTask(command, id, journal, values, extra);
     try {
-      await client.cancel(taskId);
-      err(`Cancellation of task ${taskId} requested; the server stops it cooperatively (it may still finish first). See how it ended: outlast resume ${taskId}`);
-      return 0;
+      return await fn({ entry, taskId, client, journal });
     } catch (e) {
+      if (e instanceof Exit) throw e;
       if (e instanceof TaskGoneError && entry) journal.gone(entry.callId, e.reason, e.message);
       throw new Exit(1, (e as Error).message);
     } finally {
@@ -812,6 +818,17 @@ export async function cancel(argv: string[]): Promise<number> {
   } finally {
     journal.close();
   }
+}
+
+export async function cancel(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, 'cancel', ['url', 'env']);
+  const id = positionals[0];
+  if (!id || positionals.length > 1) throw new UsageError('usage: outlast cancel TASK_ID [--url URL]');
+  return withTaskClient('cancel', id, values, { retry: { attempts: 3 } }, async ({ taskId, client }) => {
+    await client.cancel(taskId);
+    err(`Cancellation of task ${taskId} requested; the server stops it cooperatively (it may still finish first). See how it ended: outlast resume ${taskId}`);
+    return 0;
+  });
 }
 
 /** A task's final state as `call` shows it, and the exit code `call` gives for it. */
@@ -832,33 +849,22 @@ export async function logs(argv: string[]): Promise<number> {
     after = Number(values.after);
     if (!/^\d+$/.test(values.after) || !Number.isSafeInteger(after)) throw new UsageError(`--after must be an integer >= 0 (a sequence number); got "${values.after}"`);
   }
-  const journal = openJournal(values.journal);
-  try {
-    const { entry, taskId, client } = await clientForTask('logs', id, journal, values, {});
-    try {
-      // Without --follow: what exists now (tasks/get says how much), then stop.
-      const until = values.follow ? Infinity : (await latestOutputSeq(client.dispatcher, taskId)).seq;
-      if (until <= after) return 0;
-      for await (const e of client.output(taskId, { after, onGap: (g) => err(gapLine(g)) })) {
-        process.stdout.write(outputLine(e) + '\n');
-        if (e.seq >= until) break;
-      }
-      if (!values.follow) return 0;
-      // The output ends when the task does: say how, as `call` would, and keep the journal's entry up to date.
-      const final = await client.getTask(taskId);
-      if (entry) journal.record(entry.callId, final);
-      const { line, code } = finalState(final);
-      err(line);
-      return code;
-    } catch (e) {
-      if (e instanceof TaskGoneError && entry) journal.gone(entry.callId, e.reason, e.message);
-      throw new Exit(1, (e as Error).message);
-    } finally {
-      await client.close();
+  return withTaskClient('logs', id, values, {}, async ({ entry, taskId, client, journal }) => {
+    // Without --follow: what exists now (tasks/get says how much), then stop.
+    const until = values.follow ? Infinity : (await latestOutputSeq(client.dispatcher, taskId)).seq;
+    if (until <= after) return 0;
+    for await (const e of client.output(taskId, { after, onGap: (g) => err(gapLine(g)) })) {
+      process.stdout.write(outputLine(e) + '\n');
+      if (e.seq >= until) break;
     }
-  } finally {
-    journal.close();
-  }
+    if (!values.follow) return 0;
+    // The output ends when the task does: say how, as `call` would, and keep the journal's entry up to date.
+    const final = await client.getTask(taskId);
+    if (entry) journal.record(entry.callId, final);
+    const { line, code } = finalState(final);
+    err(line);
+    return code;
+  });
 }
 
 /** `outlast answer TASK_ID ANSWERS_JSON`: answers the form questions a task waits on, by input key or field. */
@@ -874,38 +880,27 @@ export async function answer(argv: string[]): Promise<number> {
   } catch (e) {
     throw new UsageError((e as Error).message.replace('--answers', 'ANSWERS_JSON'));
   }
-  const journal = openJournal(values.journal);
-  try {
-    const { entry, taskId, client } = await clientForTask('answer', id, journal, values, {});
-    try {
-      const t = await client.getTask(taskId);
-      if (t.status !== 'input_required') throw new Exit(1, `task ${taskId} is ${t.status}: it waits for no answer`);
-      const responses: JsonObject = {};
-      const unanswered: string[] = [];
-      for (const [key, req] of Object.entries(t.inputRequests)) {
-        const params = (req.params ?? {}) as JsonObject;
-        const r = req.method === 'elicitation/create' && params.mode !== 'url' ? resolveAnswer(answers, key, params) : undefined;
-        if (r && 'error' in r) throw new Exit(2, `ANSWERS_JSON: ${r.error}`);
-        if (r && 'response' in r) responses[key] = r.response;
-        else unanswered.push(`"${key}" (${req.method === 'elicitation/create' ? `${String(params.message ?? '')}${r && 'missing' in r ? `; fields: ${r.missing.join(', ')}` : ''}` : `${req.method}, which the CLI cannot answer`})`);
-      }
-      const keys = Object.keys(responses);
-      if (!keys.length) throw new Exit(2, `ANSWERS_JSON answers none of the questions task ${taskId} waits on: ${unanswered.join('; ')}`);
-      for (const key of keys) if (entry) journal.saveAnswer(entry.callId, key, responses[key] as JsonObject);
-      await client.dispatcher.request('tasks/update', { taskId, inputResponses: responses });
-      for (const key of keys) if (entry) journal.answerSent(entry.callId, key);
-      err(`answered ${keys.map((k) => `"${k}"`).join(', ')} of task ${taskId}${unanswered.length ? `; still waiting on ${unanswered.join('; ')}` : ''}; follow it with: outlast resume ${taskId}`);
-      return 0;
-    } catch (e) {
-      if (e instanceof Exit) throw e;
-      if (e instanceof TaskGoneError && entry) journal.gone(entry.callId, e.reason, e.message);
-      throw new Exit(1, (e as Error).message);
-    } finally {
-      await client.close();
+  return withTaskClient('answer', id, values, {}, async ({ entry, taskId, client, journal }) => {
+    const t = await client.getTask(taskId);
+    if (t.status !== 'input_required') throw new Exit(1, `task ${taskId} is ${t.status}: it waits for no answer`);
+    const responses: JsonObject = {};
+    const unanswered: string[] = [];
+    for (const [key, req] of Object.entries(t.inputRequests)) {
+      const params = (req.params ?? {}) as JsonObject;
+      const r = req.method === 'elicitation/create' && params.mode !== 'url' ? resolveAnswer(answers, key, params) : undefined;
+      if (r && 'error' in r) throw new Exit(2, `ANSWERS_JSON: ${r.error}`);
+      if (r && 'response' in r) responses[key] = r.response;
+      else unanswered.push(`"${key}" (${req.method === 'elicitation/create' ? `${String(params.message ?? '')}${r && 'missing' in r ? `; fields: ${r.missing.join(', ')}` : ''}` : `${req.method}, which the CLI cannot answer`})`);
     }
-  } finally {
-    journal.close();
-  }
+    const keys = Object.keys(responses);
+    if (!keys.length) throw new Exit(2, `ANSWERS_JSON answers none of the questions task ${taskId} waits on: ${unanswered.join('; ')}`);
+    // Journaled before they are sent, as TaskClient does, so a crash in between does not lose them.
+    for (const key of keys) if (entry) journal.saveAnswer(entry.callId, key, responses[key] as JsonObject);
+    await client.dispatcher.request('tasks/update', { taskId, inputResponses: responses });
+    for (const key of keys) if (entry) journal.answerSent(entry.callId, key);
+    err(`answered ${keys.map((k) => `"${k}"`).join(', ')} of task ${taskId}${unanswered.length ? `; still waiting on ${unanswered.join('; ')}` : ''}; follow it with: outlast resume ${taskId}`);
+    return 0;
+  });
 }
 
 /** Runs a client command and turns its outcome into an exit code (errors printed to stderr). */
