@@ -14,6 +14,7 @@ import { busFromUrl, storeFromUrl } from './store-url.js';
 import { cliLogger, type CliLogger } from './logger.js';
 import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
 import { EVENTS_HELP, EVENTS_OPTIONS, eventsConfig } from './events-options.js';
+import { SECRET_FILE_OPTIONS, SECRET_HELP, resolveSecrets } from './secret-options.js';
 import { EventDelivery } from '../ops/events/index.js';
 import { checkDashboardExposure } from '../ops/dashboard/index.js';
 import { AlertService } from '../ops/alerts/index.js';
@@ -49,7 +50,9 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
                            delays are logged). Default: the store's own connection, which a transaction-mode pooler
                            cannot carry (the replica then refuses to start); see docs/deployment.md
   --default-ttl-ms N       task retention from creation, ms (default 86400000)
-  --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401
+  --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401. On the
+                           command line every local user can read it: prefer --bearer-file PATH or
+                           $OUTLAST_BEARER (see Secrets below)
   --oauth-issuer URL       an OAuth resource server: accept access tokens of this authorization server
                            (repeatable); tasks are bound to the token's issuer + subject (see docs/oauth.md)
   --oauth-resource URL     this server's resource identifier: the audience every token must carry
@@ -107,7 +110,7 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
   --trace-polls            a server span for every tasks/get too (when an OpenTelemetry SDK is registered)
   --log-level L            debug | info | warn | error (default info)
 
-${OPS_HELP}${EVENTS_HELP}`;
+${SECRET_HELP}${OPS_HELP}${EVENTS_HELP}`;
 
 export const FRONT_OPTIONS = {
   port: { type: 'string' },
@@ -116,6 +119,7 @@ export const FRONT_OPTIONS = {
   bus: { type: 'string' },
   'default-ttl-ms': { type: 'string' },
   bearer: { type: 'string', multiple: true },
+  ...SECRET_FILE_OPTIONS,
   'oauth-issuer': { type: 'string', multiple: true },
   'oauth-resource': { type: 'string' },
   'oauth-scopes': { type: 'string' },
@@ -166,7 +170,10 @@ export function intFlagOf(values: Record<string, unknown>, name: string, fail: (
   return n;
 }
 
-export async function runFront(values: FrontValues, mount: Mount, fail: (message: string) => never): Promise<void> {
+export async function runFront(given: FrontValues, mount: Mount, fail: (message: string) => never): Promise<void> {
+  const secrets = resolveSecrets(given, FRONT_OPTIONS);
+  if (typeof secrets === 'string') fail(secrets);
+  const values: FrontValues = secrets.values;
   const intFlag = (name: string, min = 0) => intFlagOf(values, name, fail, min);
   const ops = opsConfig(values);
   if (typeof ops === 'string') fail(ops);
@@ -175,6 +182,8 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
   if (events && (values.stdio || values['no-http'])) fail('--events needs HTTP (webhooks are subscribed over HTTP; not --stdio or --no-http)');
   const log = cliLogger(values['log-level'] ?? 'info', ops.logFormat);
   if (typeof log === 'string') fail(log);
+  for (const w of secrets.warnings) log.warn(w);
+  if (secrets.sources.length) log.info(`secrets: ${secrets.sources.join('; ')}`);
   const host = values.host ?? '127.0.0.1';
   if (ops.dashboard) {
     if (values.stdio) fail('--dashboard needs HTTP (not --stdio); or run `outlast dashboard --store URL` beside it');
@@ -306,7 +315,7 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
         ...opt('maxBodyBytes', intFlag('max-body-bytes', 1)),
         onerror: (e) => log.serverError(e),
         ...(ops.dashboard
-          ? { dashboard: { ...ops.tokens, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
+          ? { dashboard: { ...ops.tokens, ...ops.session, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
           : {}),
         ...(prometheus ? { metrics: prometheus.handler } : {}),
         ...(events ? { events: events.wire } : {}),
