@@ -16,6 +16,7 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { Webhook } from 'standardwebhooks';
 import { runCli } from './client-helpers.js';
+import { docBlock } from './doc-blocks.js';
 import { connectV1 } from './generations.js';
 import { BIN, FIXTURES, ROOT, headersFor, rpc, startServer, tempDir, until, type ServerProcess } from './helpers.js';
 
@@ -139,6 +140,18 @@ describe('secrets on disk and on the command line', () => {
     for (const token of [alice, bob, carol]) assert.ok(!line.includes(token), 'no token is in /proc/PID/cmdline');
     assert.doesNotMatch(server.stderr(), /puts secrets? in this process's command line/, 'nothing to warn about');
     assert.match(server.stderr(), /bearer tokens: 2 from .*bearer, 1 from \$OUTLAST_BEARER/, 'where the tokens came from, counted, never shown');
+  });
+
+  it('the token file docs/configuration.md shows is read as written: each of its tokens is accepted', async () => {
+    const dir = tempDir();
+    const block = docBlock('docs/configuration.md', 'token-file').code;
+    const file = join(dir, 'bearer');
+    writeFileSync(file, block, { mode: 0o600 });
+    const server = await start(['--store', `sqlite:${join(dir, 'tasks.db')}`, '--bearer-file', file]);
+    const tokens = block.split('\n').filter((l) => l.trim() && !l.startsWith('#')).map((l) => l.slice(0, l.indexOf('=')));
+    assert.ok(tokens.length >= 2, 'the example lists tokens');
+    for (const token of tokens) assert.equal((await rpc(server.url, 'tools/list', {}, { token })).status, 200);
+    assert.equal(await listStatus(server.url), 401);
   });
 
   it('--operator-file and $OUTLAST_OPERATOR_READONLY sign operators in to the dashboard, and no token is in /proc/PID/cmdline', async () => {
