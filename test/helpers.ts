@@ -130,9 +130,10 @@ export interface ServerProcess {
 }
 
 /** Starts `outlast serve` and waits for its ready line: the URL it listens on, or (with --no-http) the worker's line. */
-export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[]; bin?: string } = {}): Promise<ServerProcess> {
+export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[]; bin?: string; ready?: RegExp } = {}): Promise<ServerProcess> {
   const worker = args.includes('--no-http');
-  const ready = worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on (\S+)/;
+  // `ready`: the line that says another command is up (its first group is the `url`), e.g. `outlast dashboard on (\S+)`.
+  const ready = opts.ready ?? (worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on (\S+)/);
   // `command`: another front command than `serve MODULE`, e.g. ['gateway', '--stdio', 'node upstream.js'].
   // `bin`: another build's bin/outlast.js (an older release, in the upgrade tests).
   const proc = spawn(process.execPath, [opts.bin ?? BIN, ...(opts.command ?? ['serve', opts.module ?? FIXTURES]), ...(worker ? [] : ['--port', '0']), ...args], {

@@ -6,12 +6,11 @@
  * the cookie is Secure although the process speaks plain HTTP behind its TLS proxy.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { BIN, ROOT, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
 
 const token = (who: string) => `${who}-${randomBytes(12).toString('hex')}`;
 
@@ -50,16 +49,8 @@ async function signOut(base: string, cookie: string): Promise<number> {
 
 describe('dashboard sign-in', () => {
   const servers: ServerProcess[] = [];
-  const dashboards: ChildProcess[] = [];
   after(async () => {
     for (const s of servers) await s.stop();
-    for (const d of dashboards) {
-      if (d.exitCode === null && d.signalCode === null) {
-        const gone = new Promise((r) => d.once('exit', r));
-        process.kill(d.pid!, 'SIGTERM');
-        await gone;
-      }
-    }
   });
   /** `outlast serve --dashboard` on the SQLite file `db`; returns the dashboard's base URL. */
   async function serve(db: string, args: string[]): Promise<{ base: string; server: ServerProcess }> {
@@ -69,26 +60,9 @@ describe('dashboard sign-in', () => {
   }
   /** `outlast dashboard --store sqlite:db` beside it; returns its base URL once it listens. */
   async function dashboardAlone(db: string, args: string[]): Promise<string> {
-    const proc = spawn(process.execPath, [BIN, 'dashboard', '--store', `sqlite:${db}`, '--port', '0', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    dashboards.push(proc);
-    let out = '';
-    let err = '';
-    proc.stderr!.on('data', (d) => (err += d));
-    return new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`outlast dashboard did not start in 15 s:\n${err}`)), 15_000);
-      proc.stdout!.on('data', (d) => {
-        out += d;
-        const m = /outlast dashboard on (\S+)/.exec(out);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m[1]!);
-        }
-      });
-      proc.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`outlast dashboard exited (${code}):\n${err}`));
-      });
-    });
+    const alone = await startServer(['--store', `sqlite:${db}`, ...args], { command: ['dashboard'], ready: /outlast dashboard on (\S+)/ });
+    servers.push(alone);
+    return alone.url;
   }
 
   it('a sign-in posted from an opaque (null) origin, from another site, or marked cross-site is refused with 403 and no cookie', async () => {
