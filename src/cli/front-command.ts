@@ -5,6 +5,7 @@
  */
 import type { Implementation } from '@modelcontextprotocol/server';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
+import { DEFAULT_HTTP_LIMITS } from '../server/http-limits.js';
 import { serveOutlastStdio } from '../server/stdio.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
 import type { LoadServerModuleOptions } from '../server/load-module.js';
@@ -17,7 +18,8 @@ import { EVENTS_HELP, EVENTS_OPTIONS, eventsConfig } from './events-options.js';
 import { EventDelivery } from '../ops/events/index.js';
 import { checkDashboardExposure } from '../ops/dashboard/index.js';
 import { AlertService } from '../ops/alerts/index.js';
-import { observeTaskCounts, startPrometheus, type PrometheusEndpoint } from '../ops/metrics.js';
+import { observeTaskCounts } from '../ops/metrics.js';
+import { METRICS_LISTEN_OPTION, metricsServing, type MetricsServing } from './metrics-serving.js';
 
 /** What a command mounts on the front: its Outlast (tools defined, not started) and per-request factory. */
 export interface MountedFront {
@@ -153,7 +155,13 @@ export const FRONT_OPTIONS = {
   'no-direct-task-methods': { type: 'boolean' },
   'trace-polls': { type: 'boolean' },
   'log-level': { type: 'string' },
+  'max-streams-per-principal': { type: 'string' },
+  'headers-timeout-ms': { type: 'string' },
+  'request-timeout-ms': { type: 'string' },
+  'keep-alive-timeout-ms': { type: 'string' },
+  'max-connections': { type: 'string' },
   ...OPS_OPTIONS,
+  ...METRICS_LISTEN_OPTION,
   ...EVENTS_OPTIONS,
 } as const;
 
@@ -184,15 +192,16 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
       fail((e as Error).message);
     }
   }
+  const httpLimits = {
+    ...opt('headersTimeoutMs', intFlag('headers-timeout-ms', 1)),
+    ...opt('requestTimeoutMs', intFlag('request-timeout-ms', 1)),
+    ...opt('keepAliveTimeoutMs', intFlag('keep-alive-timeout-ms', 1)),
+    ...opt('maxConnections', intFlag('max-connections', 1)),
+  };
+  const { headersTimeoutMs, requestTimeoutMs } = { ...DEFAULT_HTTP_LIMITS, ...httpLimits };
+  if (headersTimeoutMs > requestTimeoutMs) fail(`--headers-timeout-ms (${headersTimeoutMs}) must not exceed --request-timeout-ms (${requestTimeoutMs}): the headers are part of the request`);
   // The SDK's meter provider must be registered before the runtime creates its instruments.
-  let prometheus: PrometheusEndpoint | undefined;
-  if (ops.metrics) {
-    try {
-      prometheus = await startPrometheus();
-    } catch (e) {
-      fail((e as Error).message);
-    }
-  }
+  const metrics: MetricsServing | undefined = await metricsServing({ metrics: ops.metrics, listen: values['metrics-listen'], frontHost: host, tokens: ops.tokens }, fail);
   const bearer: Record<string, string> = {};
   for (const b of values.bearer ?? []) {
     const i = b.indexOf('=');
@@ -270,7 +279,7 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
       await delivery?.stop();
       await http?.close();
       await outlast.stop(drainMs);
-      await prometheus?.shutdown();
+      await metrics?.close();
       await stdio?.close();
       await mounted.close?.();
     } catch (e) {
@@ -308,10 +317,14 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
         ...(ops.dashboard
           ? { dashboard: { ...ops.tokens, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
           : {}),
-        ...(prometheus ? { metrics: prometheus.handler } : {}),
+        ...(metrics?.mount ? { metrics: metrics.mount } : {}),
         ...(events ? { events: events.wire } : {}),
+        ...opt('maxStreamsPerPrincipal', intFlag('max-streams-per-principal', 1)),
+        ...httpLimits,
       });
-      if (prometheus) observeTaskCounts(outlast.runtime.store);
+      if (metrics) observeTaskCounts(outlast.runtime.store);
+      const metricsUrl = await metrics?.listen(httpLimits);
+      if (metricsUrl) process.stdout.write(`outlast metrics on ${metricsUrl}\n`);
       alerts?.start();
       delivery?.start();
       process.stdout.write(`outlast listening on ${http.url}\n`);

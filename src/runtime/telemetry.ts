@@ -27,6 +27,9 @@ export class TallyCounter {
   }
 }
 
+/** The label a tool name is counted under when the runtime does not know it (caller-given names never become series). */
+export const OTHER_LABEL = 'other';
+
 /** Advised buckets of the MCP semantic conventions, seconds. */
 export const MCP_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 const LONG_BUCKETS = [0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600];
@@ -41,6 +44,8 @@ export class RuntimeTelemetry {
   readonly pollRefusals: TallyCounter;
   /** Task watches open here (listen streams' and waits' watchers): back to zero once their clients are gone. */
   watchesOpen = 0;
+  /** Whether a tool name is one the runtime defined (set by the runtime); others are counted as `other`. */
+  knownTool: (name: string) => boolean = () => false;
   /** When each task this process saw ask for input started waiting (bounded; for the wait histogram). */
   private readonly waitingSince = new Map<string, { since: number; tool: string }>();
 
@@ -123,7 +128,8 @@ export class RuntimeTelemetry {
   }
 
   /** A tools/call answered: inline (`result`), as a task, or with a handle. */
-  toolCall(tool: string, mode: 'inline' | 'task' | 'handle', seconds: number, errorType?: string): void {
+  toolCall(name: string, mode: 'inline' | 'task' | 'handle', seconds: number, errorType?: string): void {
+    const tool = this.knownTool(name) ? name : OTHER_LABEL;
     const attrs = { 'gen_ai.tool.name': tool, 'outlast.call.mode': mode, ...(errorType ? { 'error.type': errorType } : {}) };
     this.toolCalls.add(`${tool}\u0000${mode}\u0000${errorType ?? ''}`, () => attrs);
     this.toolCallDuration.record(seconds, attrs);
