@@ -51,16 +51,26 @@ const lists = CATEGORIES.map(([category, family, nets]) => {
   return { category, family, list };
 });
 
+/** The IPv4 address inside an IPv4-mapped IPv6 one, dotted (`::ffff:127.0.0.1`) or hex (`::ffff:7f00:1`, as URL writes it). */
+function mappedIPv4(ip: string): string | undefined {
+  const dotted = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (dotted) return dotted[1];
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(ip);
+  if (!hex) return undefined;
+  const [hi, lo] = [parseInt(hex[1]!, 16), parseInt(hex[2]!, 16)];
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+}
+
 /** The category of an address that is not publicly routable (IPv4-mapped IPv6 judged as its IPv4), or null for a
  *  public one. Anything that is not an address is `reserved`. */
 export function addressCategory(ip: string): AddressCategory | null {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  const address = mapped ? mapped[1]! : ip;
+  const address = mappedIPv4(ip) ?? ip;
   const family = isIP(address);
   if (family === 0) return 'reserved';
   const kind = family === 4 ? 'ipv4' : 'ipv6';
   for (const l of lists) if (l.family === kind && l.list.check(address, kind)) return l.category;
-  return family === 6 && /^::ffff:/i.test(address) ? 'IPv4-mapped' : null;
+  // Any other IPv6 form of a mapped address (as written by URL) is refused whatever it maps to, as before.
+  return /^::ffff:/i.test(ip) && !/^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(ip) ? 'IPv4-mapped' : null;
 }
 
 /** True when `ip` is not a publicly routable address (IPv4-mapped IPv6 is judged as its IPv4). */
