@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { TASKS_CAPS, callTool, metaFor, openListen, rpc, startServer, tempDir, until, type ServerProcess } from './helpers.js';
+import { TASKS_CAPS, callTool, metaFor, openListen, rpc, sleep, startServer, tempDir, until, type ServerProcess } from './helpers.js';
 
 /** A raw connection to the server's port; `closed` resolves with what the server wrote and when it closed. */
 function rawSocket(url: string): { socket: Socket; opened: Promise<void>; closed: Promise<{ at: number; text: string }> } {
@@ -25,21 +25,28 @@ function rawSocket(url: string): { socket: Socket; opened: Promise<void>; closed
   };
 }
 
-describe('security: the HTTP front', () => {
-  let server: ServerProcess;
+/** A server started before the suite's tests and stopped after them. */
+function serverFor(args: string[]): { readonly current: ServerProcess } {
+  let server: ServerProcess | undefined;
   before(async () => {
-    server = await startServer([
-      '--store', `sqlite:${join(tempDir(), 'tasks.db')}`, '--events',
-      '--headers-timeout-ms', '1000', '--request-timeout-ms', '2000',
-    ]);
+    server = await startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`, '--events', ...args]);
   });
   after(async () => {
     await server?.stop();
   });
+  return {
+    get current() {
+      return server!;
+    },
+  };
+}
+
+describe('security: the HTTP front, as it starts by default', () => {
+  const s = serverFor([]);
 
   /** POSTs a hand-written body (too deep for JSON.stringify on this side). */
   const postRaw = async (body: string) => {
-    const res = await fetch(server.url, {
+    const res = await fetch(s.current.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28' },
       body,
@@ -52,8 +59,9 @@ describe('security: the HTTP front', () => {
     const deep = `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
     const meta = JSON.stringify(metaFor(TASKS_CAPS));
     for (const [method, params] of [
-      ['events/subscribe', `{"name":"outlast.task.finished","arguments":${deep},"delivery":{"mode":"webhook","url":"https://hooks.example/x","secret":"whsec_x"},"_meta":${meta}}`],
       ['events/poll', `{"name":"outlast.task.finished","arguments":${deep},"_meta":${meta}}`],
+      ['events/stream', `{"name":"outlast.task.finished","arguments":${deep},"_meta":${meta}}`],
+      ['events/subscribe', `{"name":"outlast.task.finished","arguments":${deep},"delivery":{"mode":"webhook","url":"https://hooks.example/x","secret":"whsec_x"},"_meta":${meta}}`],
       ['tools/call', `{"name":"greet","arguments":{"name":${deep}},"_meta":${meta}}`],
     ] as const) {
       const r = await postRaw(`{"jsonrpc":"2.0","id":7,"method":"${method}","params":${params}}`);
@@ -65,13 +73,36 @@ describe('security: the HTTP front', () => {
     const batch = await postRaw(`${'['.repeat(depth)}${']'.repeat(depth)}`);
     assert.equal(batch.json.error?.code, -32600, 'a deep value that is not a message is an invalid request');
     // Still serving.
-    const greet = await callTool(server.url, 'greet', { name: 'Ada' });
+    const greet = await callTool(s.current.url, 'greet', { name: 'Ada' });
     assert.equal(greet.error, undefined);
-    const list = await rpc(server.url, 'events/list', {});
+    const list = await rpc(s.current.url, 'events/list', {});
     assert.ok(Array.isArray(list.result.events));
   });
 
+  it("http: by default a client that sends its headers slowly is cut within 15 s (Node's own default: 60 s)", async () => {
+    const slow = rawSocket(s.current.url);
+    await slow.opened;
+    const start = performance.now();
+    slow.socket.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n`);
+    const drip = setInterval(() => slow.socket.writable && slow.socket.write(`x-slow-${Math.random().toString(36).slice(2)}: 1\r\n`), 500);
+    try {
+      const cut = await Promise.race([slow.closed, sleep(40_000).then(() => undefined)]);
+      assert.ok(cut, 'the slow client was not cut within 40 s');
+      const heldMs = cut.at - start;
+      assert.match(cut.text, /^HTTP\/1\.1 408/);
+      assert.ok(heldMs >= 14_000 && heldMs < 25_000, `cut after ${Math.round(heldMs)} ms (headers timeout 15000 ms, checked every 5 s)`);
+    } finally {
+      clearInterval(drip);
+      slow.socket.destroy();
+    }
+  });
+});
+
+describe('security: the HTTP front with short timeouts', () => {
+  const s = serverFor(['--headers-timeout-ms', '1000', '--request-timeout-ms', '2000']);
+
   it('http: a client that sends its headers slowly is disconnected after the header timeout; a listen stream outlives the request timeout', async () => {
+    const server = s.current;
     const task = await callTool(server.url, 'sleep', { seconds: 4 }, { caps: TASKS_CAPS });
     assert.equal(task.result.resultType, 'task');
     const opened = performance.now();
@@ -95,7 +126,7 @@ describe('security: the HTTP front', () => {
   });
 
   it('http: a client that sends its body slowly is cut at the request timeout', async () => {
-    const slow = rawSocket(server.url);
+    const slow = rawSocket(s.current.url);
     await slow.opened;
     const start = performance.now();
     slow.socket.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{`);

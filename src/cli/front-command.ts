@@ -99,7 +99,16 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
                            (default 30000; at least twice --heartbeat-ms; given alone, the heartbeat is a sixth
                            of it, at most 5000)
   --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
-  --max-body-bytes N       largest request body (default 1048576)
+  --max-body-bytes N       largest request body (default 1048576); a body nested deeper than 128 levels is
+                           refused with -32602
+  --max-streams-per-principal N  streams one caller may hold open on this replica (subscriptions/listen,
+                           tasks/stream, events/stream); past it -31503 principal_streams (default 16)
+  --headers-timeout-ms N   a request's headers must arrive within N ms, else 408 and the socket closes (default 15000)
+  --request-timeout-ms N   a whole request (headers and body) must arrive within N ms (default 30000); answers that
+                           stream (listen, tasks/stream, events/stream, a held call) are not cut by it
+  --keep-alive-timeout-ms N  an idle kept-alive connection closes after N ms (default 5000; behind a load
+                           balancer, longer than its idle timeout)
+  --max-connections N      open connections past which a new one is closed at once (default 10000)
   --no-poll-limit          do not refuse over-polling
   --handles / --no-handles follow long calls of clients without task support through a handle and plain
                            status/cancel tools (default: what the module says)
@@ -201,7 +210,7 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
   const { headersTimeoutMs, requestTimeoutMs } = { ...DEFAULT_HTTP_LIMITS, ...httpLimits };
   if (headersTimeoutMs > requestTimeoutMs) fail(`--headers-timeout-ms (${headersTimeoutMs}) must not exceed --request-timeout-ms (${requestTimeoutMs}): the headers are part of the request`);
   // The SDK's meter provider must be registered before the runtime creates its instruments.
-  const metrics: MetricsServing | undefined = await metricsServing({ metrics: ops.metrics, listen: values['metrics-listen'], frontHost: host, tokens: ops.tokens }, fail);
+  const metrics: MetricsServing | undefined = await metricsServing({ metrics: ops.metrics, listen: values['metrics-listen'], frontHost: values['no-http'] || values.stdio ? undefined : host, tokens: ops.tokens }, fail);
   const bearer: Record<string, string> = {};
   for (const b of values.bearer ?? []) {
     const i = b.indexOf('=');
@@ -293,14 +302,25 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
     // client's to act on. The client stops us by closing stdin (we finish what runs, then exit) or with SIGTERM.
     process.on('SIGINT', () => log.info('SIGINT ignored: a stdio server under a client stops when its stdin closes, or on SIGTERM'));
   } else process.on('SIGINT', () => void shutdown('SIGINT'));
+  // The task counts, and /metrics on a listener of its own (a worker's and a stdio server's too), named before the
+  // ready line (on stderr for stdio, whose stdout is the protocol's).
+  const startMetrics = async () => {
+    if (!metrics) return;
+    observeTaskCounts(outlast.runtime.store);
+    const url = await metrics.listen(httpLimits);
+    if (url && values.stdio) log.info(`outlast metrics on ${url}`);
+    else if (url) process.stdout.write(`outlast metrics on ${url}\n`);
+  };
   try {
     if (values['no-http']) {
       await outlast.start();
+      await startMetrics();
       // Nothing else holds the event loop open in a worker (the runtime's timers do not): stay until a signal.
       setInterval(() => undefined, 3_600_000);
       process.stdout.write(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mounted.describe}\n`);
     } else if (values.stdio) {
       stdio = await serveOutlastStdio(outlast, factory, { onerror: (e) => log.serverError(e), tracePolls: !!values['trace-polls'] });
+      await startMetrics();
       log.info(`outlast serving ${mounted.describe} on stdio`);
     } else {
       const port = intFlag('port') ?? (process.env.PORT ? Number(process.env.PORT) : 3000);
@@ -322,9 +342,7 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
         ...opt('maxStreamsPerPrincipal', intFlag('max-streams-per-principal', 1)),
         ...httpLimits,
       });
-      if (metrics) observeTaskCounts(outlast.runtime.store);
-      const metricsUrl = await metrics?.listen(httpLimits);
-      if (metricsUrl) process.stdout.write(`outlast metrics on ${metricsUrl}\n`);
+      await startMetrics();
       alerts?.start();
       delivery?.start();
       process.stdout.write(`outlast listening on ${http.url}\n`);

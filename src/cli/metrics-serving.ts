@@ -32,7 +32,8 @@ function hostPort(v: string): { host: string; port: number } | string {
 
 /** Checks the flags and registers the exporter; undefined when neither flag is given. */
 export async function metricsServing(
-  o: { metrics: boolean; listen: string | undefined; frontHost: string; tokens: OperatorTokens },
+  /** `frontHost`: the interface the MCP front binds (undefined: no HTTP front, so /metrics only on its own listener). */
+  o: { metrics: boolean; listen: string | undefined; frontHost: string | undefined; tokens: OperatorTokens },
   fail: (message: string) => never,
 ): Promise<MetricsServing | undefined> {
   if (!o.metrics && o.listen === undefined) return undefined;
@@ -40,7 +41,7 @@ export async function metricsServing(
   if (typeof own === 'string') fail(own);
   try {
     if (own) checkMetricsListen(own.host);
-    else checkMetricsExposure(o.frontHost, o.tokens);
+    else if (o.frontHost !== undefined) checkMetricsExposure(o.frontHost, o.tokens);
   } catch (e) {
     fail((e as Error).message);
   }

@@ -31,7 +31,10 @@ export const OPS_HELP = `Operations (see README "Operations"):
   --operator-readonly TOKEN=NAME   an operator who may only look; repeatable
   --dashboard-payloads     show task arguments and results on task pages
   --dashboard-title T      an environment badge in the dashboard's header
-  --metrics                Prometheus text at /metrics (OpenTelemetry SDK + Prometheus exporter)
+  --metrics                Prometheus text at /metrics (OpenTelemetry SDK + Prometheus exporter), for operators:
+                           with operator tokens a scrape sends one as a bearer token; without any, loopback only
+  --metrics-listen HOST:PORT   serve /metrics on a listener of its own instead, without credentials, for a
+                           Prometheus on a private interface (not a wildcard address such as 0.0.0.0)
   --alert-webhook URL      deliver alerts as Standard Webhooks to URL (needs --alert-webhook-secret whsec_…)
   --alert-unread-after-ms N   a failure nobody read for N ms alerts (default 900000)
   --alert-retry-ms N       first retry of a failed delivery after N ms, then 4x longer each time (default 5000)
