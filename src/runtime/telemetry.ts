@@ -7,6 +7,7 @@
  */
 import { metrics, type Attributes, type Histogram, type Meter } from '@opentelemetry/api';
 import type { Outcome, PendingInput, TaskRecord, TaskStore } from '../store/types.js';
+import { wrapStore, type StoreWrappers } from './store-proxy.js';
 
 /**
  * A counter on the hot path: each add is a map increment here, and the SDK reads the totals when it collects (an
@@ -76,7 +77,7 @@ export class RuntimeTelemetry {
   /** The store, observed: every call passes through unchanged; the ones that change a task's state are counted. */
   instrument(store: TaskStore): TaskStore {
     const t = this;
-    const wrap: Partial<Record<keyof TaskStore, (target: TaskStore) => unknown>> = {
+    const wrap: StoreWrappers = {
       create: (s) => async (task: Parameters<TaskStore['create']>[0]) => {
         const r = await s.create(task);
         if (r.created) t.transition(r.record.tool, r.record.status);
@@ -113,18 +114,7 @@ export class RuntimeTelemetry {
         return rec;
       },
     };
-    const cache = new Map<PropertyKey, unknown>();
-    return new Proxy(store, {
-      get(target, prop) {
-        let f = cache.get(prop);
-        if (f) return f;
-        const w = wrap[prop as keyof TaskStore];
-        const v = Reflect.get(target, prop, target);
-        if (!w && typeof v !== 'function') return v;
-        cache.set(prop, (f = w ? w(target) : (v as (...a: unknown[]) => unknown).bind(target)));
-        return f;
-      },
-    });
+    return wrapStore(store, wrap);
   }
 
   /** A tools/call answered: inline (`result`), as a task, or with a handle. */

@@ -7,6 +7,7 @@
  */
 import type { InputRequest, JsonRpcErrorObject } from '../protocol/index.js';
 import type { NewTask, Outcome, PendingInput, TaskStore } from '../store/types.js';
+import { wrapStore, type StoreWrappers } from './store-proxy.js';
 
 /** Largest status message kept, in UTF-8 bytes. */
 export const MAX_STATUS_MESSAGE_BYTES = 4096;
@@ -75,7 +76,7 @@ function capRequests(requests: Record<string, PendingInput>): Record<string, Pen
 
 /** The store with every text written through it bounded (a proxy: the other calls pass through unchanged). */
 export function boundedTexts(store: TaskStore): TaskStore {
-  const wrap: Partial<Record<keyof TaskStore, (s: TaskStore) => unknown>> = {
+  const wrap: StoreWrappers = {
     create: (s) => (task: NewTask) => s.create(task.statusMessage == null ? task : { ...task, statusMessage: capStatus(task.statusMessage) }),
     setProgress: (s) => (taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number, epoch?: number) =>
       s.setProgress(taskId, owner, capNullableStatus(statusMessage) as string | null, pollIntervalMs, epoch),
@@ -84,16 +85,5 @@ export function boundedTexts(store: TaskStore): TaskStore {
       s.finish(taskId, owner, capOutcome(outcome), capNullableStatus(statusMessage) as string | null, now, epoch),
     cancelQueued: (s) => (taskId: string, now: number, statusMessage: string) => s.cancelQueued(taskId, now, capStatus(statusMessage)),
   };
-  const cache = new Map<PropertyKey, unknown>();
-  return new Proxy(store, {
-    get(target, prop) {
-      let f = cache.get(prop);
-      if (f) return f;
-      const w = wrap[prop as keyof TaskStore];
-      const v = Reflect.get(target, prop, target);
-      if (!w && typeof v !== 'function') return v;
-      cache.set(prop, (f = w ? w(target) : (v as (...a: unknown[]) => unknown).bind(target)));
-      return f;
-    },
-  });
+  return wrapStore(store, wrap);
 }
