@@ -17,5 +17,7 @@ if (process.argv[1]?.endsWith('security-upstream.js') && process.argv[2] === 'se
     return { content: [{ type: 'text', text: 'loud done' }] };
   });
   await server.connect(new StdioServerTransport());
+  // The gateway closes our stdin when it stops: the call still waiting must not keep this process.
+  process.stdin.once('end', () => process.exit(0));
 }
 // Without `serve`: `node --test dist/test/` runs every file there, this one too; it has nothing to test by itself.
