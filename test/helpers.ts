@@ -125,6 +125,8 @@ export interface ServerProcess {
   pid: number;
   proc: ChildProcess;
   stderr(): string;
+  /** Everything it wrote on stdout so far (its ready lines). */
+  stdout(): string;
   /** Sends a signal and waits for the process to exit. */
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -171,6 +173,7 @@ export async function startServer(args: string[], opts: { module?: string; env?:
     pid: proc.pid!,
     proc,
     stderr: () => err,
+    stdout: () => out,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) process.kill(proc.pid!, signal);
       return exited;

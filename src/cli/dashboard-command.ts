@@ -3,7 +3,6 @@
  * reach the replica running the task through the store's signal bus (PostgreSQL), or within that replica's next
  * heartbeat (SQLite, another process).
  */
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { localhostHostValidation } from '@modelcontextprotocol/node';
 import { checkDashboardExposure, createDashboard, isLoopbackHost } from '../ops/dashboard/index.js';
@@ -11,6 +10,7 @@ import { LocalSignalBus, type SignalBus } from '../store/local-bus.js';
 import { cliLogger } from './logger.js';
 import { OPS_OPTIONS, opsConfig } from './ops-options.js';
 import { busFromUrl, storeFromUrl } from './store-url.js';
+import { createLimitedServer } from '../server/http-limits.js';
 import { parseCommand } from './usage.js';
 import { SECRET_FILE_OPTIONS, resolveSecrets } from './secret-options.js';
 
@@ -85,7 +85,8 @@ export async function dashboardCommand(given: Record<string, unknown>, fail: (m:
   }
   const d = createDashboard({ ...ops.tokens, ...ops.session, store, bus, host, showPayloads: ops.showPayloads, ...(ops.title ? { title: ops.title } : {}), ...(leaseMs ? { leaseMs } : {}), log: (m, x) => log.info(m, x) });
   const hostCheck = isLoopbackHost(host) ? localhostHostValidation() : undefined;
-  const server = createServer((req, res) => {
+  // The front's default header, request and keep-alive timeouts and connection cap (the live stream is not cut).
+  const server = createLimitedServer({}, (req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
     if (hostCheck && !hostCheck(req, res)) return;
     if (d.owns(path)) return void d.handle(req, res);

@@ -5,6 +5,7 @@
  */
 import type { Implementation } from '@modelcontextprotocol/server';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
+import { DEFAULT_HTTP_LIMITS } from '../server/http-limits.js';
 import { serveOutlastStdio } from '../server/stdio.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
 import type { LoadServerModuleOptions } from '../server/load-module.js';
@@ -18,7 +19,8 @@ import { SECRET_FILE_OPTIONS, SECRET_HELP, resolveSecrets } from './secret-optio
 import { EventDelivery } from '../ops/events/index.js';
 import { checkDashboardExposure } from '../ops/dashboard/index.js';
 import { AlertService } from '../ops/alerts/index.js';
-import { observeTaskCounts, startPrometheus, type PrometheusEndpoint } from '../ops/metrics.js';
+import { observeTaskCounts } from '../ops/metrics.js';
+import { METRICS_LISTEN_OPTION, metricsServing, type MetricsServing } from './metrics-serving.js';
 
 /** What a command mounts on the front: its Outlast (tools defined, not started) and per-request factory. */
 export interface MountedFront {
@@ -100,7 +102,16 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
                            (default 30000; at least twice --heartbeat-ms; given alone, the heartbeat is a sixth
                            of it, at most 5000)
   --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
-  --max-body-bytes N       largest request body (default 1048576)
+  --max-body-bytes N       largest request body (default 1048576); a body nested deeper than 128 levels is
+                           refused with -32602
+  --max-streams-per-principal N  streams one caller may hold open on this replica (subscriptions/listen,
+                           tasks/stream, events/stream); past it -31503 principal_streams (default 16)
+  --headers-timeout-ms N   a request's headers must arrive within N ms, else 408 and the socket closes (default 15000)
+  --request-timeout-ms N   a whole request (headers and body) must arrive within N ms (default 30000); answers that
+                           stream (listen, tasks/stream, events/stream, a held call) are not cut by it
+  --keep-alive-timeout-ms N  an idle kept-alive connection closes after N ms (default 5000; behind a load
+                           balancer, longer than its idle timeout)
+  --max-connections N      open connections past which a new one is closed at once (default 10000)
   --no-poll-limit          do not refuse over-polling
   --handles / --no-handles follow long calls of clients without task support through a handle and plain
                            status/cancel tools (default: what the module says)
@@ -157,7 +168,13 @@ export const FRONT_OPTIONS = {
   'no-direct-task-methods': { type: 'boolean' },
   'trace-polls': { type: 'boolean' },
   'log-level': { type: 'string' },
+  'max-streams-per-principal': { type: 'string' },
+  'headers-timeout-ms': { type: 'string' },
+  'request-timeout-ms': { type: 'string' },
+  'keep-alive-timeout-ms': { type: 'string' },
+  'max-connections': { type: 'string' },
   ...OPS_OPTIONS,
+  ...METRICS_LISTEN_OPTION,
   ...EVENTS_OPTIONS,
 } as const;
 
@@ -193,15 +210,16 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
       fail((e as Error).message);
     }
   }
+  const httpLimits = {
+    ...opt('headersTimeoutMs', intFlag('headers-timeout-ms', 1)),
+    ...opt('requestTimeoutMs', intFlag('request-timeout-ms', 1)),
+    ...opt('keepAliveTimeoutMs', intFlag('keep-alive-timeout-ms', 1)),
+    ...opt('maxConnections', intFlag('max-connections', 1)),
+  };
+  const { headersTimeoutMs, requestTimeoutMs } = { ...DEFAULT_HTTP_LIMITS, ...httpLimits };
+  if (headersTimeoutMs > requestTimeoutMs) fail(`--headers-timeout-ms (${headersTimeoutMs}) must not exceed --request-timeout-ms (${requestTimeoutMs}): the headers are part of the request`);
   // The SDK's meter provider must be registered before the runtime creates its instruments.
-  let prometheus: PrometheusEndpoint | undefined;
-  if (ops.metrics) {
-    try {
-      prometheus = await startPrometheus();
-    } catch (e) {
-      fail((e as Error).message);
-    }
-  }
+  const metrics: MetricsServing | undefined = await metricsServing({ metrics: ops.metrics, listen: values['metrics-listen'], frontHost: values['no-http'] || values.stdio ? undefined : host, tokens: ops.tokens }, fail);
   const bearer: Record<string, string> = {};
   for (const b of values.bearer ?? []) {
     const i = b.indexOf('=');
@@ -279,7 +297,7 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
       await delivery?.stop();
       await http?.close();
       await outlast.stop(drainMs);
-      await prometheus?.shutdown();
+      await metrics?.close();
       await stdio?.close();
       await mounted.close?.();
     } catch (e) {
@@ -293,14 +311,25 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
     // client's to act on. The client stops us by closing stdin (we finish what runs, then exit) or with SIGTERM.
     process.on('SIGINT', () => log.info('SIGINT ignored: a stdio server under a client stops when its stdin closes, or on SIGTERM'));
   } else process.on('SIGINT', () => void shutdown('SIGINT'));
+  // The task counts, and /metrics on a listener of its own (a worker's and a stdio server's too), named before the
+  // ready line (on stderr for stdio, whose stdout is the protocol's).
+  const startMetrics = async () => {
+    if (!metrics) return;
+    observeTaskCounts(outlast.runtime.store);
+    const url = await metrics.listen(httpLimits);
+    if (url && values.stdio) log.info(`outlast metrics on ${url}`);
+    else if (url) process.stdout.write(`outlast metrics on ${url}\n`);
+  };
   try {
     if (values['no-http']) {
       await outlast.start();
+      await startMetrics();
       // Nothing else holds the event loop open in a worker (the runtime's timers do not): stay until a signal.
       setInterval(() => undefined, 3_600_000);
       process.stdout.write(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mounted.describe}\n`);
     } else if (values.stdio) {
       stdio = await serveOutlastStdio(outlast, factory, { onerror: (e) => log.serverError(e), tracePolls: !!values['trace-polls'] });
+      await startMetrics();
       log.info(`outlast serving ${mounted.describe} on stdio`);
     } else {
       const port = intFlag('port') ?? (process.env.PORT ? Number(process.env.PORT) : 3000);
@@ -317,10 +346,12 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
         ...(ops.dashboard
           ? { dashboard: { ...ops.tokens, ...ops.session, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
           : {}),
-        ...(prometheus ? { metrics: prometheus.handler } : {}),
+        ...(metrics?.mount ? { metrics: metrics.mount } : {}),
         ...(events ? { events: events.wire } : {}),
+        ...opt('maxStreamsPerPrincipal', intFlag('max-streams-per-principal', 1)),
+        ...httpLimits,
       });
-      if (prometheus) observeTaskCounts(outlast.runtime.store);
+      await startMetrics();
       alerts?.start();
       delivery?.start();
       process.stdout.write(`outlast listening on ${http.url}\n`);

@@ -37,7 +37,10 @@ export const OPS_HELP = `Operations (see README "Operations"):
   --dashboard-title T      an environment badge in the dashboard's header
   --dashboard-session-ms N a browser's sign-in lasts at most N ms however it is used (default 43200000, 12 h)
   --dashboard-idle-ms N    a browser's sign-in not used for N ms ends (default 3600000, 1 h)
-  --metrics                Prometheus text at /metrics (OpenTelemetry SDK + Prometheus exporter)
+  --metrics                Prometheus text at /metrics (OpenTelemetry SDK + Prometheus exporter), for operators:
+                           with operator tokens a scrape sends one as a bearer token; without any, loopback only
+  --metrics-listen HOST:PORT   serve /metrics on a listener of its own instead, without credentials, for a
+                           Prometheus on a private interface (not a wildcard address such as 0.0.0.0)
   --alert-webhook URL      deliver alerts as Standard Webhooks to URL (needs the whsec_… secret in
                            $OUTLAST_ALERT_WEBHOOK_SECRET, or --alert-webhook-secret whsec_…)
   --alert-unread-after-ms N   a failure nobody read for N ms alerts (default 900000)

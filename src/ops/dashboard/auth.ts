@@ -53,7 +53,8 @@ export class OperatorAuth {
   /** Signs the local operator's CSRF value when no tokens are configured (one process; loopback only). */
   private readonly localKey = randomBytes(32).toString('base64url');
 
-  constructor(tokens: OperatorTokens, private readonly sessions: OperatorSessions) {
+  /** `sessions`: where browsers' sign-ins are kept; without it only bearer tokens are taken (a scrape of /metrics). */
+  constructor(tokens: OperatorTokens, private readonly sessions?: OperatorSessions) {
     for (const [token, name] of Object.entries(tokens.readonly ?? {})) this.add(token, name, 'look');
     for (const [token, name] of Object.entries(tokens.operators ?? {})) this.add(token, name, 'act');
   }
@@ -72,27 +73,31 @@ export class OperatorAuth {
   async signIn(token: string): Promise<{ operator: { name: string; role: OperatorRole }; cookie: string } | undefined> {
     const d = digest(token);
     const operator = this.byDigest.get(d);
-    return operator ? { operator, cookie: await this.sessions.open(operator.name, d) } : undefined;
+    return operator && this.sessions ? { operator, cookie: await this.sessions.open(operator.name, d) } : undefined;
   }
 
   /** Ends a browser's session on every replica (signing out). */
   async signOut(op: Operator): Promise<void> {
-    if (op.via === 'cookie') await this.sessions.end(op.key);
+    if (op.via === 'cookie') await this.sessions?.end(op.key);
   }
 
   async identify(req: IncomingMessage): Promise<Operator | undefined> {
     if (!this.configured) return { name: 'local', role: 'act', via: 'loopback', key: this.localKey };
-    const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
-    if (m) {
-      const d = digest(m[1]!);
-      const o = this.byDigest.get(d);
-      return o ? { ...o, via: 'bearer', key: d } : undefined;
-    }
+    if (/^Bearer\s/i.test(req.headers.authorization ?? '')) return this.bearer(req);
     const c = cookieOf(req, COOKIE);
-    const tokenDigest = c ? await this.sessions.check(c) : undefined;
+    const tokenDigest = c && this.sessions ? await this.sessions.check(c) : undefined;
     // A session of a token no longer configured (rotated, removed) is refused.
     const o = tokenDigest ? this.byDigest.get(tokenDigest) : undefined;
     return o ? { ...o, via: 'cookie', key: c! } : undefined;
+  }
+
+  /** The operator whose token a request sends as `Authorization: Bearer TOKEN` (scripts, a Prometheus scrape). */
+  bearer(req: IncomingMessage): Operator | undefined {
+    const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
+    if (!m) return undefined;
+    const d = digest(m[1]!);
+    const o = this.byDigest.get(d);
+    return o ? { ...o, via: 'bearer', key: d } : undefined;
   }
 
   /** The CSRF value every form of this operator carries. */
