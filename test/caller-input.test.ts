@@ -49,7 +49,8 @@ describe('no request can make the server keep what it does not need', () => {
   });
 
   it('PostgreSQL: 100 listens of 1,000 ids abandoned 50 ms into their setup leave no watch behind, and the server idles', async (t) => {
-    const server = await startServer(['--store', pgStoreUrl(freshSchema('listen')), '--metrics'], { module: CLOCK_MODULE });
+    // All 100 listens are one (anonymous) principal's: the per-principal stream bound is raised so each sets up.
+    const server = await startServer(['--store', pgStoreUrl(freshSchema('listen')), '--metrics', '--max-streams-per-principal', '200'], { module: CLOCK_MODULE });
     servers.push(server);
     const ids: string[] = [];
     await Promise.all(Array.from({ length: 20 }, async () => {
@@ -125,7 +126,7 @@ describe('no request can make the server keep what it does not need', () => {
     assert.equal(ok.error, undefined, JSON.stringify(ok.error));
   });
 
-  it('answers nested 100,000 deep or 900 KB large are refused -32602 and nothing is stored; junk beside a good answer is not kept', async () => {
+  it('answers nested 100,000 or 40 deep or 900 KB large are refused -32602 and nothing is stored; junk beside a good answer is not kept', async () => {
     const db = join(tempDir(), 'answers.db');
     const server = await startServer(['--store', `sqlite:${db}`, '--park-after-ms', '0']);
     servers.push(server);
@@ -136,10 +137,15 @@ describe('no request can make the server keep what it does not need', () => {
     const meta = JSON.stringify(metaFor(TASKS_CAPS));
     const update = (answerJson: string) =>
       post(server.url, 'tasks/update', `{"jsonrpc":"2.0","id":7,"method":"tasks/update","params":{"taskId":"${taskId}","inputResponses":{"answer":${answerJson}},"_meta":${meta}}}`, taskId);
-    const depth = 100_000;
-    const deep = await update(`{"action":"accept","content":{"answer":"x"},"junk":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}`);
+    const nested = (depth: number) => `{"action":"accept","content":{"answer":"x"},"junk":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}`;
+    // 100,000 deep: refused by the front's nesting limit of the whole body, before anything walks it.
+    const deep = await update(nested(100_000));
     assert.equal(deep.message.error?.code, -32602, JSON.stringify(deep.message).slice(0, 300));
-    assert.match(deep.message.error.message, /nested deeper than 32 levels; nothing was stored/);
+    assert.match(deep.message.error.message, /nested deeper than 128 levels .*nothing was stored/);
+    // 40 deep: within the body's limit, refused by the answers' own.
+    const deeper = await update(nested(40));
+    assert.equal(deeper.message.error?.code, -32602, JSON.stringify(deeper.message).slice(0, 300));
+    assert.match(deeper.message.error.message, /nested deeper than 32 levels; nothing was stored/);
     const huge = await update(JSON.stringify({ action: 'accept', content: { answer: 'x' }, junk: 'j'.repeat(900_000) }));
     assert.equal(huge.message.error?.code, -32602, JSON.stringify(huge.message).slice(0, 300));
     assert.match(huge.message.error.message, /larger than 262144 bytes; nothing was stored/);

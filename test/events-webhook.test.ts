@@ -350,7 +350,7 @@ describe('MCP Events: webhooks', () => {
       [{ delivery: { url: 'http://example.com/hook', secret: secretOf() } }, -32602, /https/],
       [{ delivery: { url: 'https://user:pw@example.com/hook', secret: secretOf() } }, -32602, /credentials/],
       [{ delivery: { url: 'https://10.0.0.8/hook', secret: secretOf() } }, -32602, /private/],
-      [{ delivery: { url: 'https://[::1]/hook', secret: secretOf() } }, -32602, /private/],
+      [{ delivery: { url: 'https://[::1]/hook', secret: secretOf() } }, -32602, /loopback/],
       [{ delivery: { url: `${base}/ok`, secret: 'abc' } }, -32602, /whsec_/],
       [{ delivery: { url: `${base}/ok`, secret: `whsec_${randomBytes(16).toString('base64')}` } }, -32602, /24 to 64/],
       [{ arguments: { junk: 'x'.repeat(100_000) }, delivery: { url: `${base}/ok`, secret: secretOf() } }, -32602, /larger than/],
@@ -378,10 +378,10 @@ describe('MCP Events: webhooks', () => {
       const sent = hits.length;
       for (const [url, message] of [
         [`${base}/strict`, /https/],
-        [`https://127.0.0.1:${port}/strict`, /private/],
-        [`https://localhost:${port}/strict`, /resolves to .*not a public address/],
-        [`https://169.254.169.254/latest`, /private/],
-        [`https://[::ffff:127.0.0.1]:${port}/strict`, /private/],
+        [`https://127.0.0.1:${port}/strict`, /points at a loopback address/],
+        [`https://localhost:${port}/strict`, /resolves to a loopback address, not a public one/],
+        [`https://169.254.169.254/latest`, /points at a metadata address/],
+        [`https://[::ffff:127.0.0.1]:${port}/strict`, /points at a loopback address/],
       ] as const) {
         const r = await rpc(strict.url, 'events/subscribe', { name: 'outlast.task.finished', arguments: {}, delivery: { mode: 'webhook', url, secret: secretOf() } }, alice);
         assert.equal(r.error?.code, -32602, `${url}: ${JSON.stringify(r.error)}`);

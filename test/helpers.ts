@@ -125,14 +125,18 @@ export interface ServerProcess {
   pid: number;
   proc: ChildProcess;
   stderr(): string;
+  /** Everything it wrote on stdout so far (its ready lines). */
+  stdout(): string;
   /** Sends a signal and waits for the process to exit. */
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 /** Starts `outlast serve` and waits for its ready line: the URL it listens on, or (with --no-http) the worker's line. */
-export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[]; bin?: string } = {}): Promise<ServerProcess> {
+export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[]; bin?: string; ready?: RegExp } = {}): Promise<ServerProcess> {
   const worker = args.includes('--no-http');
-  const ready = worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on ([^\s"]+)/;
+  // `ready`: the line that says another command is up (its first group is the `url`), e.g. `outlast dashboard on (\S+)`.
+  // A JSON line (--log-format json) has a quote after the URL.
+  const ready = opts.ready ?? (worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on ([^\s"]+)/);
   // `command`: another front command than `serve MODULE`, e.g. ['gateway', '--stdio', 'node upstream.js'].
   // `bin`: another build's bin/outlast.js (an older release, in the upgrade tests).
   const proc = spawn(process.execPath, [opts.bin ?? BIN, ...(opts.command ?? ['serve', opts.module ?? FIXTURES]), ...(worker ? [] : ['--port', '0']), ...args], {
@@ -170,6 +174,7 @@ export async function startServer(args: string[], opts: { module?: string; env?:
     pid: proc.pid!,
     proc,
     stderr: () => err,
+    stdout: () => out,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) process.kill(proc.pid!, signal);
       return exited;

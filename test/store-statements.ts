@@ -1,8 +1,8 @@
 /**
  * Every statement of the PostgreSQL store, run once: a workload over each of its rooms (tasks, input, steps, output,
- * the run queue, parking, recovery, sweeping, listings, settings, the operator's, MCP Events and output delivery),
- * and a spy on the driver that records which named (prepared) statements ran and which the server refused. Used by
- * the upgrade tests: run it, migrate under the store, run it again.
+ * the run queue, parking, recovery, sweeping, listings, settings, the operator's, dashboard sessions, MCP Events and
+ * output delivery), and a spy on the driver that records which named (prepared) statements ran and which the server
+ * refused. Used by the upgrade tests: run it, migrate under the store, run it again.
  */
 import assert from 'node:assert/strict';
 import pg from 'pg';
@@ -147,6 +147,13 @@ export async function runEveryStatement(s: PostgresTaskStore, round: string): Pr
     await s.outputEvents.release(c.subId, owner);
     await s.outputEvents.end(c.subId, owner);
   }
+
+  // Dashboard sessions: a sign-in (with its purge and bound), a read, a use, a sign-out.
+  const session = { id: `session-${round}`, operator: 'anna', tokenDigest: `token-${round}`, createdAt: now(), lastSeenAt: now(), expiresAt: now() + 60_000 };
+  await s.operatorSessions.open(session, 10);
+  assert.equal((await s.operatorSessions.get(session.id))?.operator, 'anna');
+  await s.operatorSessions.touch(session.id, now() + 1);
+  assert.equal(await s.operatorSessions.end(session.id), true);
 
   // The run queue: admission's reads, a claim, what it took, a queued cancel.
   const q1 = (await s.create(newTask({ owner: null, queued: true }))).record;

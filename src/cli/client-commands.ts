@@ -54,12 +54,14 @@ export const CLIENT_HELP = `Client commands:
   outlast answer TASK_ID ANSWERS_JSON [--url URL]   answer a task's questions by input key or field
 
 Options for call / resume / cancel / logs / answer:
-  --bearer TOKEN           send Authorization: Bearer TOKEN (or $OUTLAST_BEARER)
+  --bearer TOKEN           send Authorization: Bearer TOKEN; prefer $OUTLAST_BEARER (a flag's value is
+                           readable by every local user)
   --journal PATH           the journal (default $OUTLAST_JOURNAL, else ${defaultJournalPath()})
   --json                   final result(s) as JSON on stdout; progress stays on stderr
   --detach                 (call) print the task id and exit; the task keeps running
   --notify URL             (call) a webhook (MCP Events, outlast.task.finished) for this call's task, even when detached
-  --notify-secret whsec_…  (call) the secret deliveries are signed with (default: a fresh one, printed)
+  --notify-secret whsec_…  (call) the secret deliveries are signed with (or $OUTLAST_NOTIFY_SECRET; default: a
+                           fresh one, printed)
   --cancel-on-interrupt    Ctrl-C cancels the task (default: Ctrl-C detaches; resume later)
   --answers JSON           answers to form questions by input key or field, e.g. '{"confirm": true}'
                            (without a terminal, a question with no answer detaches with exit code 3)
@@ -95,6 +97,10 @@ export function parse(argv: string[], command: string, allowed: string[] = []) {
   const r = parseAll(argv, command);
   for (const only of ['detach', 'url', 'notify', 'notify-secret', 'follow', 'after', 'stdio', 'cwd', 'env'] as const) {
     if (r.values[only] !== undefined && !allowed.includes(only)) throw new UsageError(`--${only} is not an option of outlast ${command}`);
+  }
+  // A flag's value is in this process's command line, which every local user can read.
+  for (const [flag, env] of [['bearer', 'OUTLAST_BEARER'], ['notify-secret', 'OUTLAST_NOTIFY_SECRET']] as const) {
+    if (r.values[flag] !== undefined) err(`outlast: warning: --${flag} puts a secret in this process's command line, which other local users can read (ps, /proc/PID/cmdline): use $${env} instead`);
   }
   return r;
 }
@@ -528,9 +534,10 @@ export async function call(argv: string[]): Promise<number> {
       throw new Exit(1, `${tool}: ${(e as Error).message}${await unknownToolHint(client, tool, e, stdioKey ? `--stdio '${values.stdio}'` : url)}`);
     }
     if (values.notify && handle.taskId) {
+      const secret = values['notify-secret'] ?? (process.env.OUTLAST_NOTIFY_SECRET || undefined);
       try {
-        const s = await client.subscribeWebhook({ url: values.notify, arguments: { taskId: handle.taskId }, ...(values['notify-secret'] ? { secret: values['notify-secret'] } : {}) });
-        err(`notify: ${values.notify} subscribed (${s.id}) to task ${handle.taskId} finishing, until ${s.refreshBefore}${values['notify-secret'] ? '' : `; deliveries are signed with ${s.secret}`}`);
+        const s = await client.subscribeWebhook({ url: values.notify, arguments: { taskId: handle.taskId }, ...(secret ? { secret } : {}) });
+        err(`notify: ${values.notify} subscribed (${s.id}) to task ${handle.taskId} finishing, until ${s.refreshBefore}${secret ? '' : `; deliveries are signed with ${s.secret}`}`);
       } catch (e) {
         err(`notify: could not subscribe ${values.notify}: ${(e as Error).message}`);
       }

@@ -5,6 +5,7 @@
  */
 import type { Implementation } from '@modelcontextprotocol/server';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
+import { DEFAULT_HTTP_LIMITS } from '../server/http-limits.js';
 import { serveOutlastStdio } from '../server/stdio.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
 import type { LoadServerModuleOptions } from '../server/load-module.js';
@@ -14,10 +15,12 @@ import { busFromUrl, storeFromUrl } from './store-url.js';
 import { cliLogger, type CliLogger } from './logger.js';
 import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
 import { EVENTS_HELP, EVENTS_OPTIONS, eventsConfig } from './events-options.js';
+import { SECRET_FILE_OPTIONS, SECRET_HELP, resolveSecrets } from './secret-options.js';
 import { EventDelivery } from '../ops/events/index.js';
 import { checkDashboardExposure } from '../ops/dashboard/index.js';
 import { AlertService } from '../ops/alerts/index.js';
-import { observeTaskCounts, startPrometheus, type PrometheusEndpoint } from '../ops/metrics.js';
+import { observeTaskCounts } from '../ops/metrics.js';
+import { METRICS_LISTEN_OPTION, metricsServing, type MetricsServing } from './metrics-serving.js';
 
 /** What a command mounts on the front: its Outlast (tools defined, not started) and per-request factory. */
 export interface MountedFront {
@@ -49,7 +52,9 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
                            delays are logged). Default: the store's own connection, which a transaction-mode pooler
                            cannot carry (the replica then refuses to start); see docs/deployment.md
   --default-ttl-ms N       task retention from creation, ms (default 86400000)
-  --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401
+  --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401. On the
+                           command line every local user can read it: prefer --bearer-file PATH or
+                           $OUTLAST_BEARER (see Secrets below)
   --oauth-issuer URL       an OAuth resource server: accept access tokens of this authorization server
                            (repeatable); tasks are bound to the token's issuer + subject (see docs/oauth.md)
   --oauth-resource URL     this server's resource identifier: the audience every token must carry
@@ -97,7 +102,16 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
                            (default 30000; at least twice --heartbeat-ms; given alone, the heartbeat is a sixth
                            of it, at most 5000)
   --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
-  --max-body-bytes N       largest request body (default 1048576)
+  --max-body-bytes N       largest request body (default 1048576); a body nested deeper than 128 levels is
+                           refused with -32602
+  --max-streams-per-principal N  streams one caller may hold open on this replica (subscriptions/listen,
+                           tasks/stream, events/stream); past it -31503 principal_streams (default 16)
+  --headers-timeout-ms N   a request's headers must arrive within N ms, else 408 and the socket closes (default 15000)
+  --request-timeout-ms N   a whole request (headers and body) must arrive within N ms (default 30000); answers that
+                           stream (listen, tasks/stream, events/stream, a held call) are not cut by it
+  --keep-alive-timeout-ms N  an idle kept-alive connection closes after N ms (default 5000; behind a load
+                           balancer, longer than its idle timeout)
+  --max-connections N      open connections past which a new one is closed at once (default 10000)
   --no-poll-limit          do not refuse over-polling
   --handles / --no-handles follow long calls of clients without task support through a handle and plain
                            status/cancel tools (default: what the module says)
@@ -107,7 +121,7 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
   --trace-polls            a server span for every tasks/get too (when an OpenTelemetry SDK is registered)
   --log-level L            debug | info | warn | error (default info)
 
-${OPS_HELP}${EVENTS_HELP}`;
+${SECRET_HELP}${OPS_HELP}${EVENTS_HELP}`;
 
 export const FRONT_OPTIONS = {
   port: { type: 'string' },
@@ -116,6 +130,7 @@ export const FRONT_OPTIONS = {
   bus: { type: 'string' },
   'default-ttl-ms': { type: 'string' },
   bearer: { type: 'string', multiple: true },
+  ...SECRET_FILE_OPTIONS,
   'oauth-issuer': { type: 'string', multiple: true },
   'oauth-resource': { type: 'string' },
   'oauth-scopes': { type: 'string' },
@@ -153,7 +168,13 @@ export const FRONT_OPTIONS = {
   'no-direct-task-methods': { type: 'boolean' },
   'trace-polls': { type: 'boolean' },
   'log-level': { type: 'string' },
+  'max-streams-per-principal': { type: 'string' },
+  'headers-timeout-ms': { type: 'string' },
+  'request-timeout-ms': { type: 'string' },
+  'keep-alive-timeout-ms': { type: 'string' },
+  'max-connections': { type: 'string' },
   ...OPS_OPTIONS,
+  ...METRICS_LISTEN_OPTION,
   ...EVENTS_OPTIONS,
 } as const;
 
@@ -166,7 +187,10 @@ export function intFlagOf(values: Record<string, unknown>, name: string, fail: (
   return n;
 }
 
-export async function runFront(values: FrontValues, mount: Mount, fail: (message: string) => never): Promise<void> {
+export async function runFront(given: FrontValues, mount: Mount, fail: (message: string) => never): Promise<void> {
+  const secrets = resolveSecrets(given, FRONT_OPTIONS);
+  if (typeof secrets === 'string') fail(secrets);
+  const values: FrontValues = secrets.values;
   const intFlag = (name: string, min = 0) => intFlagOf(values, name, fail, min);
   const log = cliLogger(values['log-level'] ?? 'info', values['log-format'] ?? 'text');
   if (typeof log === 'string') fail(log);
@@ -177,6 +201,8 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
   const events = eventsConfig(values);
   if (typeof events === 'string') fail(events);
   if (events && (values.stdio || values['no-http'])) fail('--events needs HTTP (webhooks are subscribed over HTTP; not --stdio or --no-http)');
+  for (const w of secrets.warnings) log.warn(w);
+  if (secrets.sources.length) log.info(`secrets: ${secrets.sources.join('; ')}`);
   const host = values.host ?? '127.0.0.1';
   if (ops.dashboard) {
     if (values.stdio) fail('--dashboard needs HTTP (not --stdio); or run `outlast dashboard --store URL` beside it');
@@ -186,15 +212,16 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
       fail((e as Error).message);
     }
   }
+  const httpLimits = {
+    ...opt('headersTimeoutMs', intFlag('headers-timeout-ms', 1)),
+    ...opt('requestTimeoutMs', intFlag('request-timeout-ms', 1)),
+    ...opt('keepAliveTimeoutMs', intFlag('keep-alive-timeout-ms', 1)),
+    ...opt('maxConnections', intFlag('max-connections', 1)),
+  };
+  const { headersTimeoutMs, requestTimeoutMs } = { ...DEFAULT_HTTP_LIMITS, ...httpLimits };
+  if (headersTimeoutMs > requestTimeoutMs) fail(`--headers-timeout-ms (${headersTimeoutMs}) must not exceed --request-timeout-ms (${requestTimeoutMs}): the headers are part of the request`);
   // The SDK's meter provider must be registered before the runtime creates its instruments.
-  let prometheus: PrometheusEndpoint | undefined;
-  if (ops.metrics) {
-    try {
-      prometheus = await startPrometheus();
-    } catch (e) {
-      fail((e as Error).message);
-    }
-  }
+  const metrics: MetricsServing | undefined = await metricsServing({ metrics: ops.metrics, listen: values['metrics-listen'], frontHost: values['no-http'] || values.stdio ? undefined : host, tokens: ops.tokens }, fail);
   const bearer: Record<string, string> = {};
   for (const b of values.bearer ?? []) {
     const i = b.indexOf('=');
@@ -272,7 +299,7 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
       await delivery?.stop();
       await http?.close();
       await outlast.stop(drainMs);
-      await prometheus?.shutdown();
+      await metrics?.close();
       await stdio?.close();
       await mounted.close?.();
     } catch (e) {
@@ -286,14 +313,25 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
     // client's to act on. The client stops us by closing stdin (we finish what runs, then exit) or with SIGTERM.
     process.on('SIGINT', () => log.info('SIGINT ignored: a stdio server under a client stops when its stdin closes, or on SIGTERM'));
   } else process.on('SIGINT', () => void shutdown('SIGINT'));
+  // The task counts, and /metrics on a listener of its own (a worker's and a stdio server's too), named before the
+  // ready line (on stderr for stdio, whose stdout is the protocol's).
+  const startMetrics = async () => {
+    if (!metrics) return;
+    observeTaskCounts(outlast.runtime.store);
+    const url = await metrics.listen(httpLimits);
+    if (url && values.stdio) log.info(`outlast metrics on ${url}`);
+    else if (url) log.announce(`outlast metrics on ${url}`, { url });
+  };
   try {
     if (values['no-http']) {
       await outlast.start();
+      await startMetrics();
       // Nothing else holds the event loop open in a worker (the runtime's timers do not): stay until a signal.
       setInterval(() => undefined, 3_600_000);
       log.announce(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mounted.describe}`);
     } else if (values.stdio) {
       stdio = await serveOutlastStdio(outlast, factory, { onerror: (e) => log.serverError(e), tracePolls: !!values['trace-polls'] });
+      await startMetrics();
       log.info(`outlast serving ${mounted.describe} on stdio`);
     } else {
       const port = intFlag('port') ?? (process.env.PORT ? Number(process.env.PORT) : 3000);
@@ -308,12 +346,14 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
         ...opt('maxBodyBytes', intFlag('max-body-bytes', 1)),
         onerror: (e) => log.serverError(e),
         ...(ops.dashboard
-          ? { dashboard: { ...ops.tokens, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
+          ? { dashboard: { ...ops.tokens, ...ops.session, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
           : {}),
-        ...(prometheus ? { metrics: prometheus.handler } : {}),
+        ...(metrics?.mount ? { metrics: metrics.mount } : {}),
         ...(events ? { events: events.wire } : {}),
+        ...opt('maxStreamsPerPrincipal', intFlag('max-streams-per-principal', 1)),
+        ...httpLimits,
       });
-      if (prometheus) observeTaskCounts(outlast.runtime.store);
+      await startMetrics();
       alerts?.start();
       delivery?.start();
       log.announce(`outlast listening on ${http.url}`, { url: http.url });

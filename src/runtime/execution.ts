@@ -15,6 +15,7 @@ import { answersOf, waitForAnswers } from './input-wait.js';
 import { outcomeMessage, taskOutcome, type HandlerEnd } from './outcome.js';
 import { storeDidNotAnswer, throughOutage } from './outage.js';
 import { Waits } from './parking.js';
+import { capInputRequest, capStatus } from './text-bounds.js';
 import { StepRunner, type StepTarget } from './steps.js';
 import { OutputWriter, type OutputContent } from './output.js';
 import type { OutputBounds } from '../store/output.js';
@@ -402,8 +403,10 @@ export class Execution implements TaskContext {
     return this.taskId!;
   }
 
-  status(message: string): Promise<void> {
-    if (typeof message !== 'string') throw new TypeError('ctx.status(message): message must be a string');
+  status(text: string): Promise<void> {
+    if (typeof text !== 'string') throw new TypeError('ctx.status(message): message must be a string');
+    // Bounded here too: an inline call's status goes to its caller as progress without being stored.
+    const message = capStatus(text);
     this.statusMessage = message;
     const now = Date.now();
     if (this.lastStatusAt) {
@@ -473,11 +476,14 @@ export class Execution implements TaskContext {
     }
   }
 
-  async input<K extends string>(requests: Record<K, InputRequest>, options: InputOptions = {}): Promise<Record<K, JsonObject>> {
-    const keys = Object.keys(requests) as K[];
+  async input<K extends string>(asked: Record<K, InputRequest>, options: InputOptions = {}): Promise<Record<K, JsonObject>> {
+    const keys = Object.keys(asked) as K[];
     if (keys.length === 0) throw new TypeError('ctx.input: pass at least one request');
     this.steps.assertOutside('ctx.input');
-    for (const k of keys) inputKind(requests[k]);
+    for (const k of keys) inputKind(asked[k]);
+    // Bounded as they will be stored, so a re-run's question compares equal to the recorded one.
+    const requests = {} as Record<K, InputRequest>;
+    for (const k of keys) requests[k] = capInputRequest(asked[k]);
     const timeoutMs = options.timeoutMs ?? this.tool.spec.inputTimeoutMs ?? this.rt.defaultInputTimeoutMs;
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new TypeError(`ctx.input: timeoutMs must be a finite number > 0, got ${String(timeoutMs)}`);
     this.signal.throwIfAborted();

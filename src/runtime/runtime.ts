@@ -31,6 +31,7 @@ import { MAX_STEP_BYTES } from './steps.js';
 import { Recovery, type RecoveryHost } from './recovery.js';
 import { sweepExpired, type SweepHost } from './sweeper.js';
 import { StoreHealth, gatedStore } from './store-health.js';
+import { boundedTexts } from './text-bounds.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, Slot, ToolSpec } from './types.js';
 import { silentLogger } from './types.js';
 import { watchView } from './watch.js';
@@ -120,10 +121,12 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   constructor(options: RuntimeOptions) {
     super();
     this.telemetry = options.telemetry === false ? undefined : new RuntimeTelemetry();
+    if (this.telemetry) this.telemetry.knownTool = (name) => this.tools.has(name);
     // Either of heartbeat and lease given alone implies a fitting other (a lease of six heartbeats).
     const heartbeatMs = options.heartbeatMs ?? (options.leaseMs !== undefined ? Math.max(1, Math.min(5_000, Math.floor(options.leaseMs / 6))) : 5_000);
     this.health = new StoreHealth(Math.min(heartbeatMs, 1000));
-    this.store = gatedStore(this.telemetry ? this.telemetry.instrument(options.store) : options.store, this.health);
+    const bounded = boundedTexts(options.store);
+    this.store = gatedStore(this.telemetry ? this.telemetry.instrument(bounded) : bounded, this.health);
     this.log = options.log ?? silentLogger;
     this.bus = options.bus ?? options.store.createSignalBus?.({ onError: (m) => this.log.warn(m) }) ?? new LocalSignalBus();
     this.replicaId = options.replicaId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;

@@ -7,6 +7,7 @@
  */
 import { metrics, type Attributes, type Histogram, type Meter } from '@opentelemetry/api';
 import type { Outcome, PendingInput, TaskRecord, TaskStore } from '../store/types.js';
+import { wrapStore, type StoreWrappers } from './store-proxy.js';
 
 /**
  * A counter on the hot path: each add is a map increment here, and the SDK reads the totals when it collects (an
@@ -27,6 +28,9 @@ export class TallyCounter {
   }
 }
 
+/** The label a tool name is counted under when the runtime does not know it (caller-given names never become series). */
+export const OTHER_LABEL = 'other';
+
 /** Advised buckets of the MCP semantic conventions, seconds. */
 export const MCP_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 const LONG_BUCKETS = [0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600];
@@ -41,6 +45,8 @@ export class RuntimeTelemetry {
   readonly pollRefusals: TallyCounter;
   /** Task watches open here (listen streams' and waits' watchers): back to zero once their clients are gone. */
   watchesOpen = 0;
+  /** Whether a tool name is one the runtime defined (set by the runtime); others are counted as `other`. */
+  knownTool: (name: string) => boolean = () => false;
   /** When each task this process saw ask for input started waiting (bounded; for the wait histogram). */
   private readonly waitingSince = new Map<string, { since: number; tool: string }>();
 
@@ -71,7 +77,7 @@ export class RuntimeTelemetry {
   /** The store, observed: every call passes through unchanged; the ones that change a task's state are counted. */
   instrument(store: TaskStore): TaskStore {
     const t = this;
-    const wrap: Partial<Record<keyof TaskStore, (target: TaskStore) => unknown>> = {
+    const wrap: StoreWrappers = {
       create: (s) => async (task: Parameters<TaskStore['create']>[0]) => {
         const r = await s.create(task);
         if (r.created) t.transition(r.record.tool, r.record.status);
@@ -108,22 +114,12 @@ export class RuntimeTelemetry {
         return rec;
       },
     };
-    const cache = new Map<PropertyKey, unknown>();
-    return new Proxy(store, {
-      get(target, prop) {
-        let f = cache.get(prop);
-        if (f) return f;
-        const w = wrap[prop as keyof TaskStore];
-        const v = Reflect.get(target, prop, target);
-        if (!w && typeof v !== 'function') return v;
-        cache.set(prop, (f = w ? w(target) : (v as (...a: unknown[]) => unknown).bind(target)));
-        return f;
-      },
-    });
+    return wrapStore(store, wrap);
   }
 
   /** A tools/call answered: inline (`result`), as a task, or with a handle. */
-  toolCall(tool: string, mode: 'inline' | 'task' | 'handle', seconds: number, errorType?: string): void {
+  toolCall(name: string, mode: 'inline' | 'task' | 'handle', seconds: number, errorType?: string): void {
+    const tool = this.knownTool(name) ? name : OTHER_LABEL;
     const attrs = { 'gen_ai.tool.name': tool, 'outlast.call.mode': mode, ...(errorType ? { 'error.type': errorType } : {}) };
     this.toolCalls.add(`${tool}\u0000${mode}\u0000${errorType ?? ''}`, () => attrs);
     this.toolCallDuration.record(seconds, attrs);

@@ -2,17 +2,21 @@
  * Streamable HTTP for Outlast on its own node:http server: a thin listener over the front (`front/`), which holds
  * everything Outlast adds to the SDK's handler. In an app that has its own server, mount `outlastHandler` instead.
  */
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { localhostAllowedHostnames, localhostAllowedOrigins, type McpHttpHandler } from '@modelcontextprotocol/server';
 import type { Outlast } from './outlast.js';
 import { checkDashboardExposure, isLoopbackHost } from '../ops/dashboard/index.js';
 import { outlastHandler, type OutlastHandler, type OutlastHandlerOptions, type ServerFactory } from './front/index.js';
 import { refuseServingDuringServeImport } from './served-module.js';
+import { createLimitedServer, resolveHttpLimits, type HttpLimits } from './http-limits.js';
 
 export { DEFAULT_MAX_BODY_BYTES, type ServerFactory } from './front/index.js';
 
-export interface HttpServeOptions extends Omit<OutlastHandlerOptions, 'dashboard' | 'allowedHosts' | 'allowedOrigins'> {
+export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
+
+/** With the node:http server's limits (http-limits.ts): header, request and keep-alive timeouts and a connection cap. */
+export interface HttpServeOptions extends Omit<OutlastHandlerOptions, 'dashboard' | 'allowedHosts' | 'allowedOrigins'>, HttpLimits {
   /** Port; 0 picks a free one. Default 3000. */
   port?: number;
   /** Interface to bind. Default 127.0.0.1; on loopback, Host and Origin are checked (DNS-rebinding protection). */
@@ -35,7 +39,8 @@ export interface RunningHttpServer {
 
 export async function serveHttp(outlast: Outlast, factory: ServerFactory, options: HttpServeOptions = {}): Promise<RunningHttpServer> {
   refuseServingDuringServeImport('serveHttp');
-  const { port: wantedPort, host: wantedHost, dashboard, ...frontOptions } = options;
+  const { port: wantedPort, host: wantedHost, dashboard, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, ...frontOptions } = options;
+  const limits = resolveHttpLimits({ headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections });
   const host = wantedHost ?? '127.0.0.1';
   const path = options.path ?? '/mcp';
   const loopback = isLoopbackHost(host);
@@ -52,7 +57,7 @@ export async function serveHttp(outlast: Outlast, factory: ServerFactory, option
     await front.close();
     throw e;
   }
-  const server = createServer((req, res) => void front.node(req, res));
+  const server = createLimitedServer(limits, (req, res) => void front.node(req, res));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(wantedPort ?? 3000, host, () => {

@@ -1,5 +1,6 @@
 export { Outlast, defaultPrincipalOf, type OutlastOptions, type OutlastToolConfig, type PreflightInput, type PreflightResult } from './outlast.js';
-export { serveHttp, DEFAULT_MAX_BODY_BYTES, type HttpServeOptions, type RunningHttpServer, type ServerFactory } from './http.js';
+export { serveHttp, DEFAULT_MAX_BODY_BYTES, DEFAULT_HTTP_LIMITS, type HttpLimits, type HttpServeOptions, type RunningHttpServer, type ServerFactory } from './http.js';
+export { operatorsOnly } from '../ops/metrics-access.js';
 export { outlastHandler, type OutlastHandler, type OutlastHandlerOptions, type NodeMount } from './front/index.js';
 export { loadServerModule, type LoadServerModuleOptions, type LoadedServerModule } from './load-module.js';
 export { serveOutlastStdio } from './stdio.js';

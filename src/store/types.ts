@@ -5,6 +5,8 @@
 import type { SignalBus } from './local-bus.js';
 import type { EventStore } from './events.js';
 import type { OutputEventStore } from './output-events.js';
+import type { OperatorSessionStore } from './operator-sessions.js';
+export type { OperatorSession, OperatorSessionStore } from './operator-sessions.js';
 import type { OutputStore } from './output.js';
 import type { InputRequest, JsonObject, JsonRpcErrorObject, TaskOrigin, TaskStatus } from '../protocol/index.js';
 
@@ -401,6 +403,8 @@ export interface TaskStore {
   readonly events: EventStore;
   /** Webhook delivery of task output (`outlast.task.output`): per-subscription cursors (`output-events.ts`). */
   readonly outputEvents: OutputEventStore;
+  /** Dashboard sign-ins, readable by every replica (`operator-sessions.ts`). */
+  readonly operatorSessions: OperatorSessionStore;
   /** Task output, one durable log per task (what handlers emit with ctx.output): a room of its own in each backend
    *  (`output.ts`). */
   readonly output: OutputStore;

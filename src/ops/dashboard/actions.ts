@@ -6,7 +6,7 @@ import { answeredByOf, isTerminal } from '../../protocol/index.js';
 import { QUEUE_SIGNAL_ID } from '../../store/local-bus.js';
 import type { ListCursor } from '../../store/types.js';
 import { readForm as readAnswerForm } from '../answer-form.js';
-import { COOKIE, type Operator } from './auth.js';
+import type { Operator } from './auth.js';
 import { errorPage, filterQuery, loginPage } from './pages.js';
 import { filterFrom, readForm } from './forms.js';
 import type { DashboardScope } from './scope.js';
@@ -14,7 +14,7 @@ import type { DashboardScope } from './scope.js';
 const BULK_MAX = 1000;
 
 export function dashboardActions(scope: DashboardScope): { post(req: IncomingMessage, res: ServerResponse, rest: string): Promise<void> } {
-  const { o, base, auth, log, send, redirect, ctxOf } = scope;
+  const { o, base, auth, log, send, redirect, ctxOf, sessionCookie, sameOrigin } = scope;
   const safeBack = (v: string | null, fallback: string) => (v && (v === base || v.startsWith(`${base}/`)) && !v.startsWith('//') ? v : fallback);
 
   /** Records an operator's cancel and tells every replica (the one running the handler aborts it). */
@@ -92,31 +92,26 @@ export function dashboardActions(scope: DashboardScope): { post(req: IncomingMes
   }
 
   async function post(req: IncomingMessage, res: ServerResponse, rest: string) {
-    // A form posted from another site is refused before anything else (browsers send Origin on POST).
-    const origin = req.headers.origin;
-    if (origin && origin !== 'null') {
-      let ok = false;
-      try {
-        ok = new URL(origin).host === req.headers.host;
-      } catch {
-        ok = false;
-      }
-      if (!ok) return send(res, 403, 'Forbidden: this form was not posted from the dashboard\n', 'text/plain; charset=utf-8');
-    }
+    // A form posted from another site, or from an opaque (`null`) origin, is refused before anything else: the
+    // sign-in too, so no other site can sign a browser in as someone else.
+    if (!sameOrigin(req)) return send(res, 403, 'Forbidden: this form was not posted from the dashboard\n', 'text/plain; charset=utf-8');
     const form = await readForm(req);
     if (form === 'too-large') return send(res, 413, 'Form too large\n', 'text/plain; charset=utf-8');
     if (form === 'bad-type') return send(res, 415, 'Actions are HTML forms: send application/x-www-form-urlencoded\n', 'text/plain; charset=utf-8');
     if (rest === '/login') {
-      const s = auth.signIn(form.get('token') ?? '');
+      const s = await auth.signIn(form.get('token') ?? '');
       if (!s) return send(res, 401, loginPage(base, 'Unknown operator token.'));
       log('operator signed in', { operator: s.operator.name, role: s.operator.role });
-      const secure = (req.socket as { encrypted?: boolean }).encrypted ? '; Secure' : '';
-      return redirect(res, base, { 'set-cookie': `${COOKIE}=${s.cookie}; Path=${base}; HttpOnly; SameSite=Strict${secure}` });
+      return redirect(res, base, { 'set-cookie': sessionCookie(req, s.cookie) });
     }
-    const op = auth.identify(req);
+    const op = await auth.identify(req);
     if (!op) return send(res, 401, loginPage(base, 'Sign in first.'));
     if (!auth.csrfOk(op, form.get('_csrf') ?? undefined)) return send(res, 403, errorPage(base, ctxOf(op), 'Refused', 'This form is missing its CSRF value or carries a wrong one; reload the page and try again.'));
-    if (rest === '/logout') return redirect(res, `${base}/login`, { 'set-cookie': `${COOKIE}=; Path=${base}; HttpOnly; SameSite=Strict; Max-Age=0` });
+    if (rest === '/logout') {
+      await auth.signOut(op);
+      log('operator signed out', { operator: op.name });
+      return redirect(res, `${base}/login`, { 'set-cookie': sessionCookie(req) });
+    }
     if (op.role !== 'act') return send(res, 403, errorPage(base, ctxOf(op), 'Read-only', `${op.name} may look but not act.`));
     if (rest === '/bulk') return bulk(res, op, form);
     const d = /^\/subscriptions\/(sub_[0-9a-f]{32})\/deactivate$/.exec(rest);

@@ -1,12 +1,14 @@
 /**
  * Who may use the dashboard. Operators are configured as token → name, either allowed to act or only to look.
- * A browser signs in once with its token; the cookie holds a digest of it (HttpOnly, SameSite=Strict), so the same
- * cookie works on every replica with the same tokens, and a CSRF value derived from that digest guards every action.
+ * A browser signs in once with its token and gets a session (sessions.ts: a random id in an HttpOnly, SameSite=Strict
+ * cookie, kept in the store, so it works on every replica and ends everywhere when signed out or when its token is no
+ * longer configured); a CSRF value derived from the session id guards every action.
  * Scripts send `Authorization: Bearer TOKEN` instead (no ambient credential, so no CSRF value is needed).
  * Without any token the dashboard serves loopback only, to one local operator who may act.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { OperatorSessions } from './sessions.js';
 
 export type OperatorRole = 'act' | 'look';
 
@@ -15,7 +17,7 @@ export interface Operator {
   role: OperatorRole;
   /** How the request proved it: a signed-in browser (needs the CSRF value), a bearer token, or loopback. */
   via: 'cookie' | 'bearer' | 'loopback';
-  /** The key the CSRF value is derived from. */
+  /** The key the CSRF value is derived from (a browser's: its session id, which signing out ends). */
   key: string;
 }
 
@@ -51,7 +53,8 @@ export class OperatorAuth {
   /** Signs the local operator's CSRF value when no tokens are configured (one process; loopback only). */
   private readonly localKey = randomBytes(32).toString('base64url');
 
-  constructor(tokens: OperatorTokens) {
+  /** `sessions`: where browsers' sign-ins are kept; without it only bearer tokens are taken (a scrape of /metrics). */
+  constructor(tokens: OperatorTokens, private readonly sessions?: OperatorSessions) {
     for (const [token, name] of Object.entries(tokens.readonly ?? {})) this.add(token, name, 'look');
     for (const [token, name] of Object.entries(tokens.operators ?? {})) this.add(token, name, 'act');
   }
@@ -66,24 +69,35 @@ export class OperatorAuth {
     return this.byDigest.size > 0;
   }
 
-  /** The operator behind a sign-in token, with the cookie value to set. */
-  signIn(token: string): { operator: { name: string; role: OperatorRole }; cookie: string } | undefined {
+  /** The operator behind a sign-in token, with the cookie value of the session opened for it. */
+  async signIn(token: string): Promise<{ operator: { name: string; role: OperatorRole }; cookie: string } | undefined> {
     const d = digest(token);
     const operator = this.byDigest.get(d);
-    return operator ? { operator, cookie: d } : undefined;
+    return operator && this.sessions ? { operator, cookie: await this.sessions.open(operator.name, d) } : undefined;
   }
 
-  identify(req: IncomingMessage): Operator | undefined {
+  /** Ends a browser's session on every replica (signing out). */
+  async signOut(op: Operator): Promise<void> {
+    if (op.via === 'cookie') await this.sessions?.end(op.key);
+  }
+
+  async identify(req: IncomingMessage): Promise<Operator | undefined> {
     if (!this.configured) return { name: 'local', role: 'act', via: 'loopback', key: this.localKey };
-    const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
-    if (m) {
-      const d = digest(m[1]!);
-      const o = this.byDigest.get(d);
-      return o ? { ...o, via: 'bearer', key: d } : undefined;
-    }
+    if (/^Bearer\s/i.test(req.headers.authorization ?? '')) return this.bearer(req);
     const c = cookieOf(req, COOKIE);
-    const o = c ? this.byDigest.get(c) : undefined;
+    const tokenDigest = c && this.sessions ? await this.sessions.check(c) : undefined;
+    // A session of a token no longer configured (rotated, removed) is refused.
+    const o = tokenDigest ? this.byDigest.get(tokenDigest) : undefined;
     return o ? { ...o, via: 'cookie', key: c! } : undefined;
+  }
+
+  /** The operator whose token a request sends as `Authorization: Bearer TOKEN` (scripts, a Prometheus scrape). */
+  bearer(req: IncomingMessage): Operator | undefined {
+    const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
+    if (!m) return undefined;
+    const d = digest(m[1]!);
+    const o = this.byDigest.get(d);
+    return o ? { ...o, via: 'bearer', key: d } : undefined;
   }
 
   /** The CSRF value every form of this operator carries. */

@@ -49,7 +49,7 @@ export function createDashboard(o: DashboardOptions): Dashboard {
         if (req.method === 'GET' && rest === '/login') return send(res, 200, loginPage(base));
         if (req.method === 'POST') return await post(req, res, rest);
         if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'Method not allowed\n', 'text/plain; charset=utf-8', { allow: 'GET, POST' });
-        const op = auth.identify(req);
+        const op = await auth.identify(req);
         if (!op) return send(res, 401, loginPage(base), 'text/html; charset=utf-8', { 'www-authenticate': 'Bearer realm="outlast-dashboard"' });
         const page = Object.hasOwn(pages, rest) ? pages[rest] : undefined;
         if (page) return await page(res, op, url.searchParams);

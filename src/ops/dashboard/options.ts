@@ -17,6 +17,13 @@ export interface DashboardOptions extends OperatorTokens {
   showPayloads?: boolean;
   /** Shown in the header (an environment badge, e.g. "production"). Default: the store's backend. */
   title?: string;
+  /** The address people reach the dashboard at (through a proxy, say): with https the sign-in cookie is Secure, and
+   *  forms posted from this origin are accepted where the proxy passes another Host. */
+  publicUrl?: string;
+  /** How long a browser's sign-in lasts however it is used, ms. Default 12 h. */
+  sessionMs?: number;
+  /** A browser's sign-in not used for this long ends, ms. Default 1 h. */
+  sessionIdleMs?: number;
   /** Actions are logged here (who did what). */
   log?: (msg: string, extra: Record<string, unknown>) => void;
 }

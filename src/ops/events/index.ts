@@ -17,7 +17,7 @@ import { CallbackError, callbackAgents, checkedPost, statusFailure, type Callbac
 import type { SignalBus } from '../../store/local-bus.js';
 import { sendOutput, type OutputSender } from './output.js';
 
-export { CallbackError, callbackUrlProblem, isPrivateAddress, type CallbackPolicy, type CallbackFailure } from './ssrf.js';
+export { CallbackError, addressCategory, callbackUrlProblem, isPrivateAddress, refusedAddress, type AddressCategory, type CallbackPolicy, type CallbackFailure } from './ssrf.js';
 
 /** The body limit ChatGPT enforces on one webhook POST (bytes). */
 export const MAX_EVENT_BODY_BYTES = 256 * 1024;

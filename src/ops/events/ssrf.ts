@@ -17,29 +17,65 @@ export class CallbackError extends Error {
     readonly reason: CallbackFailure,
     message: string,
     readonly status: number | null = null,
+    /** For `blocked_address`: the kind of address refused (what a caller may be told). */
+    readonly category?: AddressCategory,
   ) {
     super(message);
   }
 }
 
-const blocked = new BlockList();
-for (const [net, bits] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24],
-  ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) blocked.addSubnet(net, bits, 'ipv4');
-for (const [net, bits] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32], ['2002::', 16], ['100::', 64]] as const) {
-  blocked.addSubnet(net, bits, 'ipv6');
+/** What kind of address a refused one is: the only thing a caller is told about it (never the address a name
+ *  resolved to; the operator's log says more). */
+export type AddressCategory = 'loopback' | 'private' | 'link-local' | 'metadata' | 'shared (CGNAT)' | 'multicast' | 'unspecified' | 'reserved' | 'IPv4-mapped';
+
+const CATEGORIES: Array<[AddressCategory, 'ipv4' | 'ipv6', Array<readonly [string, number]>]> = [
+  ['metadata', 'ipv4', [['169.254.169.254', 32], ['100.100.100.200', 32]]],
+  ['metadata', 'ipv6', [['fd00:ec2::254', 128]]],
+  ['loopback', 'ipv4', [['127.0.0.0', 8]]],
+  ['loopback', 'ipv6', [['::1', 128]]],
+  ['unspecified', 'ipv4', [['0.0.0.0', 8]]],
+  ['unspecified', 'ipv6', [['::', 128]]],
+  ['private', 'ipv4', [['10.0.0.0', 8], ['172.16.0.0', 12], ['192.168.0.0', 16]]],
+  ['private', 'ipv6', [['fc00::', 7]]],
+  ['link-local', 'ipv4', [['169.254.0.0', 16]]],
+  ['link-local', 'ipv6', [['fe80::', 10]]],
+  ['shared (CGNAT)', 'ipv4', [['100.64.0.0', 10]]],
+  ['multicast', 'ipv4', [['224.0.0.0', 4]]],
+  ['multicast', 'ipv6', [['ff00::', 8]]],
+  ['reserved', 'ipv4', [['192.0.0.0', 24], ['192.0.2.0', 24], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['240.0.0.0', 4]]],
+  ['reserved', 'ipv6', [['64:ff9b::', 96], ['2001:db8::', 32], ['2002::', 16], ['100::', 64]]],
+];
+const lists = CATEGORIES.map(([category, family, nets]) => {
+  const list = new BlockList();
+  for (const [net, bits] of nets) list.addSubnet(net, bits, family);
+  return { category, family, list };
+});
+
+/** The IPv4 address inside an IPv4-mapped IPv6 one, dotted (`::ffff:127.0.0.1`) or hex (`::ffff:7f00:1`, as URL writes it). */
+function mappedIPv4(ip: string): string | undefined {
+  const dotted = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (dotted) return dotted[1];
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(ip);
+  if (!hex) return undefined;
+  const [hi, lo] = [parseInt(hex[1]!, 16), parseInt(hex[2]!, 16)];
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+}
+
+/** The category of an address that is not publicly routable (IPv4-mapped IPv6 judged as its IPv4), or null for a
+ *  public one. Anything that is not an address is `reserved`. */
+export function addressCategory(ip: string): AddressCategory | null {
+  const address = mappedIPv4(ip) ?? ip;
+  const family = isIP(address);
+  if (family === 0) return 'reserved';
+  const kind = family === 4 ? 'ipv4' : 'ipv6';
+  for (const l of lists) if (l.family === kind && l.list.check(address, kind)) return l.category;
+  // Any other IPv6 form of a mapped address (as written by URL) is refused whatever it maps to, as before.
+  return /^::ffff:/i.test(ip) && !/^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(ip) ? 'IPv4-mapped' : null;
 }
 
 /** True when `ip` is not a publicly routable address (IPv4-mapped IPv6 is judged as its IPv4). */
 export function isPrivateAddress(ip: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (mapped) return blocked.check(mapped[1]!, 'ipv4');
-  const family = isIP(ip);
-  if (family === 4) return blocked.check(ip, 'ipv4');
-  if (family === 6) return blocked.check(ip, 'ipv6') || /^::ffff:/i.test(ip);
-  return true;
+  return addressCategory(ip) !== null;
 }
 
 export interface CallbackPolicy {
@@ -49,6 +85,11 @@ export interface CallbackPolicy {
 
 function hostOf(u: URL): string {
   return u.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+}
+
+/** How a refused address is named to a caller: its category, never the address. */
+export function refusedAddress(category: AddressCategory): string {
+  return `${/^[aeiouI]/.test(category) ? 'an' : 'a'} ${category} address, not a public one`;
 }
 
 /** Why a callback URL is refused at subscribe time (null: acceptable). Checks the form only; addresses are checked per connection. */
@@ -66,7 +107,8 @@ export function callbackUrlProblem(url: unknown, policy: CallbackPolicy): string
   const allowed = policy.allowHosts.has(hostOf(u));
   if (u.protocol === 'http:' && !allowed) return 'delivery.url must be https:// (http:// only for a host the operator allowed with --events-allow-host)';
   if (u.protocol !== 'https:' && u.protocol !== 'http:') return 'delivery.url must be https://';
-  if (!allowed && isIP(hostOf(u)) && isPrivateAddress(hostOf(u))) return `delivery.url points at a private, loopback or link-local address (${hostOf(u)}); the operator must allow that host with --events-allow-host`;
+  const literal = isIP(hostOf(u)) ? addressCategory(hostOf(u)) : null;
+  if (!allowed && literal) return `delivery.url points at ${refusedAddress(literal)}; the operator must allow that host with --events-allow-host`;
   return null;
 }
 
@@ -110,14 +152,15 @@ function postOnce(url: string, headers: Record<string, string>, body: string, po
   const u = new URL(url);
   const host = hostOf(u);
   const allowed = policy.allowHosts.has(host);
-  if (!allowed && isIP(host) && isPrivateAddress(host)) return Promise.reject(new CallbackError('blocked_address', `refused: ${host} is not a public address`));
+  const literal = isIP(host) ? addressCategory(host) : null;
+  if (!allowed && literal) return Promise.reject(new CallbackError('blocked_address', `refused: ${host} is not a public address`, null, literal));
   // The socket connects to the address this lookup checked (no second resolution between check and connect).
   const checkedLookup: LookupFunction = (hostname, options, cb) => {
     lookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return cb(err, '', 0);
       const list = addresses as Array<{ address: string; family: number }>;
       const bad = list.find((a) => isPrivateAddress(a.address));
-      if (!allowed && bad) return cb(Object.assign(new Error(`refused: ${hostname} resolves to ${bad.address}, not a public address`), { code: 'EBLOCKED' }), '', 0);
+      if (!allowed && bad) return cb(Object.assign(new Error(`refused: ${hostname} resolves to ${bad.address}, not a public address`), { code: 'EBLOCKED', category: addressCategory(bad.address) }), '', 0);
       if ((options as { all?: boolean }).all) return (cb as unknown as (e: null, a: typeof list) => void)(null, list);
       cb(null, list[0]!.address, list[0]!.family);
     });
@@ -158,7 +201,7 @@ function postOnce(url: string, headers: Record<string, string>, body: string, po
       clearTimeout(timer);
       if (e instanceof CallbackError) return reject(e);
       if (req.reusedSocket && !answered && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) return reject(new StaleConnection(e.message));
-      if (e.code === 'EBLOCKED') return reject(new CallbackError('blocked_address', e.message));
+      if (e.code === 'EBLOCKED') return reject(new CallbackError('blocked_address', e.message, null, (e as { category?: AddressCategory }).category ?? 'reserved'));
       if (/CERT|SSL|TLS/i.test(e.code ?? '') || /certificate|TLS|SSL/i.test(e.message)) return reject(new CallbackError('tls_error', 'TLS failed'));
       if (e.code === 'ETIMEDOUT') return reject(new CallbackError('timeout', 'connection timed out'));
       reject(new CallbackError('connection_refused', `could not connect (${e.code ?? 'error'})`));

@@ -2,7 +2,7 @@
  *  a challenge to the callback before anything is stored, limited per principal, and granted for a bounded time. */
 import { webhookKey } from '../../protocol/webhook.js';
 import type { EventName } from '../../store/events.js';
-import { CallbackError, verifyCallback } from '../../ops/events/index.js';
+import { CallbackError, refusedAddress, verifyCallback } from '../../ops/events/index.js';
 import { TASK_OUTPUT, parseOutputRequest } from './task-output.js';
 import { canonicalJson, subscriptionId } from './canonical.js';
 import { isOutput, needPrincipal, parseArgs, parseName, webhookParams, type WireScope } from './params.js';
@@ -42,7 +42,12 @@ export async function subscribe(scope: WireScope, p: Params, principal: string, 
       await verifyCallback(url, secret, subId, { policy: o.policy, timeoutMs: o.challengeTimeoutMs ?? 10_000 });
     } catch (e) {
       const reason = e instanceof CallbackError ? e.reason : 'connection_refused';
-      if (reason === 'blocked_address') throw new EventsError(EventErrorCode.InvalidParams, `delivery.url ${(e as Error).message.replace(/^refused: /, '')}; the operator must allow that host with --events-allow-host`);
+      if (reason === 'blocked_address') {
+        // The caller hears the category only; the address the name resolved to is for the operator's log.
+        const category = (e as CallbackError).category ?? 'reserved';
+        o.log?.info('events/subscribe refused a callback host', { principal, host: new URL(url).hostname, category, detail: (e as Error).message });
+        throw new EventsError(EventErrorCode.InvalidParams, `delivery.url's host resolves to ${refusedAddress(category)}; the operator must allow that host with --events-allow-host`, { reason, category });
+      }
       throw new EventsError(EventErrorCode.CallbackEndpointError, `The callback failed verification (${reason}); nothing was stored`, { reason });
     }
   }

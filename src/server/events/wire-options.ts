@@ -2,6 +2,7 @@
 import type { TaskStore } from '../../store/types.js';
 import type { SignalBus } from '../../store/local-bus.js';
 import type { AnswerLinkOf, CallbackPolicy } from '../../ops/events/index.js';
+import type { Logger } from '../../runtime/types.js';
 
 /** The design sketch's codes, which ChatGPT documents (SEP-3415 renumbers them; see docs/events.md). */
 export const EventErrorCode = { InvalidParams: -32602, NotFound: -32011, Forbidden: -32012, ResourceExhausted: -32013, Unsupported: -32014, CallbackEndpointError: -32015 } as const;
@@ -26,6 +27,8 @@ export interface EventsWireOptions {
   heartbeatMs?: number;
   /** How often poll and stream re-read the log while waiting. Default 250 ms. */
   readEveryMs?: number;
+  /** The operator's log: what a caller is told only in categories (a refused callback's address) is logged here. */
+  log?: Pick<Logger, 'info'>;
 }
 
 export class EventsError extends Error {

@@ -3,6 +3,7 @@ import { ErrorCode } from '../../protocol/index.js';
 import { jsonRpcError } from './answers.js';
 import type { Reply, FrontRequest } from './exchange.js';
 import type { FrontExtra } from './types.js';
+import { refuseDeepBody } from './json-depth.js';
 
 /** Reads a web-standard body, stopping once it is longer than `limit`. */
 async function readLimited(request: Request, limit: number): Promise<Uint8Array | 'too-large'> {
@@ -32,7 +33,10 @@ const tooLarge = (maxBody: number) => jsonRpcError(413, null, ErrorCode.InvalidR
 /** The body as JSON, held to the limit whichever way it came; at once when the adapter read or parsed it. */
 export function parseBody(request: FrontRequest, extra: FrontExtra | undefined, maxBody: number): Promise<{ parsed: unknown } | Reply> | { parsed: unknown } | Reply {
   if (extra?.parsedBody !== undefined) {
-    // Parsed by a framework: its JSON text is what the client sent, near enough to hold it to the same limit.
+    // Parsed by a framework: its JSON text is what the client sent, near enough to hold it to the same limit (its
+    // depth first: JSON.stringify recurses).
+    const deep = refuseDeepBody(extra.parsedBody);
+    if (deep) return deep;
     const text = JSON.stringify(extra.parsedBody);
     return text !== undefined && Buffer.byteLength(text) > maxBody ? tooLarge(maxBody) : { parsed: extra.parsedBody };
   }
@@ -45,11 +49,13 @@ export function parseBody(request: FrontRequest, extra: FrontExtra | undefined, 
 
 function parseRaw(body: Uint8Array | 'too-large', maxBody: number): { parsed: unknown } | Reply {
   if (body === 'too-large' || body.byteLength > maxBody) return tooLarge(maxBody);
+  let parsed: unknown;
   try {
-    return { parsed: JSON.parse(decoder.decode(body)) };
+    parsed = JSON.parse(decoder.decode(body));
   } catch (e) {
     return jsonRpcError(400, null, ErrorCode.ParseError, `Parse error: the body is not valid JSON (${(e as Error).message})`);
   }
+  return refuseDeepBody(parsed) ?? { parsed };
 }
 
 /** The path of a request URL, without building a URL object (the hot path parses none). */

@@ -21,6 +21,7 @@ import { pathnameOf } from './body.js';
 import type { ListenStream } from './listen.js';
 import { taskListenRoute } from './listen.js';
 import { taskStreamRoute } from './task-stream.js';
+import { StreamSlots } from './stream-slots.js';
 import type { MessageRoute, Route } from './route.js';
 import { healthRoute } from './routes/health.js';
 import { createMounts } from './routes/mounts.js';
@@ -62,7 +63,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     ? createDirectTaskPath(outlast.runtime, { serverInfo: options.serverInfo, onerror, legacy: outlast.legacy.methods, toolCall })
     : undefined;
   const events = options.events
-    ? createEventsWire({ ...(outlast.answers ? { answerLinkOf: (t: TaskRecord, key: string) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}), ...options.events, store: outlast.runtime.store, bus: outlast.runtime.bus, recheckMs: outlast.runtime.watchRecheckMs })
+    ? createEventsWire({ ...(outlast.answers ? { answerLinkOf: (t: TaskRecord, key: string) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}), log: outlast.runtime.log, ...options.events, store: outlast.runtime.store, bus: outlast.runtime.bus, recheckMs: outlast.runtime.watchRecheckMs })
     : undefined;
   if (events) outlast.eventsOn = true;
   outlast.taskStreamOn = true;
@@ -85,7 +86,7 @@ export function createFront(outlast: Outlast, factory: ServerFactory, options: O
     mounts.route,
     ...(auth.oauth ? [oauthMetadataRoute(auth.oauth)] : []),
     ...(answerPages ? [answerPages] : []),
-    mcpEndpointRoute(outlast, { path, maxBody, auth, sdk, messages, tracePolls: options.tracePolls }),
+    mcpEndpointRoute(outlast, { path, maxBody, auth, sdk, messages, tracePolls: options.tracePolls, streams: new StreamSlots(options.maxStreamsPerPrincipal) }),
   ];
   const notFound = new Reply(404, { 'content-type': 'text/plain' }, `Not found: the MCP endpoint is ${path}\n`);
 

@@ -46,6 +46,9 @@ export interface OutlastHandlerOptions {
   allowedHosts?: string[];
   /** Requests with an Origin whose hostname is not listed get 403 (no Origin: allowed). Default: not checked. */
   allowedOrigins?: string[];
+  /** Streams one principal may hold open on this replica at once (`subscriptions/listen`, `tasks/stream`,
+   *  `events/stream`); past it a new one is refused with JSON-RPC `-31503` (`principal_streams`). Default 16. */
+  maxStreamsPerPrincipal?: number;
   /** The MCP Events wire (events/list, subscribe, unsubscribe, poll, stream; src/server/events). Off by default. */
   events?: Omit<EventsWireOptions, 'store' | 'bus' | 'recheckMs'>;
 }

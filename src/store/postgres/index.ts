@@ -53,6 +53,8 @@ import { applyHistorySetting, postgresOps } from './ops.js';
 import { postgresEvents } from './events.js';
 import { CommitClaims, claimingFinish } from './commit-claim.js';
 import { postgresOutputEvents, startOutputCursor } from './output-events.js';
+import { postgresOperatorSessions } from './operator-sessions.js';
+import type { OperatorSessionStore } from '../operator-sessions.js';
 import type { OutputEventStore } from '../output-events.js';
 import { postgresOutput } from './output.js';
 import type { OutputStore } from '../output.js';
@@ -282,6 +284,8 @@ export class PostgresTaskStore implements TaskStore {
   readonly events: EventStore;
   /** Webhook delivery of task output: per-subscription cursors; see ./output-events.ts. */
   readonly outputEvents: OutputEventStore;
+  /** Dashboard sign-ins; see ./operator-sessions.ts. */
+  readonly operatorSessions: OperatorSessionStore;
   /** Task output; see ./output.ts. */
   readonly output: OutputStore;
   private opening: Promise<void> | undefined;
@@ -329,6 +333,7 @@ export class PostgresTaskStore implements TaskStore {
     this.ops = postgresOps(query, (taskId) => this.get(taskId));
     this.output = postgresOutput(query);
     this.outputEvents = postgresOutputEvents(query);
+    this.operatorSessions = postgresOperatorSessions(query);
     const events = postgresEvents(
       query,
       (fn) => (this.pool ? runTransaction(this.pool, schema, this.timeouts.statementTimeoutMs, fn) : Promise.reject(notOpen())),

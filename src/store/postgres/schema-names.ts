@@ -16,6 +16,7 @@ import { quoteIdent } from './bus.js';
 export const STORE_TABLES = [
   'tasks', 'tombstones', 'replicas', 'settings', 'task_steps', 'task_counts', 'task_events', 'alerts', 'task_subscriptions',
   'event_log', 'event_subscriptions', 'event_deliveries', 'outlast_migrations', 'question_asks', 'task_output', 'event_output_cursors',
+  'operator_sessions',
 ] as const;
 
 const TABLE_REF = new RegExp(`\\b(FROM|JOIN|INTO|UPDATE|USING|TABLE)(\\s+)(${STORE_TABLES.join('|')})\\b`, 'gi');

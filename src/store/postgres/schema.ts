@@ -75,6 +75,7 @@ import { POSTGRES_EVENTS_MIGRATION } from './events.js';
 import { POSTGRES_ASKS_MIGRATION } from './asks.js';
 import { POSTGRES_OUTPUT_MIGRATION } from './output.js';
 import { POSTGRES_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
+import { POSTGRES_OPERATOR_SESSIONS_MIGRATION } from './operator-sessions.js';
 import { POSTGRES_COMMIT_CLAIM_MIGRATION } from './commit-claim.js';
 
 export const MIGRATIONS: ReadonlyArray<Migration> = [
@@ -347,6 +348,7 @@ ${CLAIM_FUNCTION}`,
   POSTGRES_OUTPUT_MIGRATION,
   POSTGRES_OUTPUT_EVENTS_MIGRATION,
   POSTGRES_COMMIT_CLAIM_MIGRATION,
+  POSTGRES_OPERATOR_SESSIONS_MIGRATION,
 ];
 
 /** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */

@@ -38,6 +38,8 @@ import { prepareListing, type Listing } from './listing.js';
 import { prepareParking, type SqliteParking } from './parking.js';
 import { prepareSteps, type SqliteSteps } from './steps.js';
 import { applyHistorySetting, sqliteOps } from './ops.js';
+import { sqliteOperatorSessions } from './operator-sessions.js';
+import type { OperatorSessionStore } from '../operator-sessions.js';
 import { sqliteEvents } from './events.js';
 import { outputCursorStarter, sqliteOutputEvents } from './output-events.js';
 import type { OutputEventStore } from '../output-events.js';
@@ -231,7 +233,11 @@ export class SqliteTaskStore implements TaskStore {
     this.events = sqliteEvents(db, (op) => this.write(op), outputCursorStarter(db));
     this.outputEvents = sqliteOutputEvents(db, (op) => this.write(op));
     this.output = sqliteOutput(db, (op) => this.write(op));
+    this.operatorSessions = sqliteOperatorSessions(db, (op) => this.write(op));
   }
+
+  /** Dashboard sign-ins; see ./operator-sessions.ts. */
+  operatorSessions!: OperatorSessionStore;
 
   /** MCP Events: subscriptions, the change log, deliveries; see ./events.ts. */
   events!: EventStore;

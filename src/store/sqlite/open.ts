@@ -1,12 +1,13 @@
 /**
  * Opens a SQLite file the way every Outlast database is opened (the task store and the client's journal): WAL,
  * synchronous FULL (or NORMAL for durability "process"), a busy timeout, temporary files in memory, foreign keys,
- * then the numbered migrations not yet applied, each in its own IMMEDIATE transaction.
+ * then the numbered migrations not yet applied, each in its own IMMEDIATE transaction. The files hold secrets (the
+ * store's shared keys, the journal's arguments and results), so they are made for their user alone (private-files.ts).
  */
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { COMPATIBLE_FROM_COLUMN, appliedSchema, newestVersion, schemaVerdict, type Migration } from '../schema-version.js';
+import { createPrivateFile, makePrivateFolder } from '../private-files.js';
 
 export interface OpenSqliteOptions {
   /** `full` (default): a commit survives power loss. `process`: synchronous=NORMAL, survives a process crash only. */
@@ -22,11 +23,17 @@ export interface OpenSqliteOptions {
 }
 
 export function openSqlite(path: string, o: OpenSqliteOptions): Database.Database {
-  if (path !== ':memory:') {
+  if (path !== ':memory:' && path !== '') {
     try {
-      mkdirSync(dirname(path), { recursive: true });
+      makePrivateFolder(dirname(path), `the folder of ${o.what}`);
     } catch (e) {
       throw new Error(`Cannot create the folder of ${o.what} ${dirname(path)}: ${(e as Error).message}`);
+    }
+    try {
+      // Made 0600 before SQLite opens it: SQLite gives its -wal and -shm files the mode of the main file.
+      createPrivateFile(path, `${o.what}`, ' (and its -wal and -shm files)');
+    } catch (e) {
+      throw new Error(`Cannot create ${o.what} ${path}: ${(e as Error).message}`);
     }
   }
   let db: Database.Database;

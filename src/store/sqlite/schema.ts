@@ -3,6 +3,7 @@ import type { Migration } from '../schema-version.js';
 import { SQLITE_ASKS_MIGRATION } from './asks.js';
 import { SQLITE_OUTPUT_MIGRATION } from './output.js';
 import { SQLITE_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
+import { SQLITE_OPERATOR_SESSIONS_MIGRATION } from './operator-sessions.js';
 
 /**
  * Numbered migrations for the SQLite store. Applied in order at start-up, each once, in a transaction.
@@ -272,6 +273,7 @@ CREATE INDEX tasks_queue_age ON tasks (queued_at, task_id, parked_at) WHERE queu
   SQLITE_ASKS_MIGRATION,
   SQLITE_OUTPUT_MIGRATION,
   SQLITE_OUTPUT_EVENTS_MIGRATION,
+  SQLITE_OPERATOR_SESSIONS_MIGRATION,
 ];
 
 /**

@@ -10,6 +10,7 @@ import { newTask } from './new-task.js';
 import { opsKit } from './ops.js';
 import { eventsKit } from './events.js';
 import { outputKit } from './output.js';
+import { operatorSessionsKit } from './operator-sessions.js';
 import { IdempotencyConflictError, TaskWriteRefused, type StepWrite, type TaskStore } from '../types.js';
 
 export { runSignalBusKit, type SignalBusKitOptions } from './bus.js';
@@ -711,5 +712,6 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
     opsKit(() => open(), (location) => open(location));
     eventsKit(() => open(), (location) => open(location));
     outputKit(() => open(), (location) => open(location));
+    operatorSessionsKit(() => open(), (location) => open(location));
   });
 }

@@ -12,6 +12,7 @@ import type { FrontAuth } from '../auth.js';
 import { parseBody } from '../body.js';
 import { Reply, answerHeader, isAnswer, type Answer } from '../exchange.js';
 import type { MessageRoute, Route, RpcCall, RpcMessage } from '../route.js';
+import type { StreamSlots } from '../stream-slots.js';
 
 export interface McpEndpointOptions {
   path: string;
@@ -21,11 +22,13 @@ export interface McpEndpointOptions {
   /** Tried in order before the SDK's handler. */
   messages: MessageRoute[];
   tracePolls: boolean | undefined;
+  /** Per-principal bound on open streams (listen, tasks/stream, events/stream). */
+  streams: StreamSlots;
 }
 
 export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route {
   const { path, maxBody, auth, sdk, messages } = o;
-  const observe = requestMetrics();
+  const observe = requestMetrics((name) => outlast.runtime.hasTool(name) || outlast.handles?.owns(name) === true);
   const traceRequest = requestSpans({ polls: o.tracePolls });
   /** Answers whose body may still be streaming (the SDK's, listen streams); the front's own are complete. */
   const streaming = new WeakSet<Response>();
@@ -57,9 +60,19 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
       const msg = body.parsed as RpcMessage;
       const measured = observe(msg);
       const call: RpcCall = { request, msg, parsed: body.parsed, who: outlast.principalOfAuth(who), auth: who, streaming: markStreaming };
+      // A stream takes one of its principal's places first (or is refused), and holds it until its answer ends.
+      const place = o.streams.take(call);
+      if (place instanceof Reply) return measured ? measured(place, false) : place;
       // The request's server span (when it gets one) is the context it is answered in: a handler's span hangs under it.
       const traced = traceRequest(msg, request);
-      let response = traced ? await context.with(traced.context, () => answer(call)) : await answer(call);
+      let response: Answer;
+      try {
+        response = traced ? await context.with(traced.context, () => answer(call)) : await answer(call);
+      } catch (e) {
+        place?.();
+        throw e;
+      }
+      if (place) response = o.streams.hold(call, response, place);
       // A client that declared URL-mode elicitation carries that declaration on its later stateless requests.
       const urlSession = outlast.answers && outlast.handles ? urlModeSessionId(msg) : undefined;
       if (urlSession && response.ok && answerHeader(response, 'mcp-session-id') === null) response = withHeader(response, 'mcp-session-id', urlSession);

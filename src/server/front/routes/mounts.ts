@@ -26,15 +26,15 @@ export function createMounts(outlast: Outlast, options: OutlastHandlerOptions): 
   }
 
   function mountOf(request: FrontRequest, pathname: string): NodeMount | Response | undefined {
-    if (dashboard?.owns(pathname)) {
-      if (options.allowedHosts) {
-        const refused = hostHeaderValidationResponse(request.web(), options.allowedHosts);
-        if (refused) return refused;
-      }
-      return (req, res) => dashboard!.handle(req, res);
+    const mount: NodeMount | undefined = dashboard?.owns(pathname)
+      ? (req, res) => dashboard!.handle(req, res)
+      : options.metrics && pathname === '/metrics' && request.method === 'GET' ? options.metrics : undefined;
+    // On loopback, the Host is checked before either (a DNS-rebinding page must not read them).
+    if (mount && options.allowedHosts) {
+      const refused = hostHeaderValidationResponse(request.web(), options.allowedHosts);
+      if (refused) return refused;
     }
-    if (options.metrics && pathname === '/metrics' && request.method === 'GET') return options.metrics;
-    return undefined;
+    return mount;
   }
 
   const route: Route = {
