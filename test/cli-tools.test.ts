@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BIN, FIXTURES, ROOT, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { BIN, FIXTURES, ROOT, startServer, tempDir, waitForTask, type ServerProcess } from './helpers.js';
 import { runCli } from './client-helpers.js';
 
 const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
@@ -66,6 +66,29 @@ describe('outlast tools behind a gateway of two real stdio servers', () => {
     const none = runCli(['call', gw.url, 'zzzzzzzzzz', '{}', '--journal', journal]);
     assert.equal((await none.exited).code, 1);
     assert.match(none.stderr(), /Tool zzzzzzzzzz not found; list the tools with: outlast tools /);
+  });
+});
+
+describe('what a server sends is shown as text', () => {
+  it('outlast tools and outlast tasks show no terminal escape, carriage return or bell a server sent', { timeout: 60_000 }, async () => {
+    const srv = await startServer([], { module: join(ROOT, 'dist', 'test', 'escapes-module.js'), env: { OUTLAST_TEST_DB: join(tempDir(), 'tasks.db') } });
+    try {
+      const journal = join(tempDir(), 'journal.db');
+      const tools = runCli(['tools', srv.url, '--journal', journal]);
+      assert.equal((await tools.exited).code, 0, tools.stderr());
+      const row = tools.stdout().split('\n').find((l) => l.startsWith('hostile'));
+      assert.equal(row, 'hostile  always  Looks red OVERWRITTEN second line .');
+      const call = runCli(['call', srv.url, 'hostile', '{}', '--journal', journal, '--detach']);
+      assert.equal((await call.exited).code, 0, call.stderr());
+      const taskId = call.stdout().trim();
+      await waitForTask(srv.url, taskId, (t) => typeof t.statusMessage === 'string');
+      const list = runCli(['tasks', '--journal', journal]);
+      assert.equal((await list.exited).code, 0, list.stderr());
+      assert.match(list.stdout(), new RegExp(`${taskId}\\s+working\\s+hostile\\s.*Looks red OVERWRITTEN`));
+      for (const out of [tools.stdout(), list.stdout()]) assert.doesNotMatch(out, /[\x00-\x09\x0b-\x1f\x7f]/, JSON.stringify(out));
+    } finally {
+      await srv.stop();
+    }
   });
 });
 
