@@ -306,7 +306,7 @@ export async function runFront(values: FrontValues, mount: Mount, fail: (message
         ...opt('maxBodyBytes', intFlag('max-body-bytes', 1)),
         onerror: (e) => log.serverError(e),
         ...(ops.dashboard
-          ? { dashboard: { ...ops.tokens, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
+          ? { dashboard: { ...ops.tokens, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), alertTargets: { ...opt('webhook', ops.alerts.webhook?.url), push: ops.pushDestinations }, log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
           : {}),
         ...(prometheus ? { metrics: prometheus.handler } : {}),
         ...(events ? { events: events.wire } : {}),

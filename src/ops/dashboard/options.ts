@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SignalBus } from '../../store/local-bus.js';
 import type { TaskStore } from '../../store/types.js';
 import type { OperatorTokens } from './auth.js';
+import type { AlertTargets } from './format.js';
 
 export interface DashboardOptions extends OperatorTokens {
   store: TaskStore;
@@ -17,6 +18,9 @@ export interface DashboardOptions extends OperatorTokens {
   showPayloads?: boolean;
   /** Shown in the header (an environment badge, e.g. "production"). Default: the store's backend. */
   title?: string;
+  /** Where this server sends alerts (its `--alert-webhook` and push destinations), so the pages can say where they
+   *  go and which are not sent. Unset: the dashboard runs apart from the servers and says it cannot know. */
+  alertTargets?: AlertTargets;
   /** Actions are logged here (who did what). */
   log?: (msg: string, extra: Record<string, unknown>) => void;
 }

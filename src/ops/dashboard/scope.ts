@@ -3,7 +3,8 @@
 import type { ServerResponse } from 'node:http';
 import { OperatorAuth, type Operator } from './auth.js';
 import type { Html } from './html.js';
-import { layout, type PageContext } from './pages.js';
+import { layout } from './pages.js';
+import type { PageContext } from './format.js';
 import type { DashboardOptions } from './options.js';
 
 export const PAGE_SIZE = 50;
@@ -30,7 +31,7 @@ export function dashboardScope(o: DashboardOptions): DashboardScope {
   const base = (o.basePath ?? '/dashboard').replace(/\/$/, '');
   const auth = new OperatorAuth(o);
   const title = o.title ?? `${o.store.backend} store`;
-  const ctxOf = (op: Operator): PageContext => ({ base, operator: op, csrf: auth.csrf(op), title, now: Date.now() });
+  const ctxOf = (op: Operator): PageContext => ({ base, operator: op, csrf: auth.csrf(op), title, now: Date.now(), alertTargets: o.alertTargets });
   return {
     o,
     base,
