@@ -7,6 +7,8 @@ import { after, before } from 'node:test';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserServer, type Page } from 'playwright-core';
+import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import { HOST } from '../src/runtime/recovery.js';
 import { ROOT, startServer, tempDir, type ServerProcess } from './helpers.js';
 
 export const CHROMIUM = process.env.OUTLAST_CHROMIUM ?? '/usr/bin/chromium';
@@ -54,14 +56,14 @@ export interface DashboardSuite {
   base: string;
 }
 
-/** For the enclosing suite: a SQLite store filled by `seed`, a real `outlast serve --dashboard` on it with `args`, and
- *  a browser; all stopped after the suite. */
-export function useDashboard(seed: (db: string) => Promise<void>, args: string[]): DashboardSuite {
+/** For the enclosing suite: a SQLite store filled by `seed`, a real `outlast serve --dashboard` on it with `args` (of
+ *  the fixture server, or `opts.module`), and a browser; all stopped after the suite. */
+export function useDashboard(seed: (db: string) => Promise<void>, args: string[], opts: { module?: string } = {}): DashboardSuite {
   const suite = {} as DashboardSuite;
   before(async () => {
     const db = join(tempDir(), 'tasks.db');
     await seed(db);
-    suite.server = await startServer(['--store', `sqlite:${db}`, '--dashboard', ...args]);
+    suite.server = await startServer(['--store', `sqlite:${db}`, '--dashboard', ...args], opts);
     suite.base = suite.server.url.replace(/\/mcp$/, '/dashboard');
     suite.browser = await launchBrowser();
   });
@@ -70,6 +72,16 @@ export function useDashboard(seed: (db: string) => Promise<void>, args: string[]
     await suite.server?.stop();
   });
   return suite;
+}
+
+/** A SQLite store at `path` to seed, with the replica 'seeder' registered as this process (alive, so the server does
+ *  not take its tasks over); close it before the server starts. */
+export async function seedStore(path: string): Promise<{ store: SqliteTaskStore; now: number }> {
+  const store = new SqliteTaskStore(path);
+  await store.init();
+  const now = Date.now();
+  await store.registerReplica({ replicaId: 'seeder', host: HOST, pid: process.pid, startedAt: now, heartbeatAt: now });
+  return { store, now };
 }
 
 /** Counts the dialogs a page opens (script from a task's text would open one), dismissing each. */

@@ -346,7 +346,7 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
         ...opt('maxBodyBytes', intFlag('max-body-bytes', 1)),
         onerror: (e) => log.serverError(e),
         ...(ops.dashboard
-          ? { dashboard: { ...ops.tokens, ...ops.session, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
+          ? { dashboard: { ...ops.tokens, ...ops.session, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), alertTargets: { ...opt('webhook', ops.alerts.webhook?.url), push: ops.pushDestinations }, log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
           : {}),
         ...(metrics?.mount ? { metrics: metrics.mount } : {}),
         ...(events ? { events: events.wire } : {}),

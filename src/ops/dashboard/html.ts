@@ -15,7 +15,7 @@ export function escapeHtml(s: string): string {
   return s.replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
 }
 
-type Part = Html | string | number | boolean | null | undefined | Part[];
+export type Part = Html | string | number | boolean | null | undefined | Part[];
 
 function render(p: Part): string {
   if (p === null || p === undefined || p === false) return '';

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SignalBus } from '../../store/local-bus.js';
 import type { TaskStore } from '../../store/types.js';
 import type { OperatorTokens } from './auth.js';
+import type { AlertTargets } from './format.js';
 
 export interface DashboardOptions extends OperatorTokens {
   store: TaskStore;
@@ -24,6 +25,9 @@ export interface DashboardOptions extends OperatorTokens {
   sessionMs?: number;
   /** A browser's sign-in not used for this long ends, ms. Default 1 h. */
   sessionIdleMs?: number;
+  /** Where this server sends alerts (its `--alert-webhook` and push destinations), so the pages can say where they
+   *  go and which are not sent. Unset: the dashboard runs apart from the servers and says it cannot know. */
+  alertTargets?: AlertTargets;
   /** Actions are logged here (who did what). */
   log?: (msg: string, extra: Record<string, unknown>) => void;
 }

@@ -5,6 +5,7 @@
  * with `--dashboard-payloads` (output is the task's content, like its arguments and result); its count always.
  */
 import { Html, html } from './html.js';
+import { cell, dataTable } from './table.js';
 import type { OutputItem } from '../../store/output.js';
 import type { TaskStore } from '../../store/types.js';
 
@@ -37,7 +38,8 @@ export function outputSection(o: OutputTail, showPayloads: boolean): Html {
   const skipped = o.items.length ? o.items[0]!.seq - 1 : o.last;
   const summary = html`<p class="hint" data-testid="output-count">${o.last} item${o.last === 1 ? '' : 's'} (latest seq ${o.last})${skipped > 0 ? html`; the newest ${o.items.length} shown` : ''}</p>`;
   if (!showPayloads) return html`<section><h2>Output</h2>${summary}<p class="empty">Hidden: the server's operator has not turned payloads on (<code>--dashboard-payloads</code>).</p></section>`;
-  return html`<section><h2>Output</h2>${summary}<table data-testid="output"><thead><tr><th>Seq</th><th>When</th><th>Type</th><th>Output</th></tr></thead><tbody>
-${o.items.map((i) => html`<tr data-seq="${i.seq}"><td>${i.seq}</td><td>${new Date(i.at).toISOString()}</td><td>${i.type}</td><td class="msg">${shown(i)}</td></tr>`)}
-</tbody></table></section>`;
+  return html`<section><h2>Output</h2>${summary}${dataTable('output', ['Seq', 'When', 'Type', 'Output'], o.items.map((i) => ({
+    data: { seq: String(i.seq) },
+    cells: [i.seq, new Date(i.at).toISOString(), i.type, cell(shown(i), { cls: 'msg' })],
+  })))}</section>`;
 }

@@ -5,6 +5,10 @@ import { Html, html } from './html.js';
 import { answeredByOf } from '../../protocol/index.js';
 import { renderFields } from '../answer-form.js';
 import { outputSection, type OutputTail } from './output.js';
+import { ago, csrfField, iso, statusBadge, taskLink, type PageContext } from './format.js';
+import { alertTargetNote, alertsTable } from './alerts.js';
+import { standingFacts, taskLine } from './outcome.js';
+import { cell, dataTable } from './table.js';
 
 /** A question asked with answeredBy 'operator': the form an operator who may act answers it with. */
 function operatorAnswerForm(ctx: PageContext, back: string, key: string, request: { method: string; params?: Record<string, unknown> | undefined }): Html | string {
@@ -12,29 +16,7 @@ function operatorAnswerForm(ctx: PageContext, back: string, key: string, request
   const schema = (request.params?.requestedSchema ?? {}) as Record<string, unknown>;
   return html`<form method="post" action="${back}/answer" data-testid="operator-answer">${csrfField(ctx)}<input type="hidden" name="key" value="${key}">${new Html(renderFields(schema as never))}<button data-action="answer" name="action" value="accept">Answer as ${ctx.operator.name}</button> <button name="action" value="decline" formnovalidate>Decline</button></form>`;
 }
-import type { Operator } from './auth.js';
-
 export const STATUSES: TaskStatus[] = ['working', 'input_required', 'completed', 'failed', 'cancelled'];
-
-export interface PageContext {
-  base: string;
-  operator: Operator;
-  csrf: string;
-  /** Shown in the header (environment badge). */
-  title: string;
-  now: number;
-}
-
-export function ago(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s} s`;
-  const m = Math.round(s / 60);
-  if (m < 120) return `${m} min`;
-  const h = Math.round(m / 60);
-  return h < 48 ? `${h} h` : `${Math.round(h / 24)} d`;
-}
-
-const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? '' : new Date(ms).toISOString());
 
 export function layout(ctx: PageContext | undefined, base: string, title: string, body: Html, opts: { refresh?: boolean } = {}): Html {
   return html`<!doctype html>
@@ -68,18 +50,6 @@ export function errorPage(base: string, ctx: PageContext | undefined, title: str
   return layout(ctx, base, title, html`<h1>${title}</h1><p class="error" role="alert">${message}</p><p><a href="${base}">Back to the overview</a></p>`);
 }
 
-function statusBadge(s: string): Html {
-  return html`<span class="status s-${s}">${s}</span>`;
-}
-
-function taskLink(ctx: PageContext, id: string): Html {
-  return html`<a class="task-id" href="${ctx.base}/tasks/${encodeURIComponent(id)}">${id}</a>`;
-}
-
-function csrfField(ctx: PageContext): Html {
-  return html`<input type="hidden" name="_csrf" value="${ctx.csrf}">`;
-}
-
 function ackForm(ctx: PageContext, taskId: string, back: string): Html {
   if (ctx.operator.role !== 'act') return html``;
   return html`<form method="post" action="${ctx.base}/tasks/${encodeURIComponent(taskId)}/acknowledge" class="inline">${csrfField(ctx)}<input type="hidden" name="back" value="${back}"><button data-action="acknowledge">Acknowledge</button></form>`;
@@ -90,6 +60,11 @@ function question(w: WaitingTask): Array<{ key: string; text: string; deadline: 
     const params = (p.request.params ?? {}) as { message?: unknown };
     return { key, text: typeof params.message === 'string' ? params.message : p.request.method, deadline: p.deadline };
   });
+}
+
+/** A count of the overview, in its state's colour only when there is something to count: "0 failed" is no alarm. */
+function countCard(href: string, state: string, n: number, shown: string, label: string): Html {
+  return html`<a class="count ${n > 0 ? `s-${state}` : 'zero'}" href="${href}"><span class="n" data-testid="count-${state}">${shown}</span><span class="label">${label}</span></a>`;
 }
 
 export function overviewPage(ctx: PageContext, d: {
@@ -103,50 +78,40 @@ export function overviewPage(ctx: PageContext, d: {
 }): Html {
   const back = ctx.base;
   return html`<h1>Overview</h1>
-<section class="counts" aria-label="Tasks by state">${STATUSES.map((s) => html`<a class="count s-${s}" href="${ctx.base}/tasks?status=${s}"><span class="n" data-testid="count-${s}">${d.counts.byStatus[s]}</span><span class="label">${s.replace('_', ' ')}</span></a>`)}
-<a class="count s-unread" href="${ctx.base}/tasks?unread=1"><span class="n" data-testid="count-unread">${d.counts.unreadFailures}${d.counts.unreadCapped ? '+' : ''}</span><span class="label">failed, unread</span></a></section>
+<section class="counts" aria-label="Tasks by state">${STATUSES.map((s) => countCard(`${ctx.base}/tasks?status=${s}`, s, d.counts.byStatus[s], String(d.counts.byStatus[s]), s.replace('_', ' ')))}
+${countCard(`${ctx.base}/tasks?unread=1`, 'unread', d.counts.unreadFailures, `${d.counts.unreadFailures}${d.counts.unreadCapped ? '+' : ''}`, 'failed, unread')}</section>
 
 <section><h2>Failed, unread</h2>
-${d.unread.length === 0 ? html`<p class="empty">No failure is waiting to be read.</p>` : html`<table data-testid="unread"><thead><tr><th>Task</th><th>Tool</th><th>Principal</th><th>Failed</th><th>Error</th><th></th></tr></thead><tbody>
-${d.unread.map((t) => html`<tr><td>${taskLink(ctx, t.taskId)}</td><td>${t.tool}</td><td>${t.principal}</td><td>${ago(ctx.now - t.updatedAt)} ago</td><td class="msg">${t.errorMessage ?? ''}</td><td>${ackForm(ctx, t.taskId, back)}</td></tr>`)}
-</tbody></table>`}</section>
+${d.unread.length === 0 ? html`<p class="empty">No failure is waiting to be read.</p>` : dataTable('unread', ['Task', 'Tool', 'Principal', 'Failed', 'Error', ''], d.unread.map((t) => ({
+  cells: [taskLink(ctx, t.taskId), t.tool, t.principal, `${ago(ctx.now - t.updatedAt)} ago`, cell(t.errorMessage ?? '', { cls: 'msg' }), ackForm(ctx, t.taskId, back)],
+})))}</section>
 
 <section><h2>Waiting for a human</h2>
-${d.waiting.length === 0 ? html`<p class="empty">Nothing waits for input.</p>` : html`<table data-testid="waiting"><thead><tr><th>Task</th><th>Tool</th><th>Principal</th><th>Question</th><th>Waiting</th><th>Time left</th></tr></thead><tbody>
-${d.waiting.flatMap((w) => question(w).map((q) => html`<tr><td>${taskLink(ctx, w.taskId)}</td><td>${w.tool}</td><td>${w.principal}</td><td class="msg">${q.text}</td><td>${w.inputSince ? ago(ctx.now - w.inputSince) : ''}</td><td class="${q.deadline - ctx.now < 60_000 ? 'urgent' : ''}">${q.deadline > ctx.now ? ago(q.deadline - ctx.now) : 'past the deadline'}</td></tr>`))}
-</tbody></table>`}</section>
+${d.waiting.length === 0 ? html`<p class="empty">Nothing waits for input.</p>` : dataTable('waiting', ['Task', 'Tool', 'Principal', 'Question', 'Waiting', 'Time left'], d.waiting.flatMap((w) => question(w).map((q) => ({
+  cells: [taskLink(ctx, w.taskId), w.tool, w.principal, cell(q.text, { cls: 'msg' }), w.inputSince ? ago(ctx.now - w.inputSince) : '',
+    cell(q.deadline > ctx.now ? ago(q.deadline - ctx.now) : 'past the deadline', q.deadline - ctx.now < 60_000 ? { cls: 'urgent' } : {})],
+}))))}</section>
 
 <section><h2>Queued for capacity</h2>
 ${d.idle.queueDepth === 0 ? html`<p class="empty">Nothing waits for a free handler.</p>` : html`<p data-testid="queue-depth">${d.idle.queueDepth} task${d.idle.queueDepth === 1 ? '' : 's'} waiting${d.idle.queueDepth > d.idle.queued.length ? html`; the ${d.idle.queued.length} oldest:` : ':'}</p>
-<table data-testid="queued"><thead><tr><th>Place</th><th>Task</th><th>Tool</th><th>Principal</th><th>Waiting</th></tr></thead><tbody>
-${d.idle.queued.map((t, i) => html`<tr><td>${i + 1}</td><td>${taskLink(ctx, t.taskId)}</td><td>${t.tool}</td><td>${t.principal}</td><td>${ago(ctx.now - t.queuedAt)}</td></tr>`)}
-</tbody></table>`}</section>
+${dataTable('queued', ['Place', 'Task', 'Tool', 'Principal', 'Waiting'], d.idle.queued.map((t, i) => ({ cells: [i + 1, taskLink(ctx, t.taskId), t.tool, t.principal, ago(ctx.now - t.queuedAt)] })))}`}</section>
 
 <section><h2>Parked (no process holds them)</h2>
-${d.idle.parked.length === 0 ? html`<p class="empty">No task is parked.</p>` : html`<table data-testid="parked"><thead><tr><th>Task</th><th>Tool</th><th>Principal</th><th>Waits for</th><th>Parked</th><th>Due</th></tr></thead><tbody>
-${d.idle.parked.map((t) => html`<tr><td>${taskLink(ctx, t.taskId)}</td><td>${t.tool}</td><td>${t.principal}</td><td>${t.inputKeys.length ? html`input ${t.inputKeys.join(', ')}` : 'a durable sleep'}</td><td>${t.parkedAt ? `${ago(ctx.now - t.parkedAt)} ago` : ''}</td><td>${t.queuedAt <= ctx.now ? 'now (a replica resumes it)' : `in ${ago(t.queuedAt - ctx.now)}`}</td></tr>`)}
-</tbody></table>${d.idle.moreParked ? html`<p class="hint">More are parked; these are the ${d.idle.parked.length} due soonest.</p>` : ''}`}</section>
+${d.idle.parked.length === 0 ? html`<p class="empty">No task is parked.</p>` : html`${dataTable('parked', ['Task', 'Tool', 'Principal', 'Waits for', 'Parked', 'Due'], d.idle.parked.map((t) => ({
+  cells: [taskLink(ctx, t.taskId), t.tool, t.principal, t.inputKeys.length ? `input ${t.inputKeys.join(', ')}` : 'a durable sleep', t.parkedAt ? `${ago(ctx.now - t.parkedAt)} ago` : '',
+    t.queuedAt <= ctx.now ? 'now (a replica resumes it)' : `in ${ago(t.queuedAt - ctx.now)}`],
+})))}${d.idle.moreParked ? html`<p class="hint">More are parked; these are the ${d.idle.parked.length} due soonest.</p>` : ''}`}</section>
 
 <section><h2>Replicas</h2>
-${d.replicas.length === 0 ? html`<p class="empty">No replica is registered.</p>` : html`<table data-testid="replicas"><thead><tr><th>Replica</th><th>Host</th><th>Pid</th><th>Up</th><th>Heartbeat</th><th></th></tr></thead><tbody>
-${d.replicas.map((r) => {
+${d.replicas.length === 0 ? html`<p class="empty">No replica is registered.</p>` : dataTable('replicas', ['Replica', 'Host', 'Pid', 'Up', 'Heartbeat', ''], d.replicas.map((r) => {
   const age = ctx.now - r.heartbeatAt;
   const lost = age > d.leaseMs;
-  return html`<tr class="${lost ? 'lost' : ''}"><td>${r.replicaId}</td><td>${r.host.split('/')[0]}</td><td>${r.pid}</td><td>${ago(ctx.now - r.startedAt)}</td><td>${ago(age)} ago</td><td>${lost ? html`<span class="status s-failed">lost</span>` : html`<span class="status s-completed">live</span>`}</td></tr>`;
-})}
-</tbody></table>`}
+  return { cls: lost ? 'lost' : '', cells: [r.replicaId, r.host.split('/')[0], r.pid, ago(ctx.now - r.startedAt), `${ago(age)} ago`, lost ? html`<span class="status s-failed">lost</span>` : html`<span class="status s-completed">live</span>`] };
+}))}
 ${d.alerts.filter((a) => a.kind === 'replica-lost').slice(0, 5).map((a) => html`<p class="lost-note">Lost: ${String(a.data.replicaId ?? '')} (${ago(ctx.now - a.createdAt)} ago)</p>`)}
 </section>
 
-<section><h2>Recent alerts</h2>${alertsTable(ctx, d.alerts)}<p><a href="${ctx.base}/alerts">All alerts</a></p></section>`;
-}
-
-export function alertsTable(ctx: PageContext, alerts: AlertRecord[]): Html {
-  if (alerts.length === 0) return html`<p class="empty">No alerts.</p>`;
-  return html`<table data-testid="alerts"><thead><tr><th>When</th><th>Kind</th><th>Task</th><th>Message</th><th>To</th><th>Delivery</th></tr></thead><tbody>
-${alerts.map((a) => html`<tr><td>${ago(ctx.now - a.createdAt)} ago</td><td>${a.kind}</td><td>${a.taskId ? taskLink(ctx, a.taskId) : ''}</td><td class="msg">${a.message}</td><td>${a.destination}</td>
-<td data-testid="delivery">${statusBadge(a.state)} ${a.attempts} attempt${a.attempts === 1 ? '' : 's'}${a.lastStatus !== null ? html` · last HTTP ${a.lastStatus}` : ''}${a.lastError ? html` · ${a.lastError}` : ''}</td></tr>`)}
-</tbody></table>`;
+<section><h2>Recent alerts</h2>${alertTargetNote(ctx)}${alertsTable(ctx, d.alerts)}<p><a href="${ctx.base}/alerts">All alerts</a></p></section>`;
 }
 
 /** A duration as an operator reads it: ms below a second, then seconds, minutes, hours. */
@@ -170,13 +135,11 @@ export function toolsPage(ctx: PageContext, stats: ToolStats, windowKey: string,
 <form method="get" action="${ctx.base}/tools" class="filters"><label>Tasks finished in the last <select name="window">${Object.entries(TOOL_WINDOWS).map(([k, v]) => html`<option value="${k}"${k === windowKey ? html` selected` : ''}>${v.words}</option>`)}</select></label> <button>Show</button></form>
 <p class="hint">How long each tool's tasks took, from creation to their end (waits for input and in the queue included). Percentiles leave out cancelled tasks. Calls answered inline are not stored, so they are not counted here; the metric <code>outlast.tool.call.duration</code> has them.</p>
 ${stats.capped ? html`<p class="hint" data-testid="tools-capped">More tasks finished in the last ${w.words} than one read takes: these figures cover the ${cap} most recent, since ${iso(stats.from)}.</p>` : ''}
-${stats.tools.length === 0 ? html`<p class="empty">No task finished in the last ${w.words}.</p>` : html`<table data-testid="tools"><thead><tr><th>Tool</th><th>Finished</th><th>Failed</th><th>Cancelled</th><th>p50</th><th>p95</th><th>Longest</th></tr></thead><tbody>
-${stats.tools.map((t) => html`<tr data-tool="${t.tool}"><td><a href="${ctx.base}/tasks?tool=${encodeURIComponent(t.tool)}">${t.tool}</a></td><td data-testid="finished">${t.finished}</td><td data-testid="failed">${t.failed}</td><td data-testid="cancelled">${t.cancelled}</td><td data-testid="p50">${took(t.p50Ms)}</td><td data-testid="p95">${took(t.p95Ms)}</td><td data-testid="max">${took(t.maxMs)}</td></tr>`)}
-</tbody></table>`}`;
-}
-
-export function alertsPage(ctx: PageContext, alerts: AlertRecord[], next: string | undefined): Html {
-  return html`<h1>Alerts</h1>${alertsTable(ctx, alerts)}${next ? html`<p><a href="${ctx.base}/alerts?after=${next}">Older</a></p>` : ''}`;
+${stats.tools.length === 0 ? html`<p class="empty">No task finished in the last ${w.words}.</p>` : dataTable('tools', ['Tool', 'Finished', 'Failed', 'Cancelled', 'p50', 'p95', 'Longest'], stats.tools.map((t) => ({
+  data: { tool: t.tool },
+  cells: [html`<a href="${ctx.base}/tasks?tool=${encodeURIComponent(t.tool)}">${t.tool}</a>`, cell(t.finished, { testid: 'finished' }), cell(t.failed, { testid: 'failed' }), cell(t.cancelled, { testid: 'cancelled' }),
+    cell(took(t.p50Ms), { testid: 'p50' }), cell(took(t.p95Ms), { testid: 'p95' }), cell(took(t.maxMs), { testid: 'max' })],
+})))}`;
 }
 
 export function filterQuery(f: OpsTaskFilter, olderThanMin?: string): string {
@@ -211,10 +174,11 @@ ${ctx.operator.role === 'act' ? html`<details class="bulk"><summary>Act on every
 <label>Reason <input name="reason" required maxlength="500"></label><button data-action="bulk-cancel">Cancel unfinished ones</button></form>
 <form method="post" action="${ctx.base}/bulk" class="inline">${csrfField(ctx)}${filterFields(f, olderThanMin)}<input type="hidden" name="action" value="acknowledge"><button data-action="bulk-acknowledge">Acknowledge unread failures</button></form>
 </details>` : ''}
-${rows.length === 0 ? html`<p class="empty">No task matches.</p>` : html`<table data-testid="tasks"><thead><tr><th>Task</th><th>State</th><th>Tool</th><th>Principal</th><th>Created</th><th>Owner</th><th>Attempt</th><th>Message</th></tr></thead><tbody>
-${rows.map((t) => html`<tr data-task="${t.taskId}"><td>${taskLink(ctx, t.taskId)}</td><td>${statusBadge(t.status)}${t.cancelRequestedAt && t.status !== 'cancelled' ? html` <span class="note">cancel asked</span>` : ''}${t.status === 'failed' && t.retrievedAt === null && t.acknowledgedAt === null ? html` <span class="note">unread</span>` : ''}</td>
-<td>${t.tool}</td><td>${t.principal}</td><td title="${iso(t.createdAt)}">${ago(ctx.now - t.createdAt)} ago</td><td>${t.owner ?? ''}</td><td>${t.attempts}</td><td class="msg">${t.status === 'failed' ? t.errorMessage : t.statusMessage}</td></tr>`)}
-</tbody></table>`}
+${rows.length === 0 ? html`<p class="empty">No task matches.</p>` : dataTable('tasks', ['Task', 'State', 'Tool', 'Principal', 'Created', 'Owner', 'Attempt', 'Status or outcome'], rows.map((t) => ({
+  data: { task: t.taskId },
+  cells: [taskLink(ctx, t.taskId), html`${statusBadge(t.status)}${t.cancelRequestedAt && t.status !== 'cancelled' ? html` <span class="note">cancel asked</span>` : ''}${t.status === 'failed' && t.retrievedAt === null && t.acknowledgedAt === null ? html` <span class="note">unread</span>` : ''}`,
+    t.tool, t.principal, cell(`${ago(ctx.now - t.createdAt)} ago`, { title: iso(t.createdAt) }), t.owner ?? '', t.attempts, cell(taskLine(t), { cls: 'msg' })],
+})))}
 ${scanned ? html`<p class="hint">These filters combine, so a page looks through ${scanned} tasks at most; older tasks may still match.</p>` : ''}
 ${next ? html`<p><a rel="next" href="${here}&after=${next}">Older tasks</a></p>` : ''}`;
 }
@@ -226,9 +190,10 @@ function json(v: unknown): string {
 /** A step's row: its identity, state, how often it ran, and its value's size (never the value itself). */
 function stepsSection(steps: StepRecord[]): Html {
   if (steps.length === 0) return html``;
-  return html`<section><h2>Durable steps</h2><table data-testid="steps"><thead><tr><th>Step</th><th>Kind</th><th>State</th><th>Tries</th><th>Claim</th><th>Value</th><th>Started</th><th>Finished</th><th>Error</th></tr></thead><tbody>
-${steps.map((st) => html`<tr data-step="${st.key}"><td>${st.key}</td><td>${st.kind}${st.idempotent ? ' (idempotent)' : ''}</td><td>${statusBadge(st.state)}</td><td>${st.tries}</td><td>${st.epoch}</td><td>${st.result === null ? '' : `${st.bytes} bytes`}</td><td>${iso(st.startedAt)}</td><td>${iso(st.finishedAt)}</td><td class="msg">${st.error?.message ?? ''}</td></tr>`)}
-</tbody></table></section>`;
+  return html`<section><h2>Durable steps</h2>${dataTable('steps', ['Step', 'Kind', 'State', 'Tries', 'Claim', 'Value', 'Started', 'Finished', 'Error'], steps.map((st) => ({
+    data: { step: st.key },
+    cells: [st.key, `${st.kind}${st.idempotent ? ' (idempotent)' : ''}`, statusBadge(st.state), st.tries, st.epoch, st.result === null ? '' : `${st.bytes} bytes`, iso(st.startedAt), iso(st.finishedAt), cell(st.error?.message ?? '', { cls: 'msg' })],
+  })))}</section>`;
 }
 
 export function taskPage(ctx: PageContext, t: OpsTaskDetail, events: TaskEvent[], showPayloads: boolean, more: { steps: StepRecord[]; position: number | undefined; output?: OutputTail } = { steps: [], position: undefined }): Html {
@@ -239,7 +204,7 @@ export function taskPage(ctx: PageContext, t: OpsTaskDetail, events: TaskEvent[]
 ${t.status === 'failed' && err ? html`<section class="error-first" data-testid="error"><h2>Error</h2><p class="msg">${err.message ?? ''}</p>
 <p>code ${err.code ?? ''}${err.data?.reason ? html` · reason ${err.data.reason}` : ''}</p></section>` : ''}
 <dl class="facts">
-<dt>Status message</dt><dd class="msg" data-testid="status-message">${t.statusMessage ?? ''}</dd>
+${standingFacts(t)}
 <dt>Tool</dt><dd>${t.tool}</dd><dt>Principal</dt><dd>${t.principal}</dd><dt>Wire</dt><dd>${t.origin}</dd>
 <dt>Owner</dt><dd>${t.owner ?? 'none'}</dd><dt>Attempts</dt><dd>${t.attempts}${t.retrySafe ? ' (safe to re-run)' : ' (not safe to re-run)'}; claim ${t.epoch}</dd>
 ${t.queuedAt !== null && t.parkedAt === null ? html`<dt>Queued</dt><dd data-testid="queued-since">since ${iso(t.queuedAt)}${more.position ? html`, place ${more.position} in the queue` : ''}</dd>` : ''}
@@ -254,15 +219,17 @@ ${ctx.operator.role === 'act' ? html`<section class="actions">
 ${unfinished && !t.cancelRequestedAt ? html`<form method="post" action="${back}/cancel">${csrfField(ctx)}<label>Reason <input name="reason" required maxlength="500" placeholder="why this task must stop"></label> <button data-action="cancel">Cancel task</button></form>` : ''}
 ${t.status === 'failed' && !t.acknowledgedAt ? ackForm(ctx, t.taskId, back) : ''}
 </section>` : ''}
-${Object.keys(t.inputRequests).length ? html`<section><h2>Pending input</h2><table><thead><tr><th>Key</th><th>Kind</th><th>Question</th><th>Deadline</th></tr></thead><tbody>
-${Object.entries(t.inputRequests).map(([k, p]) => html`<tr><td>${k}</td><td>${p.request.method}</td><td class="msg">${String((p.request.params as { message?: unknown } | undefined)?.message ?? '')}${operatorAnswerForm(ctx, back, k, p.request)}</td><td>${iso(p.deadline)} (${p.deadline > ctx.now ? `${ago(p.deadline - ctx.now)} left` : 'passed'})</td></tr>`)}
-</tbody></table></section>` : ''}
+${Object.keys(t.inputRequests).length ? html`<section><h2>Pending input</h2>${dataTable('pending-input', ['Key', 'Kind', 'Question', 'Deadline'], Object.entries(t.inputRequests).map(([k, p]) => ({
+  cells: [k, p.request.method, cell(html`${String((p.request.params as { message?: unknown } | undefined)?.message ?? '')}${operatorAnswerForm(ctx, back, k, p.request)}`, { cls: 'msg' }),
+    `${iso(p.deadline)} (${p.deadline > ctx.now ? `${ago(p.deadline - ctx.now)} left` : 'passed'})`],
+})))}</section>` : ''}
 ${Object.keys(t.inputResponses).length ? html`<section><h2>Answered input</h2><p>${Object.entries(t.inputResponses).map(([k, a]) => html`<span class="note">${k} at ${iso(a.answeredAt)}</span> `)}</p></section>` : ''}
 ${stepsSection(more.steps)}
 ${more.output ? outputSection(more.output, showPayloads) : ''}
-<section><h2>History</h2>${events.length === 0 ? html`<p class="empty">No history recorded (history is off, or the task predates it).</p>` : html`<table data-testid="history"><thead><tr><th>When</th><th>What</th><th>Who</th><th>Detail</th></tr></thead><tbody>
-${events.map((e) => html`<tr><td>${iso(e.at)}</td><td>${e.kind.replace('_', ' ')}</td><td>${e.actor ?? ''}</td><td class="msg">${e.detail ?? ''}</td></tr>`)}
-</tbody></table>`}</section>
+<section><h2>History</h2>${events.length === 0 ? html`<p class="empty">No history recorded (history is off, or the task predates it).</p>` : dataTable('history', ['When', 'What', 'Who', 'Detail'], events.map((e) => ({
+  // A completion records the status the handler last reported while running: labelled, not read as the outcome.
+  cells: [iso(e.at), e.kind.replace('_', ' '), e.actor ?? '', cell(e.kind === 'completed' && e.detail ? `last status: ${e.detail}` : e.detail ?? '', { cls: 'msg' })],
+})))}</section>
 <section><h2>Arguments and result</h2>${showPayloads
     ? html`<h3>Arguments</h3><pre>${json(t.args)}</pre>${t.result ? html`<h3>Result</h3><pre>${json(t.result)}</pre>` : ''}`
     : html`<p class="empty">Hidden: the server's operator has not turned payloads on (<code>--dashboard-payloads</code>).</p>`}</section>`;

@@ -4,7 +4,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { COOKIE, OperatorAuth, type Operator } from './auth.js';
 import { DEFAULT_SESSION_IDLE_MS, DEFAULT_SESSION_MS, OperatorSessions } from './sessions.js';
 import type { Html } from './html.js';
-import { layout, type PageContext } from './pages.js';
+import { layout } from './pages.js';
+import type { PageContext } from './format.js';
 import type { DashboardOptions } from './options.js';
 
 export const PAGE_SIZE = 50;
@@ -39,7 +40,7 @@ export function dashboardScope(o: DashboardOptions): DashboardScope {
   const publicOrigin = o.publicUrl ? new URL(o.publicUrl).origin : undefined;
   const secureUrl = publicOrigin?.startsWith('https:') ?? false;
   const title = o.title ?? `${o.store.backend} store`;
-  const ctxOf = (op: Operator): PageContext => ({ base, operator: op, csrf: auth.csrf(op), title, now: Date.now() });
+  const ctxOf = (op: Operator): PageContext => ({ base, operator: op, csrf: auth.csrf(op), title, now: Date.now(), alertTargets: o.alertTargets });
   return {
     o,
     base,
