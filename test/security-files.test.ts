@@ -125,13 +125,13 @@ describe('secrets on disk and on the command line', () => {
     }
   });
 
-  it('--bearer-file and $OUTLAST_BEARER: their tokens are accepted, others get 401, and no token is in /proc/PID/cmdline', async () => {
+  it('--bearer-file and $OUTLAST_BEARER_TOKENS: their tokens are accepted, others get 401, and no token is in /proc/PID/cmdline', async () => {
     const dir = tempDir();
     const alice = `alice-${randomBytes(12).toString('hex')}`;
     const bob = `bob-${randomBytes(12).toString('hex')}`;
     const carol = `carol-${randomBytes(12).toString('hex')}`;
     const file = tokenFile(dir, 'bearer', [`${alice}=alice`, `${bob}=bob`]);
-    const server = await start(['--store', `sqlite:${join(dir, 'tasks.db')}`, '--bearer-file', file], { env: { OUTLAST_BEARER: `${carol}=carol` } });
+    const server = await start(['--store', `sqlite:${join(dir, 'tasks.db')}`, '--bearer-file', file], { env: { OUTLAST_BEARER_TOKENS: `${carol}=carol` } });
     for (const token of [alice, bob, carol]) assert.equal((await rpc(server.url, 'tools/list', {}, { token })).status, 200, 'a listed token is accepted');
     assert.equal(await listStatus(server.url), 401, 'no token: 401');
     assert.equal(await listStatus(server.url, 'not-listed-token'), 401, 'another token: 401');
@@ -139,7 +139,7 @@ describe('secrets on disk and on the command line', () => {
     assert.ok(line.includes('--bearer-file'), 'the command line names the file');
     for (const token of [alice, bob, carol]) assert.ok(!line.includes(token), 'no token is in /proc/PID/cmdline');
     assert.doesNotMatch(server.stderr(), /puts secrets? in this process's command line/, 'nothing to warn about');
-    assert.match(server.stderr(), /bearer tokens: 2 from .*bearer, 1 from \$OUTLAST_BEARER/, 'where the tokens came from, counted, never shown');
+    assert.match(server.stderr(), /bearer tokens: 2 from .*bearer, 1 from \$OUTLAST_BEARER_TOKENS/, 'where the tokens came from, counted, never shown');
   });
 
   it('the token file docs/configuration.md shows is read as written: each of its tokens is accepted', async () => {
@@ -187,7 +187,7 @@ describe('secrets on disk and on the command line', () => {
       assert.match(lines[0]!, /other local users can read \(ps, \/proc\/PID\/cmdline\)/);
       assert.match(lines[0]!, alternative);
     };
-    about('bearer', /use --bearer-file PATH or \$OUTLAST_BEARER instead/);
+    about('bearer', /use --bearer-file PATH or \$OUTLAST_BEARER_TOKENS instead/);
     about('operator', /use --operator-file PATH or \$OUTLAST_OPERATOR instead/);
     about('operator-readonly', /use --operator-readonly-file PATH or \$OUTLAST_OPERATOR_READONLY instead/);
     about('alert-webhook-secret', /use \$OUTLAST_ALERT_WEBHOOK_SECRET instead/);
@@ -213,9 +213,9 @@ describe('secrets on disk and on the command line', () => {
     const missing = run(['--operator-file', join(dir, 'nowhere'), '--dashboard']);
     assert.equal(missing.status, 2);
     assert.match(missing.stderr, /--operator-file .*nowhere: no such file/);
-    const env = spawnSync(process.execPath, [BIN, 'serve', FIXTURES, '--port', '0', '--store', `sqlite:${join(dir, 'tasks.db')}`], { encoding: 'utf8', cwd: ROOT, timeout: 30_000, env: { ...process.env, OUTLAST_BEARER: secretLine } });
+    const env = spawnSync(process.execPath, [BIN, 'serve', FIXTURES, '--port', '0', '--store', `sqlite:${join(dir, 'tasks.db')}`], { encoding: 'utf8', cwd: ROOT, timeout: 30_000, env: { ...process.env, OUTLAST_BEARER_TOKENS: secretLine } });
     assert.equal(env.status, 2);
-    assert.match(env.stderr, /\$OUTLAST_BEARER: line 1 is not TOKEN=PRINCIPAL .*outlast call reads it as the token alone/);
+    assert.match(env.stderr, /\$OUTLAST_BEARER_TOKENS: line 1 is not TOKEN=PRINCIPAL/);
     assert.ok(!env.stderr.includes(secretLine));
   });
 

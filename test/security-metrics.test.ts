@@ -38,7 +38,7 @@ async function post(url: string, body: unknown, token = CALLER): Promise<void> {
 /** `outlast serve` that must refuse to start: its exit code and stderr. */
 /** Starts `serve` with a caller's token (from the environment, so no warning precedes the refusal) and collects its exit. */
 function refusedStart(args: string[]): Promise<{ code: number | null; stderr: string; stdout: string }> {
-  const env = { ...process.env, OUTLAST_BEARER: `${CALLER}=alice` };
+  const env = { ...process.env, OUTLAST_BEARER_TOKENS: `${CALLER}=alice` };
   const child = spawn(process.execPath, [BIN, 'serve', FIXTURES, '--port', '0', '--store', `sqlite:${join(tempDir(), 'tasks.db')}`, ...args], { cwd: ROOT, timeout: 30_000, env });
   let stderr = '';
   let stdout = '';

@@ -54,7 +54,7 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
   --default-ttl-ms N       task retention from creation, ms (default 86400000)
   --bearer TOKEN=PRINCIPAL accept this static bearer token as PRINCIPAL (repeatable); others get 401. On the
                            command line every local user can read it: prefer --bearer-file PATH or
-                           $OUTLAST_BEARER (see Secrets below)
+                           $OUTLAST_BEARER_TOKENS (see Secrets below)
   --oauth-issuer URL       an OAuth resource server: accept access tokens of this authorization server
                            (repeatable); tasks are bound to the token's issuer + subject (see docs/oauth.md)
   --oauth-resource URL     this server's resource identifier: the audience every token must carry

@@ -2,7 +2,7 @@
  * Where the server commands' secrets come from: a flag (readable by every local user in `ps` and /proc/PID/cmdline,
  * so it is warned about at start), a file (`--bearer-file`, `--operator-file`, `--operator-readonly-file`: one
  * `TOKEN=NAME` a line, `#` comments and blank lines allowed; a file others can read is warned about) or the
- * environment (`OUTLAST_BEARER`, `OUTLAST_OPERATOR`, `OUTLAST_OPERATOR_READONLY`: the same entries, separated by
+ * environment (`OUTLAST_BEARER_TOKENS`, `OUTLAST_OPERATOR`, `OUTLAST_OPERATOR_READONLY`: the same entries, separated by
  * newlines or commas; `OUTLAST_ALERT_WEBHOOK_SECRET`, `OUTLAST_PUSH_SECRET`). Every source is merged into the flag's
  * own value, so the flags' checks apply to all of them; a token is never quoted in an error.
  */
@@ -18,7 +18,7 @@ interface PairSecret {
 }
 
 const PAIR_SECRETS: readonly PairSecret[] = [
-  { flag: 'bearer', file: 'bearer-file', env: 'OUTLAST_BEARER', what: 'TOKEN=PRINCIPAL' },
+  { flag: 'bearer', file: 'bearer-file', env: 'OUTLAST_BEARER_TOKENS', what: 'TOKEN=PRINCIPAL' },
   { flag: 'operator', file: 'operator-file', env: 'OUTLAST_OPERATOR', what: 'TOKEN=NAME' },
   { flag: 'operator-readonly', file: 'operator-readonly-file', env: 'OUTLAST_OPERATOR_READONLY', what: 'TOKEN=NAME' },
 ];
@@ -38,7 +38,7 @@ export const SECRET_FILE_OPTIONS = {
 
 export const SECRET_HELP = `Secrets (a flag's value is readable by every local user in ps and /proc/PID/cmdline: prefer these):
   --bearer-file PATH       static bearer tokens, one TOKEN=PRINCIPAL a line (# comments, blank lines allowed);
-                           or $OUTLAST_BEARER (entries separated by newlines or commas)
+                           or $OUTLAST_BEARER_TOKENS (entries separated by newlines or commas)
   --operator-file PATH     operators who may act, one TOKEN=NAME a line; or $OUTLAST_OPERATOR
   --operator-readonly-file PATH   operators who may only look; or $OUTLAST_OPERATOR_READONLY
   $OUTLAST_ALERT_WEBHOOK_SECRET   the alert webhooks' whsec_… secret (instead of --alert-webhook-secret)
@@ -104,7 +104,7 @@ export function resolveSecrets(values: Record<string, unknown>, options: object,
     const fromEnv = env[s.env];
     if (fromEnv !== undefined && fromEnv.trim() !== '') {
       const pairs = checkedPairs(entriesOf(fromEnv, true), `$${s.env}`, s.what);
-      if (typeof pairs === 'string') return s.flag === 'bearer' ? `${pairs}; for outlast serve it holds TOKEN=PRINCIPAL entries (outlast call reads it as the token alone)` : pairs;
+      if (typeof pairs === 'string') return pairs;
       merged.push(...pairs);
       counts.push(`${pairs.length} from $${s.env}`);
     }
