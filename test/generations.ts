@@ -6,9 +6,10 @@
  */
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { createTaskSessionFromClient, toolDeclarationFromMcpTool, type TaskEnabledSession } from '@modelcontextprotocol/ext-tasks/client';
+import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -140,6 +141,17 @@ export interface V1Options {
   /** Join this session (the Mcp-Session-Id another connection was given) instead of initializing a new one, as a
    *  host does through another replica behind a balancer. */
   sessionId?: string;
+}
+
+/** The MCP error a v1 client's request fails with (anything else fails the test). */
+export async function mcpError(p: Promise<unknown>): Promise<McpError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof McpError) return e;
+    throw e;
+  }
+  assert.fail('expected an MCP error');
 }
 
 /** The SDK v1 client (what most deployed hosts are built on), connected over Streamable HTTP. */

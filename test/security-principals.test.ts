@@ -17,7 +17,7 @@ import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.
 import { Outlast, serveHttp } from '../src/server/index.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { BIN, FIXTURES, ROOT, callTool, rpc, startServer, tempDir, useServer, waitForTask } from './helpers.js';
-import { connectV1 } from './generations.js';
+import { connectV1, mcpError } from './generations.js';
 import { docBlock } from './doc-blocks.js';
 import { startApp, writeScript, type App } from './doc-apps.js';
 import { startAuthServer, userTokens, type AuthServer } from './oauth-harness.js';
@@ -31,16 +31,6 @@ async function startTask(client: V1, name: string, args: Record<string, unknown>
     if (m.type === 'error') throw m.error;
   }
   throw new Error('the stream ended without a task');
-}
-
-async function mcpError(p: Promise<unknown>): Promise<McpError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof McpError) return e;
-    throw e;
-  }
-  assert.fail('expected an MCP error');
 }
 
 /** What a refusal of `taskId` says once the id itself is taken out: an unknown task and a foreign one must match. */

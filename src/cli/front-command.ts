@@ -233,6 +233,7 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
   const oauth = oauthFlags(values, fail);
   if (oauth && values.stdio) fail('--oauth-* protects HTTP; stdio takes its principal from the environment (drop --stdio or the --oauth flags)');
   const allowAnonymousNetwork = !!values['allow-anonymous-network'];
+  if (allowAnonymousNetwork && (values.stdio || values['no-http'])) fail('--allow-anonymous-network is about the HTTP address (not --stdio or --no-http)');
   const exposed = values.stdio || values['no-http'] ? undefined : anonymousNetwork(host, { bearer, ...(oauth ? { oauth } : {}), allowAnonymousNetwork });
   if (exposed && 'refuse' in exposed) fail(exposed.refuse);
   const toolLimits: Record<string, number> = {};
