@@ -272,7 +272,7 @@ export class Outlast {
   principalOfAuth(authInfo: AuthInfo | undefined, sessionId?: string): string {
     if (authInfo === undefined) return anonymousPrincipal(sessionId);
     const named = this.principalOf(authInfo);
-    if (typeof named !== 'string' || named === '') throw new PrincipalError("principalOf named no principal for this request's credentials");
+    if (typeof named !== 'string' || named === '') throw new PrincipalError("This request's credentials name nobody (the server's principalOf answered no principal for them), so it is refused");
     return named;
   }
   /** Whether this request's caller shares `anonymous` with every caller without credentials or a session (HTTP). */
@@ -328,9 +328,9 @@ export class Outlast {
       void Promise.resolve()
         .then(() => answerPostedResponse(this.runtime, response, this.principalOfAuth(ctx?.authInfo, sessionIdOf(ctx?.requestInfo?.headers))))
         .then(
-        (r) => r.status !== 202 && this.runtime.log.warn(`${r.error.message} (the SDK's handler told the client 202; mount outlastHandler to answer it with this error)`),
-        (e) => this.runtime.log.warn('could not record a posted input answer', { error: String(e) }),
-      );
+          (r) => r.status !== 202 && this.runtime.log.warn(`${r.error.message} (the SDK's handler told the client 202; mount outlastHandler to answer it with this error)`),
+          (e) => this.runtime.log.warn('could not record a posted input answer', { error: String(e) }),
+        );
     };
   }
 
