@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { McpServer } from '@modelcontextprotocol/server';
@@ -127,6 +128,7 @@ describe('serving a network address without authentication', () => {
     assert.equal(r.status, 2, `exit status (stderr: ${r.stderr})`);
     assert.match(r.stderr, /Refusing to serve on 0\.0\.0\.0 without authentication.*--bearer.*--oauth-issuer/);
     assert.doesNotMatch(r.stdout, /listening/);
+    assert.equal(existsSync(marker), false, 'the upstream command never ran');
   });
 
   it('with --allow-anonymous-network it listens on 0.0.0.0 and logs a loud warning; with --bearer it needs no opt-in and warns of nothing', async () => {
