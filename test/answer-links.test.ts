@@ -4,7 +4,8 @@
  * webhook, the server's log line of that alert, the dashboard's alerts page and the input_required event, each also
  * JSON-encoded (as a host like LangChain hands a tool's text to the model, a line break then reads `\n`). Each link
  * taken out with an ordinary URL regular expression is the link itself (no punctuation after it) and opens the form.
- * A real server (the demo's migrate, answer pages, alerts, events and the dashboard on), a client without elicitation.
+ * A real server (the demo's migrate, answer pages, alerts, events and the dashboard on), a client without elicitation
+ * that calls with a bearer token (events/poll of every task of a principal needs credentials).
  */
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -18,6 +19,8 @@ import { until } from './questions-helpers.js';
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 /** The pattern a chat client, a linkifier or a script uses to find URLs in text. */
 const URLS = /https?:\/\/[^\s<>"']+/g;
+/** The caller's credentials: the v1 client's and the events poll's, one principal. */
+const TOKEN = 'tok-links';
 type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, unknown>; isError?: boolean };
 
 /** Every string inside a JSON value. */
@@ -45,7 +48,7 @@ describe('answer links in every text a person or a model reads', () => {
     const port = await freePort();
     server = await startServer(
       ['--store', `sqlite:${join(tempDir(), 'links.db')}`, '--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--handle-after-ms', '500', '--park-after-ms', '300',
-        '--alert-webhook', `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`, '--alert-webhook-secret', 'whsec_bGlua3MtdGVzdC1zZWNyZXQtbGlua3MtdGVzdA==', '--events', '--dashboard'],
+        '--alert-webhook', `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`, '--alert-webhook-secret', 'whsec_bGlua3MtdGVzdC1zZWNyZXQtbGlua3MtdGVzdA==', '--events', '--dashboard', '--bearer', `${TOKEN}=links`],
       { module: DEMO },
     );
   });
@@ -56,9 +59,9 @@ describe('answer links in every text a person or a model reads', () => {
   });
 
   it('each link an ordinary URL pattern takes out of a text is the link alone, and opens the form', async () => {
-    const { client, close } = await connectV1(server.url);
+    const { client, close } = await connectV1(server.url, { token: TOKEN });
     try {
-      const cursor = (await rpc(server.url, 'events/poll', { name: 'outlast.task.input_required', arguments: {}, cursor: null })).message.result as { cursor: string };
+      const cursor = (await rpc(server.url, 'events/poll', { name: 'outlast.task.input_required', arguments: {}, cursor: null }, { token: TOKEN })).message.result as { cursor: string };
       const handle = (await client.callTool({ name: 'migrate', arguments: { database: 'shop', migration: '0080_links' } })) as ToolResult;
       const taskId = handle.structuredContent!.taskId as string;
       const link = (handle.structuredContent!.answerLinks as Array<{ url: string }>)[0]!.url;
@@ -66,7 +69,7 @@ describe('answer links in every text a person or a model reads', () => {
       const refused = (await client.callTool({ name: 'outlast_task_answer', arguments: { taskId, key: 'approval', content: { approve: true } } })) as ToolResult;
       assert.equal(refused.isError, true);
       const alert = await until('the input.requested alert is delivered', async () => bodies.find((b) => b.includes('outlast.input.requested')), 20_000);
-      const polled = await rpc(server.url, 'events/poll', { name: 'outlast.task.input_required', arguments: {}, cursor: cursor.cursor, timeoutMs: 10_000 });
+      const polled = await rpc(server.url, 'events/poll', { name: 'outlast.task.input_required', arguments: {}, cursor: cursor.cursor, timeoutMs: 10_000 }, { token: TOKEN });
       const dashboard = await (await fetch(server.url.replace(/\/mcp$/, '/dashboard/alerts'))).text();
       const logged = await until('the alert is logged', async () => server.stderr().split('\n').find((l) => l.includes('alert: ') && l.includes(taskId)), 10_000);
 

@@ -5,8 +5,7 @@
  * limit (429), the body limit (JSON-RPC 413), bad JSON, a full replica (503), the demo's tools, and a drain on SIGTERM.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -14,9 +13,9 @@ import { TaskClient } from '../src/client/index.js';
 import { FIXTURES, ROOT, TASKS_CAPS, callTool, getTask, rpc, tempDir, textOf, waitForTask } from './helpers.js';
 import { connectV1 } from './generations.js';
 import { docBlock } from './doc-blocks.js';
+import { RUN_DIR, startApp as startScript, writeScript, type App } from './doc-apps.js';
 
 const DOC = 'docs/existing-app.md';
-const RUN_DIR = join(ROOT, 'dist', 'doc-run');
 const RELATED = 'io.modelcontextprotocol/related-task';
 
 /** A fetch route module served the way a runtime serves one: each method's export gets the Request (test-only). */
@@ -26,55 +25,16 @@ const server = serve({ fetch: (req) => (route[req.method] ? route[req.method](re
 process.once('SIGTERM', () => { server.close(); process.exit(0); });
 `;
 
-interface App {
-  url: string;
-  proc: ChildProcess;
-  stderr(): string;
-  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
 /** Writes the doc's block (and the route bridge for fetch-route) into dist/doc-run, where `outlast/server` resolves to this package. */
 function scriptFor(stack: string): string {
-  mkdirSync(RUN_DIR, { recursive: true });
-  const file = join(RUN_DIR, `${stack}.mjs`);
-  writeFileSync(file, docBlock(DOC, stack).code);
+  const file = writeScript(stack, docBlock(DOC, stack).code);
   if (stack !== 'fetch-route') return file;
   const bridge = join(RUN_DIR, 'fetch-route-bridge.mjs');
   writeFileSync(bridge, ROUTE_BRIDGE);
   return bridge;
 }
 
-async function startApp(stack: string, env: Record<string, string>): Promise<App> {
-  const proc = spawn(process.execPath, [scriptFor(stack)], { cwd: ROOT, env: { ...process.env, PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr!.on('data', (d) => (err += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => proc.once('exit', (code, signal) => res({ code, signal })));
-  const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`${stack} did not start in 20 s:\n${err}`)), 20_000);
-    proc.stdout!.on('data', (d) => {
-      out += d;
-      const m = /listening on (\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        res(m[1]!);
-      }
-    });
-    void exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      rej(new Error(`${stack} exited (${code ?? signal}) before it listened:\n${err}`));
-    });
-  });
-  return {
-    url,
-    proc,
-    stderr: () => err,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      if (proc.exitCode === null && proc.signalCode === null) process.kill(proc.pid!, signal);
-      return exited;
-    },
-  };
-}
+const startApp = (stack: string, env: Record<string, string>): Promise<App> => startScript(scriptFor(stack), env, stack);
 
 /** Waits until the store shows the task's wait parked (no process holds it). */
 async function waitParked(dbPath: string, taskId: string, timeoutMs = 20_000): Promise<void> {

@@ -6,9 +6,10 @@
  */
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { createTaskSessionFromClient, toolDeclarationFromMcpTool, type TaskEnabledSession } from '@modelcontextprotocol/ext-tasks/client';
+import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -137,21 +138,36 @@ export interface V1Options {
   elicit?: (params: Record<string, any>) => Record<string, unknown> | Promise<Record<string, unknown>>;
   /** Skip the tools/list a host does after connecting (v1 then knows no tool's taskSupport). */
   noToolList?: boolean;
+  /** Join this session (the Mcp-Session-Id another connection was given) instead of initializing a new one, as a
+   *  host does through another replica behind a balancer. */
+  sessionId?: string;
+}
+
+/** The MCP error a v1 client's request fails with (anything else fails the test). */
+export async function mcpError(p: Promise<unknown>): Promise<McpError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof McpError) return e;
+    throw e;
+  }
+  assert.fail('expected an MCP error');
 }
 
 /** The SDK v1 client (what most deployed hosts are built on), connected over Streamable HTTP. */
-export async function connectV1(url: string, o: V1Options = {}): Promise<{ client: ClientV1; wire: Wire; close(): Promise<void> }> {
+export async function connectV1(url: string, o: V1Options = {}): Promise<{ client: ClientV1; wire: Wire; sessionId: string | undefined; close(): Promise<void> }> {
   const { fetch: f, wire } = recordingFetch();
   const client = new ClientV1({ name: 'v1-test-client', version: '1.32.2' }, { capabilities: o.elicit ? { elicitation: {} } : {} });
   if (o.elicit) client.setRequestHandler(ElicitRequestSchema, async (req) => (await o.elicit!(req.params as Record<string, any>)) as never);
   const transport = new TransportV1(new URL(url), {
     fetch: f,
     ...(o.token ? { requestInit: { headers: { authorization: `Bearer ${o.token}` } } } : {}),
+    ...(o.sessionId ? { sessionId: o.sessionId } : {}),
   });
   await client.connect(transport);
   // As hosts do: the tool list tells v1 which tools take params.task.
   if (!o.noToolList) await client.listTools();
-  return { client, wire, close: () => client.close() };
+  return { client, wire, sessionId: transport.sessionId, close: () => client.close() };
 }
 
 export interface ExtTasksOptions {

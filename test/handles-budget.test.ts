@@ -18,14 +18,15 @@ const HANDLE_AFTER_MS = 4000;
 
 type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
 
-/** The task rows of `tool` in the server's SQLite file (read with a store of the test's own). */
+/** The task rows of `tool` in the server's SQLite file (read with a store of the test's own, as an operator reads it:
+ *  whoever called, each v1 session being its own anonymous principal). */
 async function rowsOf(path: string, tool: string): Promise<TaskRecord[]> {
   const store = new SqliteTaskStore(path);
   await store.init();
   try {
-    const page = await store.listByPrincipal('anonymous', undefined, 1000);
+    const page = (await store.ops.listTasks({ tool }, undefined, 1000)).rows;
     const rows: TaskRecord[] = [];
-    for (const t of page.filter((s) => s.tool === tool)) {
+    for (const t of page) {
       const l = await store.get(t.taskId);
       if (l.state === 'found') rows.push(l.record);
     }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { callTool, getTask, rpc, sleep, textOf, useServer, waitForTask } from './helpers.js';
-import { connectV1, extTasksV1, extTasksV2 } from './generations.js';
+import { connectV1, extTasksV1, extTasksV2, mcpError } from './generations.js';
 
 const ALICE = 'alice-token';
 const BOB = 'bob-token';
@@ -23,16 +23,6 @@ async function stream(client: Awaited<ReturnType<typeof connectV1>>['client'], n
     if (stopAfter?.(m as StreamMessage)) break;
   }
   return out;
-}
-
-async function mcpError(p: Promise<unknown>): Promise<McpError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof McpError) return e;
-    throw e;
-  }
-  assert.fail('expected an MCP error');
 }
 
 /** A raw 2025-11-25 request (no 2026 `_meta` envelope), for inputs no real client would send. */

@@ -52,10 +52,11 @@ export async function until<T>(what: string, read: () => Promise<T | undefined>,
   }
 }
 
-/** The newest migrate task that waits for its approval, once that wait is parked (no process holds it). */
-export async function parkedApproval(store: TaskStore, migration: string, principal = 'anonymous'): Promise<TaskRecord> {
+/** The newest migrate task that waits for its approval, once that wait is parked (no process holds it): of
+ *  `principal`, or (read as an operator reads the store) of whoever called, e.g. an anonymous caller's session. */
+export async function parkedApproval(store: TaskStore, migration: string, principal?: string): Promise<TaskRecord> {
   return until(`the approval of ${migration} is asked and its wait parked`, async () => {
-    const page = await store.listByPrincipal(principal, undefined, 50);
+    const page = principal !== undefined ? await store.listByPrincipal(principal, undefined, 50) : (await store.ops.listTasks({ tool: 'migrate' }, undefined, 50)).rows;
     for (const t of page) {
       if (t.tool !== 'migrate') continue;
       const l = await store.get(t.taskId);

@@ -4,7 +4,9 @@
  * calls, the second on the other replica, and neither puts the question again. The person answers once, late (after
  * the wait is parked and both status calls went by), and the migration completes. A second answer to the answered
  * question is refused and records nothing. A stream the client cut (it restarted) gives the question back: the
- * restarted client's status call asks it again. Real clients: SDK v1, and the Vercel AI SDK's MCP client 2.x.
+ * restarted client's status call asks it again. Real clients: SDK v1, and the Vercel AI SDK's MCP client 2.x. The
+ * person's hosts carry one bearer token: their principal across connections and restarts (without credentials each
+ * connection would be its own session's principal, docs/configuration.md#who-is-anonymous).
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -21,6 +23,9 @@ import { parkedApproval, row, until } from './questions-helpers.js';
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
 type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
 type Answer = { action: 'accept'; content: { approve: boolean; reason: string } };
+/** The person's credentials, the same on every host of theirs. */
+const TOKEN = 'tok-person';
+const AUTH = { authorization: `Bearer ${TOKEN}` };
 
 /** A host's view of one MCP server: call a tool, and the questions the server put to it. */
 interface Host {
@@ -37,7 +42,7 @@ async function sdkV1(url: string, answer: (message: string) => Promise<Answer>):
     asked.push(String(req.params.message));
     return answer(String(req.params.message));
   });
-  const transport = new TransportV1(new URL(url));
+  const transport = new TransportV1(new URL(url), { requestInit: { headers: AUTH } });
   await client.connect(transport);
   return {
     transport,
@@ -49,7 +54,7 @@ async function sdkV1(url: string, answer: (message: string) => Promise<Answer>):
 
 /** The Vercel AI SDK's MCP client (2.x) on the 2025-11-25 wire (no server/discover probe), as a chat host runs it. */
 async function aiSdk(url: string, answer: (message: string) => Promise<Answer>): Promise<Host> {
-  const client = await createMCPClient({ transport: { type: 'http', url }, protocolVersionDiscovery: false, clientName: 'ai-sdk-host', capabilities: { elicitation: {} } });
+  const client = await createMCPClient({ transport: { type: 'http', url, headers: AUTH }, protocolVersionDiscovery: false, clientName: 'ai-sdk-host', capabilities: { elicitation: {} } });
   const asked: string[] = [];
   client.onElicitationRequest(ElicitationRequestSchema, async (req) => {
     asked.push(String(req.params.message));
@@ -68,7 +73,7 @@ describe('one question, asked once per person, over two PostgreSQL replicas', ()
   before(async () => {
     const storeUrl = pgStoreUrl(freshSchema('once'));
     const start = async () =>
-      startServer(['--store', storeUrl, '--port', String(await freePort()), '--park-after-ms', '300', '--handle-after-ms', '800',
+      startServer(['--store', storeUrl, '--bearer', `${TOKEN}=person`, '--port', String(await freePort()), '--park-after-ms', '300', '--handle-after-ms', '800',
         '--heartbeat-ms', '300', '--lease-ms', '2000', '--queue-poll-ms', '200'], { module: DEMO });
     replicas.push(await start(), await start());
     store = postgresStoreFromUrl(storeUrl);

@@ -1,7 +1,8 @@
 /**
  * Over three PostgreSQL replicas: the demo's migrate asks its question on one replica (the one the client called),
  * the answer page is served by another (the link's host), and the answer is posted to a third, which records it;
- * the parked wait resumes from the store and the task completes, read through the third replica's status tool.
+ * the parked wait resumes from the store and the task completes, read through the third replica's status tool. The
+ * person's two connections carry one bearer token, their principal on every replica.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { ROOT, freePort, freshSchema, pgStoreUrl, startServer, textOf, type Serv
 import { parkedApproval, until } from './questions-helpers.js';
 
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
+const TOKEN = 'tok-q3';
 const LINK = /https?:\/\/[^\s/]+\/answer\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/;
 
 describe('questions over three PostgreSQL replicas', () => {
@@ -24,7 +26,7 @@ describe('questions over three PostgreSQL replicas', () => {
     for (let i = 0; i < 3; i++) ports.push(await freePort());
     // Every replica builds links on the second one's address: the page is served by a replica that did not ask.
     const start = (port: number) =>
-      startServer(['--store', storeUrl, '--port', String(port), '--public-url', `http://127.0.0.1:${ports[1]}`, '--park-after-ms', '300', '--handle-after-ms', '800',
+      startServer(['--store', storeUrl, '--bearer', `${TOKEN}=person`, '--port', String(port), '--public-url', `http://127.0.0.1:${ports[1]}`, '--park-after-ms', '300', '--handle-after-ms', '800',
         '--heartbeat-ms', '300', '--lease-ms', '2000', '--queue-poll-ms', '200'], { module: DEMO });
     replicas.push(await start(ports[0]!));
     replicas.push(...(await Promise.all([start(ports[1]!), start(ports[2]!)])));
@@ -37,8 +39,8 @@ describe('questions over three PostgreSQL replicas', () => {
   });
 
   it('asked on the first, page served by the second, answer posted to the third: the migration completes', async () => {
-    const asker = await connectV1(replicas[0]!.url);
-    const third = await connectV1(replicas[2]!.url);
+    const asker = await connectV1(replicas[0]!.url, { token: TOKEN });
+    const third = await connectV1(replicas[2]!.url, { token: TOKEN });
     try {
       const handle = (await asker.client.callTool({ name: 'migrate', arguments: { database: 'shop', migration: '0080_three' } })) as { content: Array<{ text?: string }>; structuredContent?: Record<string, any> };
       const taskId = handle.structuredContent!.taskId as string;

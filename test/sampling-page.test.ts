@@ -26,10 +26,11 @@ const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-e
 const LINK = /https?:\/\/[^\s/]+\/answer\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/;
 type ToolResult = { content: Array<{ type: string; text?: string }>; structuredContent?: Record<string, any>; isError?: boolean };
 
-/** The draft_reply task about `topic` once its sampling question is asked and its wait parked (no process holds it). */
+/** The draft_reply task about `topic` once its sampling question is asked and its wait parked (no process holds it),
+ *  whoever asked (each anonymous v1 host is its own session's principal). */
 function parkedDraft(store: TaskStore, topic: string): Promise<TaskRecord> {
   return until(`the draft about ${topic} is asked and its wait parked`, async () => {
-    for (const t of await store.listByPrincipal('anonymous', undefined, 50)) {
+    for (const t of (await store.ops.listTasks({ tool: 'draft_reply' }, undefined, 50)).rows) {
       if (t.tool !== 'draft_reply') continue;
       const r = await row(store, t.taskId);
       if ((r.args as { topic?: string }).topic === topic && r.inputRequests.draft && r.parkedAt !== null && r.owner === null) return r;

@@ -249,13 +249,17 @@ describe('parked waits and durable time on three PostgreSQL replicas (park after
       }
     }
     await v1.close();
-    const clients = await Promise.all(replicas.map((r) => connectV1(r.url)));
+    // The same caller on every replica: without credentials, that is its session (docs/configuration.md#who-is-anonymous).
+    const session = v1.sessionId;
+    assert.ok(session, 'an anonymous v1 client is given a session');
+    const clients = await Promise.all(replicas.map((r) => connectV1(r.url, { sessionId: session })));
+    const asCaller = { headers: { 'mcp-session-id': session } };
     try {
       await sleep(Math.max(0, createdAt + 1500 - Date.now()));
-      const before = await Promise.all(replicas.map((r) => getTask(r.url, taskId)));
+      const before = await Promise.all(replicas.map((r) => getTask(r.url, taskId, asCaller)));
       assert.deepEqual(before.map((g) => g.result.status), ['working', 'working', 'working']);
       await sleep(Math.max(0, createdAt + 2000 + 50 - Date.now()));
-      const modern = await Promise.all(replicas.map((r) => getTask(r.url, taskId)));
+      const modern = await Promise.all(replicas.map((r) => getTask(r.url, taskId, asCaller)));
       const legacy = await Promise.all(clients.map((x) => x.client.experimental.tasks.getTask(taskId).then(() => 'found', (e: Error) => e.message)));
       assert.ok(Date.now() - createdAt < 2000 + 1000, 'read right after the TTL');
       for (const g of modern) {

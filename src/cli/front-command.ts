@@ -18,6 +18,7 @@ import { EVENTS_HELP, EVENTS_OPTIONS, eventsConfig } from './events-options.js';
 import { SECRET_FILE_OPTIONS, SECRET_HELP, resolveSecrets } from './secret-options.js';
 import { EventDelivery } from '../ops/events/index.js';
 import { checkDashboardExposure } from '../ops/dashboard/index.js';
+import { anonymousNetwork } from '../server/anonymous-network.js';
 import { AlertService } from '../ops/alerts/index.js';
 import { observeTaskCounts } from '../ops/metrics.js';
 import { METRICS_LISTEN_OPTION, metricsServing, type MetricsServing } from './metrics-serving.js';
@@ -69,6 +70,8 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
   --oauth-jwks-cooldown-ms N  least time between two JWKS fetches of an issuer (default 30000)
   --oauth-token-cache-ms N    a verified JWT is remembered this long, capped by its exp (default 60000;
                            0 checks the signature on every request)
+  --allow-anonymous-network  serve a --host other than loopback without --bearer or --oauth-issuer (refused
+                           otherwise): every caller is anonymous; only for a network you trust (logged as a warning)
   --inline-budget-ms N     how long an auto call may run before it becomes a task (default 1000)
   --concurrency N          running handlers above which auto calls become tasks at once (default 64)
   --max-running N          handlers running at once on this replica; calls over it wait in the run queue as
@@ -140,6 +143,7 @@ export const FRONT_OPTIONS = {
   'oauth-sign-in-client-id': { type: 'string' },
   'oauth-jwks-cooldown-ms': { type: 'string' },
   'oauth-token-cache-ms': { type: 'string' },
+  'allow-anonymous-network': { type: 'boolean' },
   'inline-budget-ms': { type: 'string' },
   concurrency: { type: 'string' },
   'max-running': { type: 'string' },
@@ -230,6 +234,10 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
   }
   const oauth = oauthFlags(values, fail);
   if (oauth && values.stdio) fail('--oauth-* protects HTTP; stdio takes its principal from the environment (drop --stdio or the --oauth flags)');
+  const allowAnonymousNetwork = !!values['allow-anonymous-network'];
+  if (allowAnonymousNetwork && (values.stdio || values['no-http'])) fail('--allow-anonymous-network is about the HTTP address (not --stdio or --no-http)');
+  const exposed = values.stdio || values['no-http'] ? undefined : anonymousNetwork(host, { bearer, ...(oauth ? { oauth } : {}), allowAnonymousNetwork });
+  if (exposed && 'refuse' in exposed) fail(exposed.refuse);
   const toolLimits: Record<string, number> = {};
   for (const t of values['tool-limit'] ?? []) {
     const m = /^(.+)=(\d+)$/.exec(t);
@@ -340,6 +348,7 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
         host,
         bearer,
         ...(oauth ? { oauth } : {}),
+        ...(allowAnonymousNetwork ? { allowAnonymousNetwork } : {}),
         ...(info ? { serverInfo: info } : {}),
         directTaskMethods: !values['no-direct-task-methods'],
         tracePolls: !!values['trace-polls'],

@@ -33,6 +33,7 @@ import { TASK_METHODS, type TaskMethod, type TaskMethodCall } from './task-metho
 import { Reply } from './front/exchange.js';
 import type { DirectCallRequest, DirectToolCall } from './direct-call.js';
 import type { AuthInfo } from '@modelcontextprotocol/server';
+import { sessionIdOf, sharesPrincipal } from './principals.js';
 
 /** A JSON-RPC answer and its HTTP status (and, for a refusal, the line the SDK would report to `onerror`). */
 interface Answer {
@@ -54,6 +55,8 @@ interface Inbound {
   /** The body's `jsonrpc` member (the 2025-11-25 route is not shape-checked by the classifier). */
   jsonrpc: unknown;
   principal: string;
+  /** No credentials and no session: the caller shares `anonymous` (principals.ts). */
+  sharedPrincipal: boolean;
 }
 
 /** One protocol generation on the direct path. */
@@ -220,7 +223,7 @@ function legacyEra(methods: Readonly<Record<string, TaskMethod>>): Era {
       if (route.kind !== 'legacy' || req.headers.protocolVersion !== LEGACY_VERSION || req.jsonrpc !== '2.0') return undefined;
       const accept = req.headers.accept ?? '';
       if (!accept.includes('application/json') || !accept.includes('text/event-stream')) return undefined;
-      return { params: req.params, clientCapabilities: undefined, principal: req.principal, inputResponses: undefined, droppedInputResponseKeys: [] };
+      return { params: req.params, clientCapabilities: undefined, principal: req.principal, sharedPrincipal: req.sharedPrincipal, inputResponses: undefined, droppedInputResponseKeys: [] };
     },
     result(id, value) {
       return sse({ result: value, jsonrpc: '2.0', id });
@@ -390,7 +393,8 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
       const params = (msg.params ?? {}) as Record<string, unknown>;
       if (msg.params !== undefined && (msg.params === null || typeof msg.params !== 'object' || Array.isArray(msg.params))) return undefined;
       if (calling && !toolCall!.takes(params.name, params)) return undefined;
-      const admitted = era.admit(route, { id, method: msg.method, params, headers, jsonrpc: msg.jsonrpc, principal });
+      const sharedPrincipal = sharesPrincipal(authInfo, sessionIdOf(request.headers));
+      const admitted = era.admit(route, { id, method: msg.method, params, headers, jsonrpc: msg.jsonrpc, principal, sharedPrincipal });
       if (admitted === undefined) return undefined;
       if ('status' in admitted) {
         if (admitted.report) report(admitted.report);

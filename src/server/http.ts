@@ -10,6 +10,7 @@ import { checkDashboardExposure, isLoopbackHost } from '../ops/dashboard/index.j
 import { outlastHandler, type OutlastHandler, type OutlastHandlerOptions, type ServerFactory } from './front/index.js';
 import { refuseServingDuringServeImport } from './served-module.js';
 import { createLimitedServer, resolveHttpLimits, type HttpLimits } from './http-limits.js';
+import { anonymousNetwork } from './anonymous-network.js';
 
 export { DEFAULT_MAX_BODY_BYTES, type ServerFactory } from './front/index.js';
 
@@ -19,8 +20,12 @@ export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
 export interface HttpServeOptions extends Omit<OutlastHandlerOptions, 'dashboard' | 'allowedHosts' | 'allowedOrigins'>, HttpLimits {
   /** Port; 0 picks a free one. Default 3000. */
   port?: number;
-  /** Interface to bind. Default 127.0.0.1; on loopback, Host and Origin are checked (DNS-rebinding protection). */
+  /** Interface to bind. Default 127.0.0.1; on loopback, Host and Origin are checked (DNS-rebinding protection).
+   *  Another interface needs `bearer` or `oauth` (else serveHttp throws), or `allowAnonymousNetwork`. */
   host?: string;
+  /** Serve a non-loopback `host` without `bearer` or `oauth` (a network you trust): every caller is anonymous. Logged
+   *  as a warning at start. */
+  allowAnonymousNetwork?: boolean;
   /** The operations dashboard at /dashboard (off by default; see src/ops/dashboard). */
   dashboard?: Omit<NonNullable<OutlastHandlerOptions['dashboard']>, 'host'>;
 }
@@ -39,12 +44,19 @@ export interface RunningHttpServer {
 
 export async function serveHttp(outlast: Outlast, factory: ServerFactory, options: HttpServeOptions = {}): Promise<RunningHttpServer> {
   refuseServingDuringServeImport('serveHttp');
-  const { port: wantedPort, host: wantedHost, dashboard, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, ...frontOptions } = options;
+  const { port: wantedPort, host: wantedHost, dashboard, allowAnonymousNetwork, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, ...frontOptions } = options;
   const limits = resolveHttpLimits({ headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections });
   const host = wantedHost ?? '127.0.0.1';
   const path = options.path ?? '/mcp';
   const loopback = isLoopbackHost(host);
   if (dashboard) checkDashboardExposure(host, dashboard);
+  const exposed = anonymousNetwork(host, { ...frontOptions, allowAnonymousNetwork });
+  if (exposed && 'refuse' in exposed) throw new Error(exposed.refuse);
+  if (exposed) {
+    // A library's default logger is silent: a process warning is seen whatever the app logs with.
+    process.emitWarning(exposed.warn, { code: 'OUTLAST_ANONYMOUS_NETWORK' });
+    outlast.runtime.log.warn(exposed.warn);
+  }
   await outlast.start();
   const front = outlastHandler(outlast, factory, {
     ...frontOptions,

@@ -25,6 +25,7 @@ import type { TaskMethod } from './task-methods.js';
 import { QuestionAsks } from './question-asks.js';
 import { relayOutputOnStream } from './legacy-output.js';
 import { asUrlElicitation, recordUrlAnswer, urlRequestId } from './url-elicitation.js';
+import { sharedListRefused } from './principals.js';
 
 export interface LegacyOptions {
   /** tasks/cancel must answer with the task already cancelled: how long to wait for the handler to stop before
@@ -41,6 +42,8 @@ export interface LegacyOptions {
 export interface LegacyHost {
   readonly runtime: TaskRuntime;
   principal(ctx: ServerContext): string;
+  /** Whether the request's caller shares its principal with every caller without credentials or a session. */
+  sharesPrincipal(ctx: ServerContext): boolean;
 }
 
 /** tasks/* params are checked by the runtime (taskId) and here (cursor): the SDK only needs a Standard Schema. */
@@ -102,6 +105,7 @@ export class LegacyTasks {
     this.methods = {
       'tasks/get': async (runtime, call) => legacyTask(await runtime.pollView(call.params.taskId, call.principal), runtime.store.now(), policy()) as unknown as JsonObject,
       'tasks/list': async (runtime, call) => {
+        if (call.sharedPrincipal) throw new TaskProtocolError(ErrorCode.InvalidRequest, sharedListRefused('tasks/list'));
         const page = await runtime.listTasks(call.principal, call.params.cursor, this.listPageSize);
         const now = runtime.store.now();
         return { tasks: page.tasks.map((t) => legacyTask(t, now, policy())), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
@@ -142,7 +146,7 @@ export class LegacyTasks {
         }
       });
     for (const [name, run] of Object.entries(this.methods)) {
-      method(name, (p, ctx) => run(this.host.runtime, { params: p, clientCapabilities: undefined, principal: this.host.principal(ctx), inputResponses: undefined, droppedInputResponseKeys: [] }));
+      method(name, (p, ctx) => run(this.host.runtime, { params: p, clientCapabilities: undefined, principal: this.host.principal(ctx), sharedPrincipal: this.host.sharesPrincipal(ctx), inputResponses: undefined, droppedInputResponseKeys: [] }));
     }
     method('tasks/result', (p, ctx) => this.result(mcp, p.taskId, ctx));
   }

@@ -36,6 +36,9 @@ import { taskStreamCapability } from '../runtime/output-follow.js';
 import { EVENTS_EXTENSION } from './events/index.js';
 import { declaresEvents, taskEventSource } from './events/task-output.js';
 import { declineDirectCall, isDirectCall } from './direct-call.js';
+import { PrincipalError, anonymousPrincipal, defaultPrincipalOf, sessionIdOf, sharesPrincipal } from './principals.js';
+
+export { defaultPrincipalOf } from './principals.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -86,8 +89,11 @@ function oauthScopeChallenge(scopes: string[]): ScopeChallengeHandler {
 }
 
 export interface OutlastOptions extends RuntimeOptions {
-  /** Maps the SDK's auth info to the principal tasks are bound to. Default: extra.principal, then clientId, else "anonymous". */
-  principalOf?: (authInfo: AuthInfo | undefined) => string;
+  /** Names the principal tasks are bound to for a request that carries credentials (its AuthInfo): the person, never
+   *  the OAuth client. undefined or '' says the credentials name nobody, and the request is refused. Default
+   *  (`defaultPrincipalOf`): `extra.principal` (Outlast's bearer and OAuth fronts), else `extra.sub`, else refused.
+   *  A request without credentials is not asked about: it is `anonymous`, kept apart per 2025-11-25 session. */
+  principalOf?: (authInfo: AuthInfo) => string | undefined;
   /** Durable work for clients with no task support, through plain tools (a handle, a status tool, a cancel tool).
    *  Off by default; `true` for the defaults (see HandleOptions). */
   handles?: boolean | HandleOptions;
@@ -117,13 +123,6 @@ export const NO_FRONT_WARNING =
   "outlast: attach() is serving through the SDK's handler alone, without Outlast's front. Absent: 2025-11-25 input answers (the SDK answers 202 and drops them; the task fails at its deadline), " +
   'subscriptions/listen for tasks, the poll limit (429), the capacity refusal (503), the direct path for task methods, the body limit with JSON-RPC errors, bearer tokens, request metrics and server spans, the dashboard and /metrics. ' +
   "Mount outlastHandler(outlast, factory, options) from 'outlast/server' instead: handler.fetch(request) or handler.node(req, res) (docs/existing-app.md).";
-
-export function defaultPrincipalOf(authInfo: AuthInfo | undefined): string {
-  const extra = authInfo?.extra as { principal?: unknown } | undefined;
-  if (typeof extra?.principal === 'string' && extra.principal) return extra.principal;
-  if (authInfo?.clientId) return authInfo.clientId;
-  return 'anonymous';
-}
 
 function unreachable(): never {
   throw new Error('outlast: an Outlast tool was called through McpServer directly');
@@ -160,7 +159,7 @@ export class Outlast {
   private readonly tools = new Map<string, DefinedTool>();
   /** Counts changes to the tools defined here (the direct tools/call path rebuilds its kept servers on a change). */
   toolsVersion = 0;
-  private readonly principalOf: (a: AuthInfo | undefined) => string;
+  private readonly principalOf: (a: AuthInfo) => string | undefined;
   private readonly pushDestinations: Set<string>;
   /** Set by the HTTP front when it serves the Events wire (src/server/events): server/discover advertises it. */
   eventsOn = false;
@@ -266,11 +265,20 @@ export class Outlast {
     return this.runtime.sharedSecret(name);
   }
 
+  /** The principal of a request (throws a PrincipalError when its credentials name nobody). */
   principal(ctx: ServerContext): string {
-    return this.principalOf(ctx.http?.authInfo);
+    return this.principalOfAuth(ctx.http?.authInfo, sessionIdOf(ctx.http?.req?.headers));
   }
-  principalOfAuth(authInfo: AuthInfo | undefined): string {
-    return this.principalOf(authInfo);
+  /** The principal of a request's credentials, or without any, of its session (`Mcp-Session-Id`). */
+  principalOfAuth(authInfo: AuthInfo | undefined, sessionId?: string): string {
+    if (authInfo === undefined) return anonymousPrincipal(sessionId);
+    const named = this.principalOf(authInfo);
+    if (typeof named !== 'string' || named === '') throw new PrincipalError("This request's credentials name nobody (the server's principalOf answered no principal for them), so it is refused");
+    return named;
+  }
+  /** Whether this request's caller shares `anonymous` with every caller without credentials or a session (HTTP). */
+  sharesPrincipal(ctx: ServerContext): boolean {
+    return ctx.http !== undefined && sharesPrincipal(ctx.http.authInfo, sessionIdOf(ctx.http.req?.headers));
   }
 
   /** @internal A front (outlastHandler, serveOutlastStdio) serves this Outlast: `notify` gives its notifier. */
@@ -295,7 +303,7 @@ export class Outlast {
    * first request): mount `outlastHandler(outlast, factory, options)` instead. Pass the factory's `ctx` (rather than
    * `ctx.era`) so that a posted 2025-11-25 answer is recorded for the caller's principal.
    */
-  attach(mcp: McpServer, eraOrContext: 'modern' | 'legacy' | Pick<McpRequestContext, 'era' | 'authInfo'> = 'modern'): McpServer {
+  attach(mcp: McpServer, eraOrContext: 'modern' | 'legacy' | Pick<McpRequestContext, 'era' | 'authInfo' | 'requestInfo'> = 'modern'): McpServer {
     const era = typeof eraOrContext === 'string' ? eraOrContext : eraOrContext.era;
     if (!this.front) {
       if (!this.warnedNoFront) {
@@ -304,7 +312,7 @@ export class Outlast {
         process.emitWarning(NO_FRONT_WARNING, { code: 'OUTLAST_NO_FRONT' });
         this.runtime.log.warn(NO_FRONT_WARNING);
       }
-      if (era === 'legacy') this.takePostedAnswers(mcp, typeof eraOrContext === 'string' ? undefined : eraOrContext.authInfo);
+      if (era === 'legacy') this.takePostedAnswers(mcp, typeof eraOrContext === 'string' ? undefined : eraOrContext);
     }
     return this.attachTo(mcp, era);
   }
@@ -313,15 +321,17 @@ export class Outlast {
    * Behind the SDK's handler alone, a 2025-11-25 client's posted answer reaches this instance as a response to an id
    * it never sent: recorded here (the SDK has already answered 202), and a refusal logged, instead of dropped.
    */
-  private takePostedAnswers(mcp: McpServer, authInfo: AuthInfo | undefined): void {
+  private takePostedAnswers(mcp: McpServer, ctx: Pick<McpRequestContext, 'authInfo' | 'requestInfo'> | undefined): void {
     const server = mcp.server as unknown as { _onresponse(response: unknown): void };
     const base = server._onresponse.bind(server);
     server._onresponse = (response) => {
       if (!isInputResponse(response)) return base(response);
-      void answerPostedResponse(this.runtime, response, this.principalOfAuth(authInfo)).then(
-        (r) => r.status !== 202 && this.runtime.log.warn(`${r.error.message} (the SDK's handler told the client 202; mount outlastHandler to answer it with this error)`),
-        (e) => this.runtime.log.warn('could not record a posted input answer', { error: String(e) }),
-      );
+      void Promise.resolve()
+        .then(() => answerPostedResponse(this.runtime, response, this.principalOfAuth(ctx?.authInfo, sessionIdOf(ctx?.requestInfo?.headers))))
+        .then(
+          (r) => r.status !== 202 && this.runtime.log.warn(`${r.error.message} (the SDK's handler told the client 202; mount outlastHandler to answer it with this error)`),
+          (e) => this.runtime.log.warn('could not record a posted input answer', { error: String(e) }),
+        );
     };
   }
 

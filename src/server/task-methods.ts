@@ -13,6 +13,9 @@ export interface TaskMethodCall {
   /** This request's declared client capabilities (2026-07-28: `_meta["io.modelcontextprotocol/clientCapabilities"]`). */
   clientCapabilities: unknown;
   principal: string;
+  /** Over HTTP without credentials or a session: every such caller has this principal, so it reaches a task by its id
+   *  and is shown no list. */
+  sharedPrincipal?: boolean;
   /** `params.inputResponses` split as the SDK splits it: the plain response objects, by key (undefined when absent). */
   inputResponses: Record<string, unknown> | undefined;
   /** Keys of `params.inputResponses` whose value was not a plain response object (a string, array or `{method, result}`). */

@@ -6,7 +6,7 @@
  * Only the caller's own tasks are ever matched.
  */
 import { pollOutput, streamOutput } from './task-output.js';
-import { isOutput, type WireScope } from './params.js';
+import { isOutput, needTaskWithoutCredentials, type WireScope } from './params.js';
 import { subscribe, unsubscribe } from './subscriptions.js';
 import { pollChanges, sleepUnlessAborted, streamChanges } from './change-log.js';
 import { EVENT_DESCRIPTORS } from './descriptors.js';
@@ -50,9 +50,11 @@ export function createEventsWire(o: EventsWireOptions): EventsWire {
             result = await unsubscribe(scope, p, principal, authenticated);
             break;
           case 'events/poll':
+            if (!isOutput(p)) needTaskWithoutCredentials(p, authenticated, 'events/poll');
             result = isOutput(p) ? await pollOutput(scope.output, p, principal, signal, sleepUnlessAborted, readEveryMs) : await pollChanges(scope, p, principal, signal);
             break;
           case 'events/stream':
+            if (!isOutput(p)) needTaskWithoutCredentials(p, authenticated, 'events/stream');
             return isOutput(p) ? await streamOutput(scope.output, id, p, principal, o.heartbeatMs ?? 15_000, signal) : await streamChanges(scope, id, p, principal, signal);
           default:
             return json(200, { jsonrpc: '2.0', id, error: { code: -32601, message: `Method not found: ${msg.method}` } });

@@ -52,6 +52,14 @@ export async function parseCursor(store: TaskStore, c: unknown): Promise<number>
   return Number(c);
 }
 
+/** Without credentials every caller of this wire is `anonymous` (it has no session): it follows only a task it names
+ *  by its id, never every task of that shared principal. */
+export function needTaskWithoutCredentials(p: Params, authenticated: boolean, what: string): void {
+  const a = p.arguments as { taskId?: unknown } | null | undefined;
+  if (authenticated || (typeof a === 'object' && a !== null && a.taskId !== undefined)) return;
+  throw new EventsError(EventErrorCode.Forbidden, `${what} without a taskId argument needs credentials: callers without them share one principal (anonymous), so each follows only the tasks it names by id`);
+}
+
 export function needPrincipal(authenticated: boolean, what: string): void {
   if (!authenticated) throw new EventsError(EventErrorCode.Forbidden, `${what} needs an authenticated principal (webhooks are bound to who subscribed): send credentials`);
 }

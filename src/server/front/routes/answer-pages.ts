@@ -50,6 +50,8 @@ export function answerPagesRoute(outlast: Outlast, options: OutlastHandlerOption
     principalOf: async (request) => {
       if (!request.headers.get('authorization')) return undefined;
       const who = await auth.authenticate(fromWeb(request), undefined);
+      // No credentials are checked here (no bearer, no OAuth): the page is answered on the link.
+      if (who === undefined) return undefined;
       return isAnswer(who) ? '(refused credentials)' : outlast.principalOfAuth(who);
     },
   });

@@ -6,11 +6,14 @@ import { context } from '@opentelemetry/api';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import type { Outlast } from '../../outlast.js';
 import { urlModeSessionId } from '../../url-elicitation.js';
+import { PrincipalError, newSessionId, sessionIdOf } from '../../principals.js';
 import { requestMetrics } from '../../request-metrics.js';
 import { requestSpans } from '../../request-spans.js';
 import type { FrontAuth } from '../auth.js';
 import { parseBody } from '../body.js';
 import { Reply, answerHeader, isAnswer, type Answer } from '../exchange.js';
+import { jsonRpcError } from '../answers.js';
+import { ErrorCode } from '../../../protocol/index.js';
 import type { MessageRoute, Route, RpcCall, RpcMessage } from '../route.js';
 import type { StreamSlots } from '../stream-slots.js';
 
@@ -33,6 +36,22 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
   /** Answers whose body may still be streaming (the SDK's, listen streams); the front's own are complete. */
   const streaming = new WeakSet<Response>();
   const markStreaming = (r: Response) => (streaming.add(r), r);
+  let toldUnnamed = false;
+
+  /** Credentials that name nobody (an app's AuthInfo without a subject): a JSON-RPC error that says what to set,
+   *  never a principal guessed from the client id. */
+  function unnamed(msg: RpcMessage, e: unknown): Answer {
+    const message = e instanceof PrincipalError ? e.message : "The server could not name this request's principal (its principalOf threw; the server log says why)";
+    if (!toldUnnamed) {
+      toldUnnamed = true;
+      // Said once, where it is seen whatever the app logs with (a library's default logger is silent).
+      const told = `outlast: a request was refused: ${e instanceof Error ? e.message : String(e)}`;
+      process.emitWarning(told, { code: 'OUTLAST_NO_PRINCIPAL' });
+      outlast.runtime.log.error(told);
+    }
+    const id = msg && typeof msg === 'object' && !Array.isArray(msg) ? msg.id : undefined;
+    return jsonRpcError(500, id, ErrorCode.InternalError, message);
+  }
 
   async function answer(call: RpcCall): Promise<Answer> {
     for (const route of messages) {
@@ -58,8 +77,15 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
       const body = read instanceof Promise ? await read : read;
       if (body instanceof Reply) return body;
       const msg = body.parsed as RpcMessage;
+      const session = sessionIdOf(request.headers);
+      let principal: string;
+      try {
+        principal = outlast.principalOfAuth(who, session);
+      } catch (e) {
+        return unnamed(msg, e);
+      }
       const measured = observe(msg);
-      const call: RpcCall = { request, msg, parsed: body.parsed, who: outlast.principalOfAuth(who), auth: who, streaming: markStreaming };
+      const call: RpcCall = { request, msg, parsed: body.parsed, who: principal, auth: who, streaming: markStreaming };
       // A stream takes one of its principal's places first (or is refused), and holds it until its answer ends.
       const place = o.streams.take(call);
       if (place instanceof Reply) return measured ? measured(place, false) : place;
@@ -73,14 +99,22 @@ export function mcpEndpointRoute(outlast: Outlast, o: McpEndpointOptions): Route
         throw e;
       }
       if (place) response = o.streams.hold(call, response, place);
-      // A client that declared URL-mode elicitation carries that declaration on its later stateless requests.
-      const urlSession = outlast.answers && outlast.handles ? urlModeSessionId(msg) : undefined;
-      if (urlSession && response.ok && answerHeader(response, 'mcp-session-id') === null) response = withHeader(response, 'mcp-session-id', urlSession);
+      // A 2025-11-25 client gets a session at initialize: without credentials its tasks are bound to it
+      // (principals.ts); one that declared URL-mode elicitation carries that declaration in it on later requests.
+      const newSession = sessionFor(msg, who === undefined);
+      if (newSession && response.ok && answerHeader(response, 'mcp-session-id') === null) response = withHeader(response, 'mcp-session-id', newSession);
       const streams = response instanceof Reply ? false : streaming.has(response);
       if (traced) response = traced.answered(response);
       return measured ? measured(response, streams, request.ended?.bind(request)) : response;
     },
   };
+
+  /** The Mcp-Session-Id to answer an `initialize` with, if any. */
+  function sessionFor(msg: RpcMessage, anonymous: boolean): string | undefined {
+    const urlSession = outlast.answers && outlast.handles ? urlModeSessionId(msg) : undefined;
+    if (urlSession || !anonymous) return urlSession;
+    return msg && typeof msg === 'object' && !Array.isArray(msg) && msg.method === 'initialize' ? newSessionId() : undefined;
+  }
 
   /** The answer with one more header (a streaming one stays marked). */
   function withHeader(answer: Answer, name: string, value: string): Answer {
