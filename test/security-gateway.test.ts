@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -209,6 +209,44 @@ describe("gateway: what it adds to an upstream's words", () => {
       assert.deepEqual(secretsIn(gw.stderr()), []);
     } finally {
       await gw.stop();
+      upstream.closeAllConnections();
+      await new Promise((r) => upstream.close(r));
+    }
+  });
+
+  it("--header 'Authorization: Bearer ${VAR}' reads the token from the environment, so it is in no command line; a literal header value is warned about", async () => {
+    const seen: IncomingHttpHeaders[] = [];
+    const upstream = createServer((req, res) => {
+      seen.push(req.headers);
+      res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"unauthorized"}');
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const port = (upstream.address() as { port: number }).port;
+    const start = (header: string, env: NodeJS.ProcessEnv = {}) =>
+      startServer(['--store', `sqlite:${join(tempDir(), 'tasks.db')}`], { command: ['gateway', '--http', `http://127.0.0.1:${port}/mcp`, '--name', 'tickets', '--header', header], env });
+    const fromEnv = await start('Authorization: Bearer ${TICKETS_TOKEN}', { TICKETS_TOKEN: SECRET.envToken });
+    try {
+      await until('the upstream was asked', () => seen.length > 0, 15_000);
+      assert.equal(seen[0]!.authorization, `Bearer ${SECRET.envToken}`, 'the header carries the variable\'s value');
+      assert.ok(!readFileSync(`/proc/${fromEnv.pid}/cmdline`, 'utf8').includes(SECRET.envToken), 'the token is not in the command line');
+      const c = await caller(fromEnv.url);
+      try {
+        await errorOf(c.client.listTools());
+        assert.deepEqual(secretsIn(c.received()), [], 'what the variable became is redacted for callers');
+      } finally {
+        await c.close();
+      }
+      assert.deepEqual(secretsIn(fromEnv.stderr()), []);
+      assert.doesNotMatch(fromEnv.stderr(), /puts its value in this process's command line/);
+    } finally {
+      await fromEnv.stop();
+    }
+    const literal = await start(`Authorization: Bearer ${SECRET.apiKey}`);
+    try {
+      assert.match(literal.stderr(), /--header "Authorization: …" puts its value in this process's command line, .*'Authorization: \$\{VAR\}'/);
+      assert.deepEqual(secretsIn(literal.stderr()), [], 'the warning does not quote the value');
+    } finally {
+      await literal.stop();
       upstream.closeAllConnections();
       await new Promise((r) => upstream.close(r));
     }

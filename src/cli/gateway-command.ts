@@ -9,7 +9,7 @@ import { mountGateway, type UpstreamSpec } from '../server/gateway/index.js';
 import { FRONT_OPTIONS, intFlagOf, runFront, type FrontValues } from './front-command.js';
 import { STDIO_OPTIONS, envFlags, splitCommandLine } from './stdio-options.js';
 import { UsageError } from './usage.js';
-import { httpUrlOf, readGatewayConfig } from './gateway-config.js';
+import { expandedFlagValues, httpUrlOf, readGatewayConfig } from './gateway-config.js';
 import { commandLine } from '../client/stdio-process.js';
 
 export const GATEWAY_HELP = `Usage:
@@ -28,7 +28,9 @@ Options for gateway (and every option of serve but its --stdio; see docs/gateway
   --config FILE            upstreams from {"mcpServers": {"NAME": {"command", "args", "env", "cwd"} or {"url",
                            "headers"}}}; one keeps its tools' names, several serve NAME__tool and NAME__prompt
                            (resources keep their URIs); each has its own pool (--upstream-pool is per upstream)
-  --header "K: V"          a header on every request to an HTTP upstream (repeatable), e.g. its credentials
+  --header "K: V"          a header on every request to an HTTP upstream (repeatable), e.g. its credentials:
+                           'Authorization: Bearer \${TOKEN}' (single-quoted) reads $TOKEN from the environment,
+                           out of the command line (--env values too)
   --upstream-oauth-client-id ID  OAuth client credentials toward an --http upstream: this client's id, its secret
                            in $OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET; tokens come from the authorization server
                            the upstream names, and are sent to no other than --upstream-oauth-issuer
@@ -103,6 +105,8 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
   };
   if ([stdio, http, config].filter((u) => u !== undefined).length !== 1) fail('one upstream is needed: --stdio "CMD ARGS…" or --http URL (or --config FILE for several)');
   let upstreams: UpstreamSpec[];
+  /** Warnings for secrets given literally on the command line, logged once the log exists. */
+  const commandLineSecrets: string[] = [];
   if (typeof config === 'string') {
     if (env?.length || cwd || header?.length || name || values['upstream-oauth-client-id']) fail('--env, --cwd, --header, --name and --upstream-oauth-* are for --stdio or --http; with --config they go in the file');
     upstreams = usage(() => readGatewayConfig(config));
@@ -110,17 +114,23 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
     if (header?.length || values['upstream-oauth-client-id']) fail('--header and --upstream-oauth-* are for an --http upstream');
     // The same reading of "CMD ARGS" and --env as `outlast call --stdio` (stdio-options.ts), said in this command's words.
     const words = usage(() => splitCommandLine(stdio));
-    const vars = usage(() => envFlags(env as string[] | undefined) ?? {});
-    upstreams = [{ kind: 'stdio', name: name ?? defaultName(words[0]!, words.slice(1)), command: words[0]!, args: words.slice(1), env: vars, ...(cwd ? { cwd } : {}) }];
+    const vars = usage(() => expandedFlagValues(envFlags(env as string[] | undefined) ?? {}, '--env'));
+    const secrets = vars.secrets.length ? { secrets: vars.secrets } : {};
+    upstreams = [{ kind: 'stdio', name: name ?? defaultName(words[0]!, words.slice(1)), command: words[0]!, args: words.slice(1), env: vars.values, ...(cwd ? { cwd } : {}), ...secrets }];
   } else {
     if (env?.length || cwd) fail('--env and --cwd are for a --stdio upstream');
     const url = usage(() => httpUrlOf(http!, '--http'));
-    const headers: Record<string, string> = {};
+    const given: Record<string, string> = {};
     for (const h of (header as string[] | undefined) ?? []) {
       const i = h.indexOf(':');
-      if (i <= 0) fail(`--header must be "K: V", got "${h}"`);
-      headers[h.slice(0, i).trim()] = h.slice(i + 1).trim();
+      if (i <= 0) fail(`--header must be "K: V", got "${h.slice(0, Math.max(0, i)) || 'a value without a name'}"`);
+      const key = h.slice(0, i).trim();
+      given[key] = h.slice(i + 1).trim();
+      // A header usually carries the upstream's credentials: given literally, every local user reads it in ps.
+      if (!given[key]!.includes('${')) commandLineSecrets.push(`--header "${key}: …" puts its value in this process's command line, which other local users can read (ps, /proc/PID/cmdline): write it as '${key}: \${VAR}' (single-quoted, so the gateway reads $VAR from its environment) or in a --config file`);
     }
+    const expandedHeaders = usage(() => expandedFlagValues(given, '--header'));
+    const headers = expandedHeaders.values;
     const clientId = values['upstream-oauth-client-id'] as string | undefined;
     const issuer = values['upstream-oauth-issuer'] as string | undefined;
     const scope = values['upstream-oauth-scope'] as string | undefined;
@@ -128,7 +138,7 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
     if (!clientId && (issuer || scope)) fail('--upstream-oauth-issuer and --upstream-oauth-scope go with --upstream-oauth-client-id');
     if (clientId && !issuer) fail('--upstream-oauth-client-id needs --upstream-oauth-issuer URL (the authorization server the credentials belong to)');
     if (clientId && !secret) fail('--upstream-oauth-client-id needs the client secret in $OUTLAST_UPSTREAM_OAUTH_CLIENT_SECRET');
-    upstreams = [{ kind: 'http', name: name ?? new URL(url).host, url, headers, ...(clientId ? { oauth: { clientId, clientSecret: secret!, issuer: issuer!, ...(scope ? { scope } : {}) } } : {}) }];
+    upstreams = [{ kind: 'http', name: name ?? new URL(url).host, url, headers, ...(clientId ? { oauth: { clientId, clientSecret: secret!, issuer: issuer!, ...(scope ? { scope } : {}) } } : {}), ...(expandedHeaders.secrets.length ? { secrets: expandedHeaders.secrets } : {}) }];
   }
   const poolSize = intFlagOf(values, 'upstream-pool', fail, 1);
   const callTimeoutMs = intFlagOf(values, 'call-timeout-ms', fail, 1);
@@ -145,6 +155,7 @@ export async function gatewayCommand(values: FrontValues, failed: (message: stri
   if (values['serve-stdio']) front.stdio = true;
   await runFront(front, async ({ store, handles, log, ...options }) => {
     // The operator asked to read them: once, in the log only (nothing a caller receives quotes them).
+    for (const w of commandLineSecrets) log.warn(w);
     if (logCommands) for (const u of upstreams) log.info(`upstream "${u.name}" is ${u.kind === 'stdio' ? `the command ${commandLine(u.command, u.args)}` : `at ${u.url}`} (--log-upstream-commands)`);
     // Handles are on unless --no-handles: most hosts a gateway serves have no Tasks.
     const outlast = new Outlast({ ...options, log, store: store as never, ...(handles === false ? {} : { handles: handles === undefined || handles === true ? true : handles }) });

@@ -45,6 +45,15 @@ function expanded(text: string, what: string, x: Expansion): string {
   });
 }
 
+/** `--header` and `--env` values with their `${VAR}`s taken from the gateway's environment (so a secret, single-quoted
+ *  on the command line, stays out of it), and what each became (the upstream's secrets). */
+export function expandedFlagValues(values: Record<string, string>, flag: string, from: NodeJS.ProcessEnv = process.env): { values: Record<string, string>; secrets: string[] } {
+  const x: Expansion = { env: from, values: [] };
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(values)) out[k] = expanded(v, `${flag} "${k}"`, x);
+  return { values: out, secrets: x.values };
+}
+
 function env(x: Expansion, name: string): string | undefined {
   const value = x.env[name];
   return value !== undefined && value !== '' ? value : undefined;
