@@ -136,4 +136,26 @@ describe('the documentation', () => {
     const orphans = blocks.filter((b) => !tests.some((src) => src.includes(`'${b.file}'`) && src.includes('docBlock(') && src.includes(`'${b.name}'`)));
     assert.deepEqual(orphans.map((b) => `${b.file}:${b.line} ${b.name}`), []);
   });
+
+  it('docs/security.md: every test it names exists in the file it names (each claim names its test)', () => {
+    const missing: string[] = [];
+    let cited = 0;
+    for (const row of read('docs/security.md').split('\n').filter((l) => /^\| .* \| [a-z-]+: "/.test(l))) {
+      const claimCell = row.split(' | ').at(-1)!;
+      // Cells name tests as `file: "name", "name"; file: "name"`; a name ending in … is a prefix.
+      for (const group of claimCell.split(/;\s*/)) {
+        const m = /^\|?\s*([a-z-]+): (.*)$/.exec(group.trim());
+        if (!m) continue;
+        // The source as its test names read (a quote escaped in a single-quoted name unescaped).
+        const src = existsSync(join(ROOT, 'test', `${m[1]}.test.ts`)) ? read(`test/${m[1]}.test.ts`).replaceAll("\\'", "'") : '';
+        for (const n of m[2]!.matchAll(/"((?:[^"\\]|\\.)*?)"(?=,|\s*\(|\s*\||\s*and|\s*$)/g)) {
+          cited++;
+          const name = n[1]!.replace(/…$/, '').replace(/: $/, '').trim();
+          if (!src.includes(name)) missing.push(`${m[1]}: "${n[1]}"`);
+        }
+      }
+    }
+    assert.ok(cited >= 40, `only ${cited} tests cited: is the reader broken?`);
+    assert.deepEqual(missing, []);
+  });
 });
