@@ -1,8 +1,8 @@
 /**
  * Durable steps, parked waits and durable time in-process, on real SQLite files (and PostgreSQL where the backend
- * matters). A "crash" here is a runtime stopped without writing its run's outcome (its durable task is left for the
- * next start), then another runtime on the same file taking the task over: the real kill -9 tests are in
- * test/steps-processes.test.ts.
+ * matters). A "crash" here is a runtime stopped without writing its run's outcome and without handing its task over
+ * (`CRASH`: its durable task is left for the next start), then another runtime on the same file taking the task over:
+ * the real kill -9 tests are in test/steps-processes.test.ts.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -18,6 +18,8 @@ import { PG_URL, freshSchema, sleep, tempDir } from './helpers.js';
 const DECLARED = { principal: 'p', clientCapabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} }, elicitation: {} }, tasksDeclared: true };
 const FORM = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] };
 const text = (t: string) => ({ content: [{ type: 'text', text: t }] });
+/** stop() as a crash leaves things: the run's outcome unwritten, its task not handed over (taken over later). */
+const CRASH = { handOff: false };
 
 /** A durable tool that always runs as a task. */
 const durable = (handler: ToolSpec['handler'], more: Partial<ToolSpec> = {}): ToolSpec => ({ policy: 'always', durable: true, handler, ...more });
@@ -86,7 +88,7 @@ describe('durable steps in-process', () => {
     await first.start();
     const id = await taskOf(first, 'job');
     await until('the first run\'s five steps', () => first.store.listSteps(id), (rows) => rows.filter((r) => r.state === 'completed').length === 5);
-    await first.stop(0);
+    await first.stop(0, CRASH);
     crashAfter = false;
     const second = f.runtime({ job: spec });
     await second.start();
@@ -125,7 +127,7 @@ describe('durable steps in-process', () => {
     await a.start();
     const id = await taskOf(a, 'job');
     await until('the first run', async () => errors.length, (n) => n === 4);
-    await a.stop(0);
+    await a.stop(0, CRASH);
     hold = false;
     const b = f.runtime({ job: spec });
     await b.start();
@@ -211,7 +213,7 @@ describe('durable steps in-process', () => {
       await a.start();
       const id = await taskOf(a, 'job');
       await until('B running', async () => ran.join(','), (r) => r === 'A,B1');
-      const stopping = a.stop(0); // B's run ends without its outcome: "killed" inside B
+      const stopping = a.stop(0, CRASH); // B's run ends without its outcome: "killed" inside B
       const b = f.runtime({ job: spec });
       await b.start();
       try {
@@ -328,7 +330,7 @@ describe('durable steps in-process', () => {
     await a.start();
     const id = await taskOf(a, 'job');
     await until('the first run', () => a.store.listSteps(id), (rows) => rows.filter((r) => r.state === 'completed').length === 3);
-    await a.stop(0);
+    await a.stop(0, CRASH);
     hold = false;
     order = ['z', 'x']; // a deploy that reordered and removed steps
     const c = capture();

@@ -231,8 +231,10 @@ describe('traces with an SDK registered', () => {
       const created = await callTool(a.http.url, 'reindex', {}, { meta: { traceparent: TRACEPARENT } });
       const taskId = created.result.taskId as string;
       const [request] = await named('tools/call reindex');
-      // Replica A goes away mid-run (its retry-safe task is left for another replica); B starts on the same file.
-      await a.stop();
+      // Replica A goes away mid-run as after a crash (its retry-safe task is not handed over but left for another
+      // replica to take over); B starts on the same file.
+      await a.http.close();
+      await a.outlast.runtime.stop(200, { handOff: false });
       const [firstRun] = await named('execute_tool reindex');
       assert.deepEqual([firstRun!.attributes['outlast.attempt'], firstRun!.parentSpanContext?.spanId], [1, sid(request!)]);
       assert.deepEqual([firstRun!.attributes['error.type'], firstRun!.events.map((e) => e.attributes?.['outlast.task.status'])], ['shutdown', []], 'stopped by the shutdown, no outcome');

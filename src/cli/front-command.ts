@@ -23,6 +23,9 @@ import { AlertService } from '../ops/alerts/index.js';
 import { observeTaskCounts } from '../ops/metrics.js';
 import { METRICS_LISTEN_OPTION, metricsServing, type MetricsServing } from './metrics-serving.js';
 
+/** The drain on SIGTERM: fits Kubernetes' default grace period (30 s) before its SIGKILL, with room to exit. */
+export const DEFAULT_DRAIN_MS = 25_000;
+
 /** What a command mounts on the front: its Outlast (tools defined, not started) and per-request factory. */
 export interface MountedFront {
   outlast: Outlast;
@@ -104,7 +107,8 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
   --lease-ms N             a replica silent this long is dead and its tasks are taken over
                            (default 30000; at least twice --heartbeat-ms; given alone, the heartbeat is a sixth
                            of it, at most 5000)
-  --drain-ms N             on SIGTERM, wait this long for running handlers (default 3000)
+  --drain-ms N             on SIGTERM, how long tasks not safe to re-run may finish; retry-safe and durable
+                           ones go to the other replicas at once; a second signal ends it (default 25000)
   --max-body-bytes N       largest request body (default 1048576); a body nested deeper than 128 levels is
                            refused with -32602
   --max-streams-per-principal N  streams one caller may hold open on this replica (subscriptions/listen,
@@ -293,20 +297,27 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
     ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) })
     : undefined;
   const delivery = events ? new EventDelivery({ ...events.delivery, store: outlast.runtime.store, bus: outlast.runtime.bus, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) }) : undefined;
-  const drainMs = intFlag('drain-ms') ?? 3000;
+  const drainMs = intFlag('drain-ms') ?? DEFAULT_DRAIN_MS;
 
   let http: RunningHttpServer | undefined;
   let stdio: { close(): Promise<void> } | undefined;
   let stopping = false;
+  // Not ready at once, work that may run elsewhere handed over at once, the rest drained while requests are still
+  // served (polls, answers, /readyz saying not ready); a second signal ends the drain now.
   const shutdown = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      log.warn(`${signal} again: ending the drain now; tasks still running that are not safe to re-run fail naming the stop`);
+      void outlast.drain(0);
+      return;
+    }
     stopping = true;
-    log.info(`${signal}: shutting down`);
+    log.info(`${signal}: shutting down: not ready, tasks that may run elsewhere handed to the other replicas, the rest given up to ${drainMs} ms (--drain-ms); ${signal === 'SIGINT' ? 'Ctrl-C' : 'a second signal'} ends the drain now`);
     try {
       await alerts?.stop();
       await delivery?.stop();
+      await outlast.drain(drainMs);
       await http?.close();
-      await outlast.stop(drainMs);
+      await outlast.stop();
       await metrics?.close();
       await stdio?.close();
       await mounted.close?.();

@@ -161,7 +161,7 @@ export function missingTasksCapability(
   );
 }
 
-export type ServerBusyReason = 'queue_full' | 'busy' | 'principal_running' | 'principal_queued' | 'principal_tasks' | 'principal_streams';
+export type ServerBusyReason = 'queue_full' | 'busy' | 'principal_running' | 'principal_queued' | 'principal_tasks' | 'principal_streams' | 'shutting_down';
 
 export function serverBusy(message: string, retryAfterMs: number, reason: ServerBusyReason): TaskProtocolError {
   return new TaskProtocolError(SERVER_BUSY_CODE, message, { retryAfterMs, reason });

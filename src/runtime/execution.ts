@@ -13,6 +13,7 @@ import { sleepUntil, sleepWakeAt } from './durable-time.js';
 import { newTaskId, requestHash } from './ids.js';
 import { answersOf, waitForAnswers } from './input-wait.js';
 import { outcomeMessage, taskOutcome, type HandlerEnd } from './outcome.js';
+import { answeredInlineMessage } from './inline-answer.js';
 import { storeDidNotAnswer, throughOutage } from './outage.js';
 import { Waits } from './parking.js';
 import { capInputRequest, capStatus } from './text-bounds.js';
@@ -60,6 +61,8 @@ export interface ExecutionHost {
   handBack(exec: Execution): void;
   /** A task of `principal` was stored (its per-principal bound counts it). */
   taskStored(principal: string, expiresAt: number | null): void;
+  /** A caller has the task's terminal outcome (the unread-failure alert keys on it). */
+  noteRetrieved(view: TaskRecord): void;
 }
 
 /** The row a call becomes: the tool's TTL (or the shorter one a 2025-11-25 caller asked for), poll interval and
@@ -191,6 +194,8 @@ export class Execution implements TaskContext {
   /** This attempt's `execute_tool` span (from start) and where it hangs. */
   private span: AttemptSpan | undefined;
   private readonly traceOrigin: AttemptOrigin;
+  /** Set while the replica stops: called (once) as soon as no step not marked idempotent runs. */
+  private betweenSteps: (() => void) | undefined;
 
   constructor(
     readonly rt: ExecutionHost,
@@ -221,7 +226,10 @@ export class Execution implements TaskContext {
       durable: () => this.durableTarget(),
       lostOwnership: () => this.lostOwnership(),
       abortFor: (reason) => this.abort(reason),
-      stepsChanged: () => this.waitsOfRun?.schedule(),
+      stepsChanged: () => {
+        this.waitsOfRun?.schedule();
+        if (this.betweenSteps && this.steps.unsafeRunning === 0) this.betweenSteps();
+      },
       own: (call) => this.own(call),
     });
     this.outputs = new OutputWriter({
@@ -393,12 +401,13 @@ export class Execution implements TaskContext {
 
   /** Makes sure the call is a task (input needs one). */
   private async ensureTask(what: string): Promise<string> {
+    // A call stored before it ran (keyed) still answers inline until now: its caller must see the task that asks.
+    this.promoteRequested.resolve();
     if (this.taskId) return this.taskId;
     // A handle caller can be asked too: on its call's stream, through the status tool, or on the answer page.
     if ((!this.call.tasksDeclared && this.call.handleAfterMs === undefined) || this.tool.spec.policy === 'never') {
       throw missingTasksCapability(`${what} needs the call to become a task, and this request did not declare the io.modelcontextprotocol/tasks extension`);
     }
-    this.promoteRequested.resolve();
     await this.persist();
     return this.taskId!;
   }
@@ -445,7 +454,33 @@ export class Execution implements TaskContext {
       this.retrySafeOverride = safe;
       return;
     }
-    await this.own(() => this.rt.store.setRetrySafe(taskId, this.owner, safe, this.epoch));
+    this.record = await this.own(() => this.rt.store.setRetrySafe(taskId, this.owner, safe, this.epoch));
+  }
+
+  /** Whether the task may run again elsewhere (declared safe to re-run, or durable), as this run last knew its row. */
+  get mayRunElsewhere(): boolean {
+    return this.taskId !== undefined && this.record?.retrySafe === true;
+  }
+
+  /** Calls `f` once no step not marked idempotent runs (now, if none does): where the run may stop without cutting one. */
+  whenBetweenSteps(f: () => void): void {
+    if (this.steps.unsafeRunning === 0) return f();
+    this.betweenSteps = () => {
+      this.betweenSteps = undefined;
+      f();
+    };
+  }
+
+  /**
+   * The replica stops and the task goes on elsewhere (handoff.ts): this run writes nothing more and its handler is
+   * aborted; a caller still waiting inline gets the task instead of an error.
+   */
+  stopForHandOver(): void {
+    this.promoteRequested.resolve();
+    this.abandoned = true;
+    this.waitsOfRun?.close();
+    this.rt.untrack(this);
+    this.abort(new TaskCancelledError('shutdown'));
   }
 
   private checkCapability(request: InputRequest): void {
@@ -553,8 +588,8 @@ export class Execution implements TaskContext {
     return r[key] as unknown as ElicitResult;
   }
 
-  /** Writes the outcome of a task run. */
-  async settle(result: HandlerEnd): Promise<void> {
+  /** Writes the outcome of a task run (`answeredInline`: its caller got it in the call's own answer; inline-answer.ts). */
+  async settle(result: HandlerEnd, answeredInline = false): Promise<void> {
     const p = await this.persist().catch(() => undefined);
     if (!p || (!p.created && !this.record)) return;
     const taskId = this.taskId!;
@@ -574,12 +609,14 @@ export class Execution implements TaskContext {
     // Output comes before the end: a stream that sees the terminal status has every item.
     await this.outputs.drain().catch(() => undefined);
     let outcome = taskOutcome(result, this.cancelReason, this.rt.maxResultBytes);
-    let message = outcomeMessage(outcome, this.cancelReason);
+    let message = answeredInline ? answeredInlineMessage(outcome) : outcomeMessage(outcome, this.cancelReason);
     // The outcome must reach the store: a transient failure (database restarting) is retried with backoff for as
     // long as this replica lives; if it dies first, the task is recovered elsewhere like any other orphan.
     for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
       try {
-        await this.rt.store.finish(taskId, this.owner, outcome, message, this.rt.store.now(), this.epoch);
+        const finished = await this.rt.store.finish(taskId, this.owner, outcome, message, this.rt.store.now(), this.epoch);
+        // A failure its caller got inline was read: no alert for an unread failure.
+        if (answeredInline && outcome.status === 'failed') this.rt.noteRetrieved(finished);
         this.rt.publish(taskId);
         this.rt.taskFinished(this);
         return;

@@ -186,6 +186,7 @@ export class RunQueue {
   refusal(name: string, canWait: boolean, principal?: string): TaskProtocolError | undefined {
     const tool = this.host.tool(name);
     if (!tool) return undefined;
+    if (this.host.isStopping) return shuttingDown();
     const asTask = canWait && tool.spec.policy !== 'never';
     // A claim in flight may take nothing: only what would be refused after it counts here.
     const room = this.roomFor(name, true) > 0;
@@ -433,6 +434,12 @@ export class RunQueue {
     this.host.publish(rec.taskId);
     this.host.rerun(rec, tool, this.take(rec.tool, rec.principal));
   }
+}
+
+/** A call that reached a replica while it shuts down: refused before anything is stored, to be sent again (a balancer
+ *  has taken the replica out of rotation, or soon will: its readiness already says so). */
+export function shuttingDown(): TaskProtocolError {
+  return serverBusy('This server is shutting down; nothing was started. Retry the call: another replica takes it', 1000, 'shutting_down');
 }
 
 export function queuedMessage(position: number): string {

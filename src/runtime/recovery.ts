@@ -106,6 +106,7 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 export class Recovery {
   private recovering: Promise<void> | undefined;
+  private ended = false;
   /** Heartbeats in flight: a hung one does not hold back the next (that one may find the store back already). */
   private beating = 0;
   private afterBeat: Promise<void> | undefined;
@@ -132,16 +133,17 @@ export class Recovery {
     this.beatSucceeded(sentAt);
   }
 
-  /** Stops the lease timers (shutdown). */
+  /** Stops the lease timers and heartbeats (shutdown, once the drain is over: heartbeats go on while it drains). */
   stop(): void {
+    this.ended = true;
     clearTimeout(this.fenceTimer);
     clearTimeout(this.probeTimer);
   }
 
   /** One heartbeat: renew the lease (within its deadline), then catch missed cancels and take over what dead
-   *  replicas left. */
+   *  replicas left (not while this replica stops: it takes nothing new). */
   async tick(): Promise<void> {
-    if (this.host.isStopping || this.beating >= this.maxInFlight) return;
+    if (this.ended || this.beating >= this.maxInFlight) return;
     this.beating++;
     const sentAt = performance.now();
     let alive: boolean;
@@ -167,10 +169,12 @@ export class Recovery {
   private async leaseWork(alive: boolean): Promise<void> {
     try {
       if (!alive) await this.presumedDead();
-      if (this.stopped.size > 0) await this.takeBackStopped();
+      // Draining: nothing is taken back or over here (the other replicas take it).
+      const taking = !this.host.isStopping;
+      if (taking && this.stopped.size > 0) await this.takeBackStopped();
       // Fallback for missed signals: a cancel recorded by another process reaches the handler within a heartbeat.
       await this.host.checkPendingCancels();
-      await this.recover();
+      if (taking) await this.recover();
     } catch (e) {
       this.host.log.error('lease check failed', { error: String(e) });
     }
@@ -200,7 +204,7 @@ export class Recovery {
     }
     health.beatFailed(String((e as Error)?.message ?? e));
     // Probe sooner than a slow heartbeat would, so the replica is back soon after the store is.
-    if (this.opts.heartbeatMs > 1000 && !this.host.isStopping) {
+    if (this.opts.heartbeatMs > 1000 && !this.ended) {
       clearTimeout(this.probeTimer);
       this.probeTimer = setTimeout(() => void this.tick(), 1000);
       this.probeTimer.unref?.();
@@ -214,7 +218,7 @@ export class Recovery {
    */
   private selfFence(): void {
     const { health, log, running } = this.host;
-    if (this.host.isStopping || health.fenced) return;
+    if (this.ended || health.fenced) return;
     health.fenced = true;
     const ids: string[] = [];
     for (const [taskId, exec] of [...running]) {

@@ -24,11 +24,13 @@ import { TaskCancelledError } from './context.js';
 import { Execution, callOfRecord, creationFailure, type ExecutionHost } from './execution.js';
 import { validateInputResponses } from './input.js';
 import { inlineOutcome, taskOutcome, type HandlerEnd } from './outcome.js';
+import { storedInlineOutcome, wasAnsweredInline } from './inline-answer.js';
 import { DEFAULT_POLL_LIMIT, DEFAULT_POLL_POLICY, PollGovernor, advertisedPollInterval, type PollPolicy } from './poll.js';
-import { RunQueue, type QueueHost } from './queue.js';
+import { RunQueue, shuttingDown, type QueueHost } from './queue.js';
 import { principalDefaults } from './principal-bounds.js';
 import { MAX_STEP_BYTES } from './steps.js';
 import { Recovery, type RecoveryHost } from './recovery.js';
+import { Drain, type DrainHost } from './handoff.js';
 import { sweepExpired, type SweepHost } from './sweeper.js';
 import { StoreHealth, gatedStore } from './store-health.js';
 import { boundedTexts } from './text-bounds.js';
@@ -75,7 +77,7 @@ export interface Readiness {
   bus?: { carrier: string; connected?: boolean };
 }
 
-export class TaskRuntime extends EventEmitter implements ExecutionHost, RecoveryHost, SweepHost, QueueHost {
+export class TaskRuntime extends EventEmitter implements ExecutionHost, RecoveryHost, SweepHost, QueueHost, DrainHost {
   readonly store: TaskStore;
   /** Metrics through @opentelemetry/api (undefined when turned off). */
   readonly telemetry: RuntimeTelemetry | undefined;
@@ -113,8 +115,12 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Admission control and the run queue (queue.ts). */
   readonly queue: RunQueue;
   private timers: NodeJS.Timeout[] = [];
+  /** The heartbeat goes on through a drain (a long one must not look like a death); stopped once the drain is over. */
+  private heartbeat: NodeJS.Timeout | undefined;
   private started: Promise<void> | undefined;
   private stopping = false;
+  private drainRun: { drain?: Drain; done: Promise<void> } | undefined;
+  private closed: Promise<void> | undefined;
   /** Stops listening for cancel signals. */
   private readonly unsubscribeCancels: () => void;
 
@@ -325,12 +331,14 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       if (this.bus.carrier === 'none') this.log.warn(this.signallessDelays());
       await this.recovery.register();
       await this.recovery.recover();
+      if (this.stopping) return;
       this.queue.start();
       const hb = setInterval(() => void this.recovery.tick(), this.opts.heartbeatMs);
       const sw = setInterval(() => void this.sweep().catch((e) => this.log.error('sweep failed', { error: String(e) })), this.opts.sweepIntervalMs);
       hb.unref();
       sw.unref();
-      this.timers.push(hb, sw);
+      this.heartbeat = hb;
+      this.timers.push(sw);
     })();
     return this.started;
   }
@@ -385,37 +393,45 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     return sweepExpired(this, this.opts, now);
   }
 
-  /** Stops timers; waits up to `drainMs` for running handlers; fails (or leaves for re-run) the rest. */
-  async stop(drainMs = 0): Promise<void> {
-    if (this.stopping) return;
+  /**
+   * Begins the stop (handoff.ts): the replica is not ready and claims nothing more (queued work, takeovers) from now
+   * on; tasks that may run elsewhere (retry-safe or durable) are handed to the other replicas at once (unless
+   * `handOff: false`: then they wait for the next start or a takeover, as after a crash); the rest may run for
+   * `drainMs`, then what is not safe to re-run is failed naming the stop. Heartbeats go on meanwhile, so a long drain
+   * is not taken for a death. Called again while draining, it ends the drain within the new `drainMs` (e.g. a second
+   * SIGTERM: 0) and resolves with the first call.
+   */
+  drain(drainMs = 0, options: { handOff?: boolean } = {}): Promise<void> {
+    if (this.drainRun) {
+      this.drainRun.drain?.shorten(drainMs);
+      return this.drainRun.done;
+    }
     this.stopping = true;
+    this.readiness = undefined;
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
-    this.recovery.stop();
     this.queue.stop();
-    if (!this.started) return;
-    await this.started.catch(() => undefined);
-    const deadline = Date.now() + drainMs;
-    while (this.executions.size > 0 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, Math.min(50, Math.max(1, deadline - Date.now()))));
-    }
-    for (const exec of [...this.executions]) {
-      exec.abandoned = true;
-      exec.abort(new TaskCancelledError('shutdown'));
-      const taskId = exec.taskId;
-      if (!taskId) continue;
-      const l = await this.store.get(taskId).catch(() => undefined);
-      if (l?.state === 'found' && l.record.retrySafe) continue; // the next start re-runs it
-      await this.finishQuietly(
-        taskId,
-        { status: 'failed', error: { code: ErrorCode.InternalError, message: `The server shut down before the task finished${exec.tool.spec.lostWork ? ` (${exec.tool.spec.lostWork} was cut off)` : ''}; the tool is not declared safe to re-run`, data: { reason: 'shutdown' } } },
-        'The server shut down before the task finished',
-      ).catch(() => undefined);
-    }
-    await this.store.removeReplica(this.replicaId).catch(() => undefined);
-    this.unsubscribeCancels();
-    await this.bus.close();
-    await this.store.close();
+    const run: { drain?: Drain; done: Promise<void> } = { done: Promise.resolve() };
+    this.drainRun = run;
+    if (!this.started) return run.done;
+    run.drain = new Drain(this, drainMs, options.handOff ?? true);
+    run.done = this.started.catch(() => undefined).then(() => run.drain!.run());
+    return run.done;
+  }
+
+  /** Drains (see drain()), then leaves the replica set and closes the bus and the store. Idempotent. */
+  stop(drainMs = 0, options: { handOff?: boolean } = {}): Promise<void> {
+    const drained = this.drain(drainMs, options);
+    this.closed ??= drained.then(async () => {
+      if (this.heartbeat) clearInterval(this.heartbeat);
+      this.recovery.stop();
+      if (!this.started) return;
+      await this.store.removeReplica(this.replicaId).catch(() => undefined);
+      this.unsubscribeCancels();
+      await this.bus.close();
+      await this.store.close();
+    });
+    return this.closed;
   }
 
   /** Maps how a handler ended to a terminal outcome. */
@@ -429,7 +445,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   async call(name: string, args: JsonObject, cc: CallContext): Promise<CallOutcome> {
     const tool = this.tools.get(name);
     if (!tool) throw new TaskProtocolError(ErrorCode.InvalidParams, `Tool ${name} not found`);
-    if (this.stopping) throw new TaskProtocolError(ErrorCode.InternalError, 'The server is shutting down; retry on another replica or later');
+    if (this.stopping) throw shuttingDown();
     const policy = tool.spec.policy ?? 'auto';
     // An `always` tool runs as a task: a caller that cannot receive one follows it through a handle when handles are on.
     if (policy === 'always' && !cc.tasksDeclared && cc.handleAfterMs === undefined) throw missingTasksCapability();
@@ -443,24 +459,31 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     // Over capacity, a caller that can follow a task (or a handle) waits for it in the run queue.
     // A caller at its bound of stored tasks is refused before anything runs (fair to every caller).
     if (asTask || asHandle) this.queue.bounds.checkStored(cc.principal);
+    // A 2025-11-25 caller that sent `params.task` asked for a task: it gets one, even for a call answered inline before.
+    const inlineRetry = cc.taskRequested === undefined;
     const admitted = await this.queue.admit(tool, asTask || asHandle, cc.principal);
-    if (admitted === 'queue') return this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key }, asTask ? 'task' : 'handle');
+    if (admitted === 'queue') {
+      const queued = await this.queue.enqueue(tool, args, { ...cc, idempotencyKey: key }, asTask ? 'task' : 'handle');
+      return queued.kind === 'task' && inlineRetry && wasAnsweredInline(queued.record) ? storedInlineOutcome(queued.record) : queued;
+    }
     const exec = new Execution(this, tool, args, { ...cc, idempotencyKey: key });
     exec.slot = admitted;
     const busy = this.executions.size >= this.concurrencyLimit;
 
-    if (asTask && (cc.taskRequested || policy === 'always' || key !== undefined || busy)) {
+    if (asTask && (cc.taskRequested || policy === 'always' || busy)) {
       const p = await this.persistOrThrow(exec);
       if (p.created) this.runToOutcome(exec);
       else this.queue.release(exec.slot);
-      return this.taskOutcome(p.record);
+      return !p.created && inlineRetry && wasAnsweredInline(p.record) ? storedInlineOutcome(p.record) : this.taskOutcome(p.record);
     }
-    if (asHandle && (key !== undefined || busy || policy === 'always')) {
-      // Keyed: persisted first, so a retry after a lost answer finds this task instead of starting the work again.
+    if (key !== undefined || (asHandle && (busy || policy === 'always'))) {
+      // Keyed: persisted first, so a retry after a lost answer finds this call instead of starting the work again; it
+      // still answers inline if it ends within the budget (inline-answer.ts).
       const p = await this.persistOrThrow(exec);
       if (!p.created) {
         this.queue.release(exec.slot);
-        return { kind: 'handle', record: p.record };
+        if (asHandle) return { kind: 'handle', record: p.record };
+        return inlineRetry && wasAnsweredInline(p.record) ? storedInlineOutcome(p.record) : this.taskOutcome(p.record);
       }
       if (busy) {
         this.runToOutcome(exec);
@@ -500,10 +523,10 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       if (winner.which === 'done') {
         // Inline only if nothing started persisting the call; otherwise the task row must get its outcome.
         if (!exec.persisting) return inlineOutcome(winner.r);
-        if (asHandle) {
+        if (asHandle || key !== undefined) {
           // A call whose row exists (keyed, or a durable tool's first step) that finished in time: its row gets the
-          // outcome, the caller the plain result.
-          await exec.settle(winner.r);
+          // outcome, marked answered inline, before the caller gets the plain result (a retry gets the same).
+          await exec.settle(winner.r, true);
           return inlineOutcome(winner.r);
         }
       }

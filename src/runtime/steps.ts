@@ -103,6 +103,9 @@ export class StepRunner {
   /** Where steps are written once the run is a task (its id and fence never change within a run). */
   private target: StepTarget | undefined;
   private inFlight = 0;
+  /** Steps not marked idempotent now running (their `started` row may be written): a stop hands the task over only
+   *  between them, so none is cut. */
+  private unsafeInFlight = 0;
   private lastReplayedSeq = 0;
   /** Stored rows this run asked for (the others, if completed, are the code's divergence). */
   private readonly requested = new Set<string>();
@@ -121,6 +124,11 @@ export class StepRunner {
   /** Steps of this run running now. */
   get running(): number {
     return this.inFlight;
+  }
+
+  /** Steps of this run not marked idempotent running now. */
+  get unsafeRunning(): number {
+    return this.unsafeInFlight;
   }
 
   /** The key of the step of this run the calling code runs inside (undefined: between steps). */
@@ -194,7 +202,9 @@ export class StepRunner {
       throw new RangeError(`ctx.step("${name}"): retries must be {max: integer >= 0, backoffMs?: number >= 0}`);
     }
     this.host.signal.throwIfAborted();
+    const unsafe = options.idempotent !== true;
     this.inFlight++;
+    if (unsafe) this.unsafeInFlight++;
     this.host.stepsChanged();
     try {
       const target = this.target ?? (this.target = await this.host.durable());
@@ -223,6 +233,7 @@ export class StepRunner {
       return await this.run(id.key, fn, tries, retries, limit, { target, id, idempotent, seq: row?.seq ?? id.seq });
     } finally {
       this.inFlight--;
+      if (unsafe) this.unsafeInFlight--;
       this.host.stepsChanged();
     }
   }

@@ -252,8 +252,16 @@ export class Outlast {
     await this.runtime.start();
     await this.answers?.load((n) => this.runtime.sharedSecret(n));
   }
+  /** Stops the runtime: not ready at once, tasks that may run elsewhere handed to the other replicas at once, the
+   *  rest given `drainMs` to finish (see drain()); then it leaves the replica set and closes the store. */
   stop(drainMs?: number): Promise<void> {
     return this.runtime.stop(drainMs);
+  }
+
+  /** The first half of stop(): the drain, with the store still open (requests are still served: polls, answers, the
+   *  not-ready health answer); call stop() after it. Called again, it ends the drain within the new `drainMs`. */
+  drain(drainMs?: number): Promise<void> {
+    return this.runtime.drain(drainMs);
   }
 
   /**

@@ -138,8 +138,9 @@ export function answerInput(rec: InputFields, responses: Record<string, JsonObje
 /**
  * A parked wait: the run fenced by `fence` lets go of the task (no owner), which the claim takes again from
  * `wait.wakeAt`, or at once when an answer ends the wait. Not parked when an awaited key was answered or timed out
- * meanwhile, or the wake time is already here (`continue`: the run goes on), nor once a cancel was requested
- * (`cancelled`). Throws TaskWriteRefused when the run no longer holds the task.
+ * meanwhile, or the wake time is already here (`continue`: the run goes on), unless the run hands the task over
+ * (`handOff`: its replica stops); never once a cancel was requested (`cancelled`). Throws TaskWriteRefused when the run
+ * no longer holds the task.
  */
 export function parkChange(
   rec: Pick<TaskRecord, 'taskId' | 'status' | 'owner' | 'epoch' | 'cancelRequestedAt' | 'inputResponses'>,
@@ -150,7 +151,7 @@ export function parkChange(
   if (isTerminal(rec.status)) throw new TaskWriteRefused(rec.taskId, 'terminal');
   if (rec.owner !== fence.owner || rec.epoch !== fence.epoch) throw new TaskWriteRefused(rec.taskId, 'fenced');
   if (rec.cancelRequestedAt !== null) return { outcome: 'cancelled' };
-  if (wait.wakeAt <= now || wait.awaiting.some((k) => rec.inputResponses[k])) return { outcome: 'continue' };
+  if (!wait.handOff && (wait.wakeAt <= now || wait.awaiting.some((k) => rec.inputResponses[k]))) return { outcome: 'continue' };
   return { outcome: 'parked', change: { owner: null, parkedAt: now, queuedAt: wait.wakeAt } };
 }
 

@@ -222,6 +222,9 @@ export type StepWrite = Omit<StepRecord, 'taskId' | 'epoch'>;
 export interface ParkRequest {
   wakeAt: number;
   awaiting: string[];
+  /** The run's replica is shutting down and hands the task over: parked even when due (`wakeAt` now), so any
+   *  replica's claim resumes it at once. */
+  handOff?: boolean;
 }
 
 /** What a park did: `parked` (no owner now); `continue` (an awaited key was answered or timed out meanwhile, or the wake
