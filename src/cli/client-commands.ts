@@ -544,7 +544,7 @@ export async function call(argv: string[]): Promise<number> {
     } else if (values.notify && handle.done) err('notify: the call finished at once (no task); nothing to subscribe');
     if (handle.taskId && !values.detach) {
       ui.status.say(`task ${handle.taskId} created (${handle.status}); Ctrl-C ${values['cancel-on-interrupt'] ? 'cancels it' : `detaches, \`outlast resume ${handle.taskId}\` continues`}`);
-    }
+    } else if (handle.inline) ui.status.say(`${tool}: answered inline (it finished within the server's inline budget; no task)`);
     if (values.detach && !handle.done) {
       ui.status.stop();
       handle.detach();

@@ -268,7 +268,7 @@ export class Execution implements TaskContext {
 
   /** The task this run's steps are recorded in (promoting the call if it can be a task); undefined: it cannot be one. */
   private async durableTarget(): Promise<StepTarget | undefined> {
-    await this.promote();
+    await this.becomeTask();
     if (!this.taskId) return undefined;
     return { taskId: this.taskId, fence: this.fence, expiresAt: this.record?.expiresAt ?? null };
   }
@@ -392,7 +392,14 @@ export class Execution implements TaskContext {
     return this.promotion;
   }
 
+  /** ctx.promote(): the call is a task from now on, and its caller gets it (a keyed call, stored from its start, too). */
   async promote(): Promise<void> {
+    if (this.taskId) this.promoteRequested.resolve();
+    else await this.becomeTask();
+  }
+
+  /** Stores the call as a task if it can be one and is not yet (a step needs its row; a keyed call has one already). */
+  private async becomeTask(): Promise<void> {
     if (this.taskId) return;
     if ((!this.call.tasksDeclared && this.call.handleAfterMs === undefined) || this.tool.spec.policy === 'never') return;
     this.promoteRequested.resolve();
