@@ -14,7 +14,7 @@ import { TaskClient } from '../src/client/index.js';
 import { TaskProtocolError } from '../src/protocol/index.js';
 import { TaskRuntime, type RuntimeAlert } from '../src/runtime/runtime.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import { ROOT, sleep, tempDir, textOf, useServer } from './helpers.js';
+import { ROOT, sleep, tempDir, textOf, until, useServer } from './helpers.js';
 import { busyEvents } from './busy-log.js';
 import { runCli, startProxy } from './client-helpers.js';
 
@@ -54,7 +54,7 @@ describe('keyed calls answer inline when they finish within the inline budget', 
     assert.equal(entries[0]!.inline, true);
   });
 
-  test('an answer lost on the wire: the retry with the same key gets the same answer and the handler runs once; inline when it was answered inline, the same task when it outlasted the budget', async () => {
+  test('an answer lost on the wire: the retry with the same key gets the same answer and the handler runs once; inline when it was answered inline, the same (finished) task when it outlasted the budget', async () => {
     for (const { seconds, inline } of [{ seconds: 0.05, inline: true }, { seconds: 2, inline: false }]) {
       const log = join(tempDir(), 'busy.log');
       const journal = join(tempDir(), 'journal.db');
@@ -64,6 +64,8 @@ describe('keyed calls answer inline when they finish within the inline budget', 
         proxy.dropNext((s) => s.method === 'tools/call');
         await assert.rejects(first.callTool('busy', { seconds, log }), /gave up after 1 attempt/);
         await first.close();
+        // The retry comes once the run has ended: the slow call's task is finished by then (read with tasks/get).
+        await until('the first run ended', () => busyEvents(log).some((e) => e.kind === 'END'), 10_000);
 
         const second = new TaskClient({ url: proxy.url, journal, status: 'poll' });
         const [resumed] = await second.resume();

@@ -276,8 +276,9 @@ describe('principals: tasks are bound to the caller', () => {
   });
 
   it('idempotency keys are scoped per principal', async () => {
-    const a = await callTool(srv.url, 'sleep', { seconds: 0.1 }, { token: 'tok-a', meta: key('same') });
-    const b = await callTool(srv.url, 'sleep', { seconds: 0.1 }, { token: 'tok-b', meta: key('same') });
+    // Longer than the inline budget: each is a task (a quick keyed call answers inline).
+    const a = await callTool(srv.url, 'sleep', { seconds: 1.5 }, { token: 'tok-a', meta: key('same') });
+    const b = await callTool(srv.url, 'sleep', { seconds: 1.5 }, { token: 'tok-b', meta: key('same') });
     assert.notEqual(a.result.taskId, b.result.taskId);
   });
 });
@@ -286,23 +287,23 @@ describe('idempotent creation', () => {
   const srv = useServer([]);
 
   it('a duplicate returns the existing task instead of starting the work again; other arguments are an error', async () => {
-    const first = await callTool(srv.url, 'sleep', { seconds: 1 }, { meta: key('deploy-42') });
-    assert.equal(first.result.resultType, 'task', 'a keyed call is always persisted, so a retry can find it');
-    const dup = await callTool(srv.url, 'sleep', { seconds: 1 }, { meta: key('deploy-42') });
+    const first = await callTool(srv.url, 'sleep', { seconds: 2 }, { meta: key('deploy-42') });
+    assert.equal(first.result.resultType, 'task', 'a keyed call that outlasts the inline budget is a task');
+    const dup = await callTool(srv.url, 'sleep', { seconds: 2 }, { meta: key('deploy-42') });
     assert.equal(dup.result.taskId, first.result.taskId);
     const done = await waitForTask(srv.url, first.result.taskId);
     assert.match(textOf(done.result), /attempt 1/);
-    const late = await callTool(srv.url, 'sleep', { seconds: 1 }, { meta: key('deploy-42') });
-    assert.equal(late.result.taskId, first.result.taskId);
+    const late = await callTool(srv.url, 'sleep', { seconds: 2 }, { meta: key('deploy-42') });
+    assert.equal(late.result.taskId, first.result.taskId, 'after it finished too, the retry gets the task it became');
     assert.equal(late.result.status, 'completed');
-    const conflict = await callTool(srv.url, 'sleep', { seconds: 2 }, { meta: key('deploy-42') });
+    const conflict = await callTool(srv.url, 'sleep', { seconds: 3 }, { meta: key('deploy-42') });
     assert.equal(conflict.error?.code, -32602);
     assert.match(conflict.error!.message, /already used for this tool with different arguments/);
     assert.equal(conflict.error?.data.existingTaskId, first.result.taskId);
   });
 
   it('concurrent duplicates create one task', async () => {
-    const rs = await Promise.all(Array.from({ length: 20 }, () => callTool(srv.url, 'sleep', { seconds: 0.5 }, { meta: key('burst') })));
+    const rs = await Promise.all(Array.from({ length: 20 }, () => callTool(srv.url, 'sleep', { seconds: 2 }, { meta: key('burst') })));
     assert.equal(new Set(rs.map((r) => r.result.taskId)).size, 1);
   });
 
@@ -329,7 +330,7 @@ describe('cancel reaches the handler', () => {
   });
 
   it('work that finished first stays completed', async () => {
-    const t = await callTool(srv.url, 'sleep', { seconds: 0.2 }, { meta: key('finish-first') });
+    const t = await callTool(srv.url, 'sleep', { seconds: 1.5 }, { meta: key('finish-first') });
     await waitForTask(srv.url, t.result.taskId);
     await rpc(srv.url, 'tasks/cancel', { taskId: t.result.taskId });
     const g = await getTask(srv.url, t.result.taskId);

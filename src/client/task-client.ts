@@ -751,9 +751,12 @@ export class TaskClient {
       }
       const kind = r.resultType ?? 'complete';
       if (kind === 'task') {
-        const t = toDetailedTask(r) as Task as CreateTaskResult;
-        this.journal.taskCreated(call.callId, t); // committed before anyone hears the id
-        call.see(toDetailedTask(r));
+        // A CreateTaskResult carries no outcome: one already finished (a retry that found the task its key made) is
+        // read with tasks/get, which does.
+        const finished = typeof r.taskId === 'string' && isTerminal(r.status as TaskStatus);
+        const t = finished ? await this.withRetries((s) => getTask(this.dispatcher, r.taskId as string, s), signal) : toDetailedTask(r);
+        this.journal.taskCreated(call.callId, t as Task as CreateTaskResult); // committed before anyone hears the id
+        call.see(t);
         return;
       }
       if (kind === 'complete') {
