@@ -9,7 +9,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { ROOT, alive, getTask, rpc, sleep, textOf, until } from './helpers.js';
+import { TaskRuntime } from '../src/runtime/runtime.js';
+import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import { ROOT, alive, getTask, rpc, sleep, tempDir, textOf, until } from './helpers.js';
 import { created, startCluster, type Cluster } from './replicas.js';
 import { finalStatus } from './replica-suites.js';
 import type { RunEvent } from './drain-module.js';
@@ -23,12 +25,17 @@ function events(c: Cluster): RunEvent[] {
 
 const of = (c: Cluster, key: string) => events(c).filter((e) => e.key === key);
 
-/** The first answer of `url`'s /readyz that is not "ready" within `ms` (an error if it never answers otherwise). */
-async function firstNotReady(mcpUrl: string, ms: number): Promise<{ status: number; body: Record<string, unknown> }> {
+/** The first answer of `url`'s /readyz that is not "ready" (or `refused`: the connection was) within `ms`. */
+async function firstNotReady(mcpUrl: string, ms: number): Promise<{ status: number; body: Record<string, unknown> } | 'refused'> {
   const url = mcpUrl.replace(/\/mcp$/, '/readyz');
   const end = Date.now() + ms;
   for (;;) {
-    const res = await fetch(url);
+    let res: Response;
+    try {
+      res = await fetch(url);
+    } catch {
+      return 'refused';
+    }
     const body = (await res.json()) as Record<string, unknown>;
     if (res.status !== 200) return { status: res.status, body };
     if (Date.now() > end) assert.fail(`${url} still answered ready ${ms} ms after SIGTERM`);
@@ -56,10 +63,7 @@ describe(`SIGTERM of a replica during a rolling deploy (two PostgreSQL replicas,
       await sleep(500); // inside the durable task's first step, which is not idempotent
       const stoppedAt = Date.now();
       process.kill(a!.pid, 'SIGTERM');
-
-      const ready = await firstNotReady(a!.url, 5000);
-      assert.equal(ready.status, 503);
-      assert.deepEqual([ready.body.status, ready.body.reason], ['not ready', 'shutting down']);
+      const readiness = firstNotReady(a!.url, 5000);
 
       const done: Record<string, Record<string, any>> = {};
       for (const [key, id] of [['s', safe], ['d', durable]] as const) {
@@ -78,6 +82,11 @@ describe(`SIGTERM of a replica during a rolling deploy (two PostgreSQL replicas,
       assert.equal(steps[0]!.pid, a!.pid);
       assert.deepEqual(steps.slice(1).map((e) => e.pid), [b!.pid, b!.pid]);
       assert.deepEqual(JSON.parse(textOf(done.d!.result)).stepPids, [a!.pid, b!.pid, b!.pid]);
+
+      // Its readiness turned at once (while it went on serving: not a refused connection).
+      const ready = await readiness;
+      assert.notEqual(ready, 'refused', '/readyz still answers while the replica drains');
+      if (ready !== 'refused') assert.deepEqual([ready.status, ready.body.status, ready.body.reason], [503, 'not ready', 'shutting down']);
 
       const u = await finalStatus(b!.url, unsafe, {}, 20_000);
       assert.equal(u.status, 'completed', `the unsafe task finished within the drain: ${JSON.stringify(u)}`);
@@ -142,5 +151,38 @@ describe(`SIGTERM of a replica during a rolling deploy (two PostgreSQL replicas,
       assert.match(t.error.message, /shut down before the task finished/);
       assert.match(a!.stderr(), /SIGTERM again: ending the drain now/);
     });
+  });
+});
+
+describe('stop while a caller still waits inline for its call (in-process, SQLite)', () => {
+  it('retry-safe runs handed over answer their waiting callers with their task, or for a client without task support a handle, at once: never an error', async () => {
+    const path = join(tempDir(), 'rt.db');
+    const rt = new TaskRuntime({ store: new SqliteTaskStore(path), inlineBudgetMs: 20_000 });
+    rt.defineTool('long', { retrySafe: true, handler: (_a, ctx) => new Promise((_r, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason))) });
+    await rt.start();
+    const caps = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
+    const waiting = [
+      rt.call('long', {}, { principal: 'p', clientCapabilities: caps, tasksDeclared: true, idempotencyKey: 'k' }), // stored from its start
+      rt.call('long', {}, { principal: 'p', clientCapabilities: caps, tasksDeclared: true }), // not stored yet
+      rt.call('long', {}, { principal: 'p', clientCapabilities: {}, tasksDeclared: false, handleAfterMs: 20_000 }), // a handle caller
+    ];
+    await sleep(300);
+    const t0 = Date.now();
+    const stopping = rt.stop(3000);
+    const [a, c, b] = await Promise.all(waiting);
+    assert.ok(Date.now() - t0 < 2000, `answered ${Date.now() - t0} ms after the stop`);
+    assert.deepEqual([a!.kind, c!.kind, b!.kind], ['task', 'task', 'handle']);
+    await stopping;
+    // Both left for the next replica to claim at once: no owner, due now.
+    const store = new SqliteTaskStore(path);
+    await store.init();
+    try {
+      for (const id of [a, c, b].map((o) => (o!.kind === 'result' ? '' : o!.record.taskId))) {
+        const l = await store.get(id);
+        assert.ok(l.state === 'found' && l.record.status === 'working' && l.record.owner === null && l.record.queuedAt !== null, JSON.stringify(l));
+      }
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -170,7 +170,7 @@ export class Execution implements TaskContext {
   done!: Promise<HandlerEnd>;
   private promotion: Promise<{ record: TaskRecord; created: boolean }> | undefined;
   readonly promoteRequested = deferred<void>();
-  /** Settles when the run is parked (its handler will never settle here). */
+  /** Settles when the run lets go of its task here: parked, or handed over on shutdown (no outcome is written here). */
   readonly parkedNow = deferred<void>();
   private statusMessage: string | null = null;
   private statusChain: Promise<void> = Promise.resolve();
@@ -484,6 +484,7 @@ export class Execution implements TaskContext {
    */
   stopForHandOver(): void {
     this.promoteRequested.resolve();
+    this.parkedNow.resolve();
     this.abandoned = true;
     this.waitsOfRun?.close();
     this.rt.untrack(this);

@@ -7,7 +7,9 @@
  *   (a durable task from its steps, a retry-safe one from the start), without waiting for a lease. A durable run
  *   inside a step not marked idempotent is handed over as soon as that step has ended and its value is stored, so no
  *   such step is cut.
- * - Everything else (tasks not safe to re-run, calls still answering inline) runs on for the drain.
+ * - A call still answering inline whose tool may run elsewhere becomes a task at once, and is handed over likewise
+ *   (its caller gets the task, or a handle).
+ * - Everything else (tasks not safe to re-run, other calls still answering inline) runs on for the drain.
  * - When the drain ends: what may run elsewhere is handed over now (a step still running is cut: the next run finds
  *   it interrupted, as after a crash), the rest is stopped and its task failed naming the stop.
  */
@@ -40,6 +42,8 @@ export class Drain {
   private readonly handing = new Map<Execution, Promise<void>>();
   /** Handovers waiting for a step not marked idempotent to end: begun anyway when the drain ends. */
   private readonly afterStep = new Set<() => void>();
+  /** Calls answering inline asked to become tasks (once each). */
+  private readonly promoted = new WeakSet<Execution>();
   private wake: () => void = () => undefined;
 
   constructor(private readonly host: DrainHost, drainMs: number, private readonly handOff: boolean) {
@@ -81,7 +85,18 @@ export class Drain {
 
   /** Hands the run's task over now, or once its step not marked idempotent ends. */
   private considerHandOver(exec: Execution): void {
-    if (this.handing.has(exec) || exec.abandoned || !exec.mayRunElsewhere) return;
+    if (this.handing.has(exec) || exec.abandoned) return;
+    if (!exec.taskId) {
+      // A call still answering inline whose tool may run elsewhere becomes a task now (its caller gets the task or a
+      // handle), and is handed over at the next look.
+      const spec = exec.tool.spec;
+      if ((spec.retrySafe ?? spec.durable) && !this.promoted.has(exec)) {
+        this.promoted.add(exec);
+        void exec.promote().catch(() => undefined);
+      }
+      return;
+    }
+    if (!exec.mayRunElsewhere) return;
     // Marked at once so it is considered once; the handover itself waits for the step in flight to end.
     let resolve!: () => void;
     const between = new Promise<void>((r) => (resolve = r));

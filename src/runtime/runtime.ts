@@ -513,10 +513,12 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       });
       clearTimeout(timer);
       if (winner.which === 'parked') {
-        // A durable wait parked before the budget ended: the run goes on from the store (here or elsewhere); the caller
-        // still gets its outcome inline if it ends in time, else a handle to where it is.
+        // A durable wait parked before the budget ended (or the run was handed over on shutdown): the run goes on from
+        // the store (here or elsewhere); the caller still gets its outcome inline if it ends in time (not while this
+        // replica stops), else a handle to where it is.
         const taskId = exec.taskId!;
-        await this.untilTerminal(taskId, cc.principal, Math.max(0, budgetEnds - Date.now()), cc.signal).catch(() => undefined);
+        const wait = this.stopping ? 0 : Math.max(0, budgetEnds - Date.now());
+        await this.untilTerminal(taskId, cc.principal, wait, cc.signal).catch(() => undefined);
         const now = await this.store.get(taskId).catch(() => undefined);
         return { kind: 'handle', record: now?.state === 'found' ? now.record : exec.record! };
       }
