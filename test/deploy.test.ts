@@ -9,6 +9,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { TaskContext } from '../src/runtime/context.js';
 import { TaskRuntime } from '../src/runtime/runtime.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { ROOT, alive, getTask, rpc, sleep, tempDir, textOf, until } from './helpers.js';
@@ -183,6 +185,43 @@ describe('stop while a caller still waits inline for its call (in-process, SQLit
       }
     } finally {
       await store.close();
+    }
+  });
+});
+
+describe('stop of a replica alone with a durable task (in-process, SQLite)', () => {
+  it('its step not marked idempotent is let finish (the drain waits for it), then the task is handed over: the next replica resumes it after that step, each step run once', async () => {
+    const path = join(tempDir(), 'rt.db');
+    const ran: string[] = [];
+    const spec = {
+      policy: 'always' as const,
+      durable: true,
+      handler: async (_a: unknown, ctx: TaskContext) => {
+        for (const s of ['s1', 's2', 's3']) await ctx.step(s, async ({ signal }) => (ran.push(s), await delay(2000, undefined, { signal }), s));
+        return { content: [{ type: 'text' as const, text: `done on attempt ${ctx.attempt}` }] };
+      },
+    };
+    const a = new TaskRuntime({ store: new SqliteTaskStore(path), replicaId: 'a' });
+    a.defineTool('job', spec);
+    await a.start();
+    const r = await a.call('job', {}, { principal: 'p', clientCapabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} } }, tasksDeclared: true });
+    assert.equal(r.kind, 'task');
+    const id = r.kind === 'task' ? r.task.taskId : '';
+    await until('s1 running', () => ran.length === 1, 5000);
+    await a.stop(5000);
+    assert.deepEqual(ran, ['s1'], 'stopped between s1 and s2');
+    const b = new TaskRuntime({ store: new SqliteTaskStore(path), replicaId: 'b' });
+    b.defineTool('job', spec);
+    await b.start();
+    try {
+      const done = await until('completed', async () => {
+        const t = await b.getTask(id, 'p');
+        return ['completed', 'failed'].includes(t.status) && t;
+      }, 15_000);
+      assert.equal(done.status, 'completed', JSON.stringify(done));
+      assert.deepEqual(ran, ['s1', 's2', 's3'], 'each step ran once: s1 was not cut');
+    } finally {
+      await b.stop(0);
     }
   });
 });

@@ -40,8 +40,9 @@ export class Drain {
   private readonly startedAt = Date.now();
   private deadline: number;
   private readonly handing = new Map<Execution, Promise<void>>();
-  /** Handovers waiting for a step not marked idempotent to end: begun anyway when the drain ends. */
-  private readonly afterStep = new Set<() => void>();
+  /** Handovers waiting for a step not marked idempotent to end (the drain waits for them too): begun anyway when the
+   *  drain ends. */
+  private readonly afterStep = new Map<Execution, () => void>();
   /** Calls answering inline asked to become tasks (once each). */
   private readonly promoted = new WeakSet<Execution>();
   private wake: () => void = () => undefined;
@@ -60,7 +61,7 @@ export class Drain {
   async run(): Promise<void> {
     for (;;) {
       if (this.handOff) for (const exec of this.host.executions) this.considerHandOver(exec);
-      const waiting = [...this.host.executions].some((e) => !this.handing.has(e));
+      const waiting = [...this.host.executions].some((e) => !this.handing.has(e) || this.afterStep.has(e));
       if (!waiting || Date.now() >= this.deadline) break;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(LOOK_MS, Math.max(1, this.deadline - Date.now())));
@@ -71,7 +72,7 @@ export class Drain {
       });
     }
     // A step still running now is cut: the next run finds it interrupted, as after a crash.
-    for (const begin of [...this.afterStep]) begin();
+    for (const begin of [...this.afterStep.values()]) begin();
     for (const exec of [...this.host.executions]) {
       if (this.handing.has(exec)) continue;
       if (this.handOff && exec.mayRunElsewhere) {
@@ -101,10 +102,10 @@ export class Drain {
     let resolve!: () => void;
     const between = new Promise<void>((r) => (resolve = r));
     const begin = () => {
-      this.afterStep.delete(begin);
+      this.afterStep.delete(exec);
       resolve();
     };
-    this.afterStep.add(begin);
+    this.afterStep.set(exec, begin);
     this.handing.set(exec, between.then(() => this.handOverNow(exec)));
     exec.whenBetweenSteps(begin);
   }
