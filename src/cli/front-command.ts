@@ -311,7 +311,7 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
       return;
     }
     stopping = true;
-    log.info(`${signal}: shutting down: not ready, tasks that may run elsewhere handed to the other replicas, the rest given up to ${drainMs} ms (--drain-ms); ${signal === 'SIGINT' ? 'Ctrl-C' : 'a second signal'} ends the drain now`);
+    log.info(`${signal}: shutting down: not ready, tasks that may run elsewhere handed to the other replicas, the rest given up to ${drainMs} ms (--drain-ms); a second ${signal === 'SIGINT' ? 'Ctrl-C' : 'signal'} ends the drain now`);
     try {
       await alerts?.stop();
       await delivery?.stop();
