@@ -162,7 +162,7 @@ describe('task output over stdio (tasks/stream on the stdio server)', () => {
     const journal = join(tempDir(), 'journal.db');
     const client = new TaskClient({ stdio: { command: process.execPath, args: server.args, cwd: ROOT, stderr: 'ignore' }, journal });
     try {
-      const call = await client.start('emit_output', { count: 5, intervalMs: 250 });
+      const call = await client.start('emit_output', { count: 5, intervalMs: 400 }); // a task: longer than the inline budget
       const firstTwo: number[] = [];
       for await (const e of client.output(call.taskId!)) {
         firstTwo.push(e.seq);
@@ -177,7 +177,7 @@ describe('task output over stdio (tasks/stream on the stdio server)', () => {
       await client.close();
     }
 
-    const cli = runCli(['call', '--stdio', server.line, 'emit_output', '{"count": 3, "intervalMs": 200}', '--journal', journal]);
+    const cli = runCli(['call', '--stdio', server.line, 'emit_output', '{"count": 3, "intervalMs": 700}', '--journal', journal]);
     assert.equal((await cli.exited).code, 0, cli.stderr());
     assert.equal(cli.stdout(), 'line 1\nline 2\nline 3\nemitted 3\n');
     const [, taskId] = /task (\S+) created/.exec(cli.stderr())!;
