@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ROOT, callTool, freePort, httpServiceProcess, rpc, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
 import { reached } from './http-tap.js';
-import { Journal, TaskClient, TaskFailedError } from '../src/client/index.js';
+import { Journal, RpcError, TaskClient } from '../src/client/index.js';
 import { lateAnswerer } from './late-answer.js';
 
 const UPSTREAMS = join(ROOT, 'dist', 'test', 'gateway-upstreams.js');
@@ -127,12 +127,14 @@ describe('gateway in front of a 2026-07-28 upstream that answers with tasks (out
     }
   });
 
-  it("an upstream task that fails is a failed gateway task with the upstream's reason", async () => {
+  it("an upstream task that fails fails the gateway's call with the upstream's reason", async () => {
     const client = new TaskClient({ url: gw.url, status: 'poll' });
     try {
-      const call = await client.start('protocol_error_job', {});
-      const err = await call.result().then(() => undefined, (e: unknown) => e);
-      assert.ok(err instanceof TaskFailedError, String(err));
+      // It fails within the inline budget, so the call is answered inline with the failure (a JSON-RPC error, kept
+      // under the call's key); a slower one would be a failed task (TaskFailedError): the same code and reason.
+      const err = await client.callTool('protocol_error_job', {}).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof RpcError, String(err));
+      assert.equal(err.code, -32603);
       assert.match(err.message, /the call of "protocol_error_job" on upstream "up" failed upstream: The job could not run: its worker pool is unavailable/);
       const upId = upstreamTaskOf(log, 'protocol_error_job')!;
       assert.equal((await waitForTask(upstream.url, upId)).status, 'failed');

@@ -1,7 +1,7 @@
 /**
  * Health endpoints, web-standard (Request → Response) so every HTTP adapter serves them the same way:
  * `GET /healthz` (live: the process answers) and `GET /readyz` (ready: the store answers within its deadline and
- * the replica is not self-fenced), so a balancer stops sending traffic to a replica that cannot serve it.
+ * the replica is neither self-fenced nor shutting down), so a balancer stops sending traffic to a replica that cannot serve it.
  * Unauthenticated, as balancers probe them; they tell nothing but the state and its reason.
  */
 import type { Outlast } from './outlast.js';
