@@ -629,6 +629,26 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.deepEqual([done?.status, done?.parkedAt, done?.queuedAt, done?.inputRequests], ['cancelled', null, null, {}]);
     });
 
+    it('park with handOff (a replica shutting down): parked though due, even waiting on an answered key, and claimable by another replica at once; not after a cancel request', async () => {
+      const { store } = await open();
+      const t0 = Date.now();
+      const fence = { owner: 'a', epoch: 1 };
+      const running = await store.create(newTask({ owner: 'a', createdAt: t0, statusMessage: 'step 2 of 3' }));
+      const p = await store.park(running.record.taskId, fence, { wakeAt: t0 + 10, awaiting: [], handOff: true }, t0 + 10);
+      assert.deepEqual([p.outcome, p.record.owner, p.record.queuedAt, p.record.status], ['parked', null, t0 + 10, 'working']);
+      const asked = await store.create(newTask({ owner: 'a', createdAt: t0 }));
+      await store.requestInput(asked.record.taskId, 'a', { q: { request: ELICIT, deadline: t0 + 60_000 } }, t0);
+      await store.answerInput(asked.record.taskId, { q: { action: 'accept', content: { name: 'x' } } }, t0 + 1);
+      assert.equal((await store.park(asked.record.taskId, fence, { wakeAt: t0 + 10, awaiting: ['q'], handOff: true }, t0 + 10)).outcome, 'parked');
+      const taken = [await claimOne(store, 'b', ['build'], {}, t0 + 10), await claimOne(store, 'b', ['build'], {}, t0 + 10)];
+      assert.deepEqual(taken.map((r) => [r?.owner, r?.epoch, r?.parkedAt]).sort(), [['b', 2, null], ['b', 2, null]]);
+      assert.deepEqual(taken.map((r) => r?.taskId).sort(), [running.record.taskId, asked.record.taskId].sort());
+      assert.equal(taken.find((r) => r?.taskId === running.record.taskId)?.statusMessage, 'step 2 of 3');
+      const cancelled = await store.create(newTask({ owner: 'a', createdAt: t0 }));
+      await store.requestCancel(cancelled.record.taskId, t0);
+      assert.equal((await store.park(cancelled.record.taskId, fence, { wakeAt: t0 + 10, awaiting: [], handOff: true }, t0 + 10)).outcome, 'cancelled');
+    });
+
     it('input deadlines are decided by the store: a key past its deadline is recorded timed out, a late answer is refused, a replay sees the timeout', async () => {
       const { store } = await open();
       const t0 = Date.now();
