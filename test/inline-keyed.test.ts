@@ -107,7 +107,7 @@ describe('a keyed call answered inline, in-process (SQLite)', () => {
   const DECLARED = { principal: 'p', clientCapabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} }, elicitation: {} }, tasksDeclared: true };
   const keyed = (idempotencyKey: string) => ({ ...DECLARED, idempotencyKey });
 
-  test('a retry gets the same result or error inline, a 2025-11-25 params.task the task; a handler that asks or promotes gives its caller the task at once; a failure answered inline raises no unread-failure alert', async () => {
+  test('a retry gets the same result or error inline (its own caller only), a 2025-11-25 params.task the task; a handler that asks or promotes gives its caller the task at once; a failure answered inline raises no unread-failure alert', async () => {
     const rt = new TaskRuntime({ store: new SqliteTaskStore(join(tempDir(), 'rt.db')), inlineBudgetMs: 3000 });
     let runs = 0;
     rt.defineTool('quick', { handler: async () => ({ content: [{ type: 'text', text: `run ${++runs}` }] }) });
@@ -127,15 +127,17 @@ describe('a keyed call answered inline, in-process (SQLite)', () => {
       const first = await rt.call('quick', {}, keyed('a'));
       assert.deepEqual(first, { kind: 'result', result: { content: [{ type: 'text', text: 'run 1' }] } });
       assert.deepEqual(await rt.call('quick', {}, keyed('a')), first, 'the retry: the same result, inline, not run again');
+      const other = await rt.call('quick', {}, { ...keyed('a'), principal: 'q' });
+      assert.deepEqual(other, { kind: 'result', result: { content: [{ type: 'text', text: 'run 2' }] } }, "another caller's key is its own: it runs, and never reads the first caller's answer");
       const legacy = await rt.call('quick', {}, { ...keyed('a'), taskRequested: {} });
       assert.equal(legacy.kind, 'task', 'params.task asks for a task: it gets the one that holds the answer');
       if (legacy.kind === 'task') assert.deepEqual([legacy.record.status, legacy.record.statusMessage], ['completed', 'Answered inline']);
-      assert.equal(runs, 1);
+      assert.equal(runs, 2);
 
       const refused = (e: unknown) => e instanceof TaskProtocolError && e.code === -32602 && e.message === 'no such collection' && (e.data as { collection?: string }).collection === 'x';
       await assert.rejects(rt.call('refuse', {}, keyed('b')), refused);
       await assert.rejects(rt.call('refuse', {}, keyed('b')), refused, 'the retry: the same JSON-RPC error');
-      assert.equal(runs, 2);
+      assert.equal(runs, 3);
 
       for (const tool of ['asks', 'promotes']) {
         const t0 = Date.now();
