@@ -6,7 +6,7 @@
  * server, HTTP servers that redirect), real clients (SDK v2) and raw HTTP where an attacker's request is the point.
  */
 import assert from 'node:assert/strict';
-import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,7 +14,8 @@ import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { generateWebhookSecret, webhookReceiver, type WebhookEvent } from '../src/client/index.js';
-import { ROOT, TASKS_CAPS, alive, callTool, freshSchema, getTask, pgStoreUrl, rpc, startServer, tempDir, textOf, until, waitForTask, withPgClient, type RpcReply, type ServerProcess } from './helpers.js';
+import { passOn } from './http-tap.js';
+import { ROOT, TASKS_CAPS, alive, callTool, errorOf, freshSchema, getTask, pgStoreUrl, rpc, startServer, tempDir, textOf, until, waitForTask, withPgClient, type RpcReply, type ServerProcess } from './helpers.js';
 
 const NODE = process.execPath;
 const UPSTREAMS = join(ROOT, 'dist', 'test', 'gateway-upstreams.js');
@@ -27,16 +28,6 @@ async function connect(url: string): Promise<{ client: Client; close(): Promise<
   const client = new Client({ name: 'security-held', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
   return { client, close: () => client.close() };
-}
-
-/** The error a request ends with (the test fails if it succeeds). */
-async function errorOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (e) {
-    return (e as Error).message;
-  }
-  assert.fail('the request succeeded');
 }
 
 /** A node:http server on a kernel-chosen loopback port; `port` once listening, `stop()` closes it and its sockets. */
@@ -108,13 +99,8 @@ describe("held: the gateway does not follow an HTTP upstream's redirect to anoth
       atUpstream.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
       if (req.url === '/away') return void req.resume().on('end', () => res.writeHead(307, { location: `http://127.0.0.1:${elsewhere.port}/mcp` }).end());
       if (req.url === '/moved') return void req.resume().on('end', () => res.writeHead(307, { location: '/mcp' }).end());
-      const out = request({ host: to.hostname, port: to.port, path: to.pathname, method: req.method, headers: { ...req.headers, host: to.host } }, (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      });
-      out.on('error', () => res.destroy());
-      res.on('close', () => out.destroy());
-      req.pipe(out);
+      const body: Buffer[] = [];
+      req.on('data', (c: Buffer) => body.push(c)).on('end', () => passOn(req, res, to, Buffer.concat(body)));
     });
   });
   after(async () => {
