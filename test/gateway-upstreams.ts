@@ -17,12 +17,13 @@
  *                      its environment as JSON; $GW_EXTRA_TOOL names one more tool (a name that collides, or is long)
  */
 import { spawn } from 'node:child_process';
-import { createServer, request } from 'node:http';
+import { createServer } from 'node:http';
 import { appendFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import * as z from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { passOn } from './http-tap.js';
 
 const [mode, ...rest] = process.argv.slice(2);
 
@@ -75,14 +76,7 @@ if (mode === 'tap') {
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       if (body.length) appendFileSync(log, `${Date.now()} > ${body.toString('utf8').replace(/\n/g, ' ')}\n`);
-      const out = request({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers: { ...req.headers, host: to.host } }, (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      });
-      out.on('error', () => res.destroy());
-      // The caller closing its stream (a cancel on HTTP) closes the upstream's.
-      res.on('close', () => out.destroy());
-      out.end(body);
+      passOn(req, res, to, body);
     });
   }).listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
 } else if (mode === 'garbage') {

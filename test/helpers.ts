@@ -334,6 +334,16 @@ export function textOf(result: Record<string, any>): string {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The message of the error a request ends with (the test fails if it succeeds). */
+export async function errorOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    return (e as Error).message;
+  }
+  assert.fail('the request succeeded');
+}
+
 /** Waits until `f` returns something truthy (a delivery seen, a count reached), checking every 50 ms; fails naming `what`. */
 export async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

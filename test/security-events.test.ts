@@ -51,4 +51,12 @@ describe('security: refused webhook hosts', () => {
       assert.match(r.error!.message, new RegExp(`points at ${category} address, not a public one`), url);
     }
   });
+
+  it('events: decimal, hex and octal forms of a loopback address are refused as loopback, as the URL parser reads them', async () => {
+    for (const url of ['https://2130706433/hook', 'https://0x7f000001/hook', 'https://0177.0.0.1/hook', 'https://0x7f.1/hook', 'https://127.1/hook']) {
+      const r = await subscribe(url);
+      assert.equal(r.error?.code, -32602, `${url}: ${JSON.stringify(r.message)}`);
+      assert.match(r.error!.message, /^delivery\.url points at a loopback address, not a public one/, url);
+    }
+  });
 });

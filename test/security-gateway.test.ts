@@ -13,7 +13,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { ROOT, freePort, startServer, tempDir, until, type ServerProcess } from './helpers.js';
+import { ROOT, errorOf, freePort, startServer, tempDir, until, type ServerProcess } from './helpers.js';
 
 const UPSTREAMS = join(ROOT, 'dist', 'test', 'gateway-upstreams.js');
 const EVERYTHING = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
@@ -52,16 +52,6 @@ async function caller(url: string): Promise<{ client: Client; received(): string
   const client = new Client({ name: 'security-test', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: keeping }));
   return { client, received: () => chunks.join(''), close: () => client.close() };
-}
-
-/** The error a request ends with (the test fails if it succeeds). */
-async function errorOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (e) {
-    return (e as Error).message;
-  }
-  assert.fail('the request succeeded');
 }
 
 /** Whether the answer whose error is `message` is among the bytes kept (the client may parse it before the copy is read). */

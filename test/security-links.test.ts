@@ -77,4 +77,44 @@ describe('answer links reveal nothing', () => {
       await close();
     }
   });
+
+  it('answer pages: every answer (the form, a changed link, another principal, no CSRF, the recorded answer, the replay) forbids framing (X-Frame-Options: DENY) and caching (no-store) and allows no script', async () => {
+    const { client, close } = await connectV1(server.url, { token: ALICE });
+    try {
+      const handle = await client.callTool({ name: 'migrate', arguments: { database: 'shop', migration: '0097_headers' } });
+      const link = LINK.exec(textOf(handle as never))?.[0];
+      assert.ok(link, 'the handle text shows a link');
+      await parkedApproval(store, '0097_headers', 'alice');
+      const guarded = (headers: Headers, what: string) => {
+        assert.equal(headers.get('x-frame-options'), 'DENY', what);
+        assert.equal(headers.get('cache-control'), 'no-store', what);
+        assert.equal(headers.get('x-content-type-options'), 'nosniff', what);
+        const csp = (headers.get('content-security-policy') ?? '').split(/;\s*/);
+        for (const directive of ["default-src 'none'", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'self'"]) assert.ok(csp.includes(directive), `${what}: ${directive} in ${csp.join('; ')}`);
+        assert.ok(!csp.some((d) => /^script-src|unsafe-/.test(d)), `${what}: no script allowed: ${csp.join('; ')}`);
+      };
+      const at = link.length - 5;
+      const changed = await fetch(link.slice(0, at) + (link[at] === 'A' ? 'B' : 'A') + link.slice(at + 1));
+      assert.equal(changed.status, 404);
+      guarded(changed.headers, 'a changed link (404)');
+      const bob = await fetch(link, { headers: { authorization: `Bearer ${BOB}` } });
+      assert.equal(bob.status, 403);
+      guarded(bob.headers, 'another principal (403)');
+      const form = await openForm(link);
+      assert.equal(form.status, 200);
+      guarded(form.headers, 'the form (200)');
+      const fields = { csrf: form.csrf, action: 'accept', approve: 'true', reason: 'headers' };
+      const noCsrf = await postForm(link, fields);
+      assert.equal(noCsrf.status, 403);
+      guarded(noCsrf.headers, 'no CSRF proof (403)');
+      const posted = await postForm(link, fields, { cookie: form.cookie });
+      assert.equal(posted.status, 200, await posted.text());
+      guarded(posted.headers, 'the recorded answer (200)');
+      const replay = await fetch(link);
+      assert.equal(replay.status, 410);
+      guarded(replay.headers, 'the replay (410)');
+    } finally {
+      await close();
+    }
+  });
 });

@@ -1,7 +1,8 @@
 /**
  * An upstream for the security tests, run as `node dist/test/security-upstream.js` behind `outlast gateway --stdio`: a
  * real MCP server (SDK v1) whose tool `loud_progress {bytes, ms}` sends one `notifications/progress` whose message is
- * `bytes` long, then answers after `ms`.
+ * `bytes` long, then answers after `ms`; `endless_line {bytes}` writes `bytes` characters on stdout without a line end
+ * and never answers, and from then on the process stays when its stdin ends (only a signal stops it).
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import * as z from 'zod';
@@ -16,8 +17,15 @@ if (process.argv[1]?.endsWith('security-upstream.js') && process.argv[2] === 'se
     await delay(ms);
     return { content: [{ type: 'text', text: 'loud done' }] };
   });
+  let stubborn = false;
+  server.registerTool('endless_line', { description: 'Characters on stdout without a line end, and no answer', inputSchema: { bytes: z.number().int() } }, async ({ bytes }) => {
+    stubborn = true;
+    setInterval(() => undefined, 60_000); // stays until a signal ends it
+    process.stdout.write('x'.repeat(bytes));
+    return new Promise<never>(() => undefined);
+  });
   await server.connect(new StdioServerTransport());
   // The gateway closes our stdin when it stops: the call still waiting must not keep this process.
-  process.stdin.once('end', () => process.exit(0));
+  process.stdin.once('end', () => stubborn || process.exit(0));
 }
 // Without `serve`: `node --test dist/test/` runs every file there, this one too; it has nothing to test by itself.
