@@ -105,6 +105,7 @@ export function newTaskFor(
 export function creationFailure(e: unknown, log: Logger): TaskProtocolError {
   if (e instanceof IdempotencyConflictError) return new TaskProtocolError(ErrorCode.InvalidParams, e.message, { existingTaskId: e.existingTaskId });
   if (e instanceof TaskProtocolError) return e; // e.g. the store is unreachable: retryable, and it says so
+  if (e instanceof TaskValueRefused) return new TaskProtocolError(ErrorCode.InvalidParams, `The call could not be stored, and nothing was started: its arguments or idempotency key hold a value the store refuses (${e.why})`);
   log.error('could not persist task', { error: String(e) });
   return new TaskProtocolError(ErrorCode.InternalError, 'The task could not be stored; nothing was started. Retry the call.');
 }

@@ -19,7 +19,7 @@ import {
   type JsonRpcErrorObject,
 } from '../protocol/index.js';
 import { LocalSignalBus, QUEUE_SIGNAL_ID, type SignalBus, type SignalKind } from '../store/local-bus.js';
-import { TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore, type TaskSummary, type TaskView } from '../store/types.js';
+import { TaskValueRefused, TaskWriteRefused, type Outcome, type TaskRecord, type TaskStore, type TaskSummary, type TaskView } from '../store/types.js';
 import { TaskCancelledError } from './context.js';
 import { Execution, callOfRecord, creationFailure, type ExecutionHost } from './execution.js';
 import { validateInputResponses } from './input.js';
@@ -614,9 +614,19 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const rec = await this.lookup(taskId, principal);
     const responses = validateInputResponses(inputResponses, rec.inputRequests);
     if (Object.keys(responses).length === 0) return { accepted: [] };
-    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, this.store.now());
+    const { accepted, record } = await this.recordAnswers(rec.taskId, responses);
     this.answered(record, accepted);
     return { accepted };
+  }
+
+  /** Stores answers; one the store cannot hold (U+0000 on PostgreSQL) is the caller's mistake, said as such. */
+  private async recordAnswers(taskId: string, responses: Record<string, JsonObject>): Promise<{ record: TaskRecord; accepted: string[] }> {
+    try {
+      return await this.store.answerInput(taskId, responses, this.store.now());
+    } catch (e) {
+      if (e instanceof TaskValueRefused) throw new TaskProtocolError(ErrorCode.InvalidParams, `The answer could not be stored, and the task still waits: ${e.why}`);
+      throw e;
+    }
   }
 
   /** After answers were recorded: tell the waiting run, or (a parked task now due) the replicas that may resume it. */
@@ -711,7 +721,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const responses = 'error' in answer
       ? { [key]: { [INPUT_REFUSED]: { code: answer.error.code, message: String(answer.error.message ?? '') } } }
       : validateInputResponses({ [key]: answer.result }, rec.inputRequests);
-    const { accepted, record } = await this.store.answerInput(rec.taskId, responses, this.store.now());
+    const { accepted, record } = await this.recordAnswers(rec.taskId, responses);
     this.answered(record, accepted);
     // Past its deadline: the store recorded the timeout instead; or another answer was recorded first (a race).
     const earlier = accepted.length === 0 ? record.inputResponses[key] : undefined;

@@ -75,6 +75,8 @@ export function checkTaskId(taskId: unknown): string {
   if (typeof taskId !== 'string' || taskId.length === 0 || taskId.length > 200) {
     throw new TaskProtocolError(ErrorCode.InvalidParams, 'params.taskId must be a non-empty string (the id from a CreateTaskResult)');
   }
+  // No task id holds U+0000 (ids are base64url), and some stores cannot even look one up: it reads as unknown.
+  if (taskId.includes('\u0000')) throw taskNotFound();
   return taskId;
 }
 

@@ -468,7 +468,12 @@ export class PostgresTaskStore implements TaskStore {
       const text = this.sql[name];
       return await runStatement<R>(lane, this.prepared ? { name: `outlast_${name}`, text, values } : { text, values }, this.timeouts.statementTimeoutMs, this.answers);
     } catch (e) {
-      throw isUnreachable(e) ? new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describeConnection(this.connection)})`, { cause: e }) : e;
+      if (isUnreachable(e)) throw new StoreUnavailableError(`${(e as Error).message} (PostgreSQL ${describeConnection(this.connection)})`, { cause: e });
+      // A text or JSON value holding U+0000, which PostgreSQL cannot store: the caller's value, refused as such (never
+      // "retry", never the database's words).
+      const code = (e as { code?: unknown }).code;
+      if (code === '22021' || code === '22P05') throw new TaskValueRefused(typeof values[0] === 'string' ? values[0] : '(new)', 'PostgreSQL cannot store the character U+0000 (NUL) in a text or JSON value');
+      throw e;
     }
   }
 
