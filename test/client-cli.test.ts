@@ -25,7 +25,8 @@ describe('outlast call / resume / tasks / cancel', () => {
   test('a client killed with SIGKILL mid-task is resumed by `outlast resume` and gets the result', async () => {
     const journal = join(tempDir(), 'journal.db');
     const before = serverTaskCount(db(), 'sleep');
-    const first = runCli(['call', server.url, 'sleep', '{"seconds": 2.5}', '--journal', journal]);
+    // Long enough to be still working when listed, on a loaded machine too.
+    const first = runCli(['call', server.url, 'sleep', '{"seconds": 8}', '--journal', journal]);
     const [, taskId] = await first.waitFor(/task (\S+) created/);
     first.kill('SIGKILL');
     assert.equal((await first.exited).signal, 'SIGKILL');
@@ -40,7 +41,7 @@ describe('outlast call / resume / tasks / cancel', () => {
     assert.equal(out.length, 1);
     assert.equal(out[0].taskId, taskId);
     assert.equal(out[0].status, 'completed');
-    assert.match(out[0].result.content[0].text, /Slept 2.5 s \(attempt 1\)/);
+    assert.match(out[0].result.content[0].text, /Slept 8 s \(attempt 1\)/);
     assert.equal(serverTaskCount(db(), 'sleep') - before, 1, 'one task: the resume did not start the work again');
 
     const again = runCli(['resume', '--journal', journal]);

@@ -25,7 +25,8 @@ describe('dashboard: queued work, parked waits and durable steps', () => {
     const stepsTask = (await callTool(url, 'steps', { log, count: 3, stepSeconds: 0.05, gapSeconds: 0 }, TOKEN)).result.taskId as string;
     await waitForTask(url, stepsTask, undefined, TOKEN);
     const busy: string[] = [];
-    for (let i = 0; i < 3; i++) busy.push((await callTool(url, 'busy', { seconds: 4, log }, TOKEN)).result.taskId as string);
+    // The first holds the slot long enough for the page to see the queue on a loaded machine; it is cancelled after.
+    for (const seconds of [20, 1, 1]) busy.push((await callTool(url, 'busy', { seconds, log }, TOKEN)).result.taskId as string);
     await sleep(300);
 
     const page = await d.browser.newPage();
@@ -45,6 +46,7 @@ describe('dashboard: queued work, parked waits and durable steps', () => {
     // A queued task's page: its place.
     await page.goto(`${d.base}/tasks/${busy[2]}`);
     assert.match(await page.locator('[data-testid=queued-since]').innerText(), /place 2 in the queue/);
+    assert.equal((await rpc(url, 'tasks/cancel', { taskId: busy[0] }, TOKEN)).error, undefined);
     // The durable task's page: its steps, never their values.
     await page.goto(`${d.base}/tasks/${stepsTask}`);
     const steps = page.locator('[data-testid=steps] tbody tr');

@@ -50,7 +50,8 @@ describe(`gateway replicas on one PostgreSQL schema (lease ${LEASE_MS} ms)`, () 
   it('kill -9 of the replica holding a read-only call: it runs again on another replica, which a 2026 client polls to the result', async () => {
     const a = await start();
     const b = await start();
-    const r = await callTool(a.url, 'trigger-long-running-operation', { duration: 2, steps: 2 });
+    // Long enough that the kill lands mid-call on a loaded machine (its first progress comes after a second).
+    const r = await callTool(a.url, 'trigger-long-running-operation', { duration: 5, steps: 5 });
     const taskId = r.result.taskId as string;
     assert.ok(taskId, 'a task');
     await waitForTask(a.url, taskId, (t) => /^progress/.test(t.statusMessage ?? ''));
@@ -58,18 +59,18 @@ describe(`gateway replicas on one PostgreSQL schema (lease ${LEASE_MS} ms)`, () 
     // A 2026 client polls the task, made on the dead replica, on the live one.
     const client = new TaskClient({ url: b.url, status: 'poll' });
     try {
-      const deadline = Date.now() + LEASE_MS + 10_000;
+      const deadline = Date.now() + LEASE_MS + 20_000;
       let task = await client.getTask(taskId);
       while (!['completed', 'failed', 'cancelled'].includes(task.status) && Date.now() < deadline) {
         await sleep(250);
         task = await client.getTask(taskId);
       }
       assert.equal(task.status, 'completed', JSON.stringify(task));
-      assert.equal(textOf((task as unknown as { result: Record<string, any> }).result), 'Long running operation completed. Duration: 2 seconds, Steps: 2.');
+      assert.equal(textOf((task as unknown as { result: Record<string, any> }).result), 'Long running operation completed. Duration: 5 seconds, Steps: 5.');
     } finally {
       await client.close();
     }
-    const runs = tapped(log).filter((l) => l.includes('"trigger-long-running-operation"') && l.includes('"duration":2'));
+    const runs = tapped(log).filter((l) => l.includes('"trigger-long-running-operation"') && l.includes('"duration":5'));
     assert.equal(new Set(runs.map((l) => l.split(' ')[0])).size, 2, 'the upstream call was made twice, by two upstream processes (one per replica)');
   });
 

@@ -276,9 +276,13 @@ describe('outlast serve as an OAuth resource server (oidc-provider, two replicas
     // A burst of tokens naming an unknown key: at most one refetch for the whole burst (per replica, per cooldown).
     const forged = await as1.sign({ iss: as1.issuer, aud: resource, sub: 'x', exp: Math.floor(Date.now() / 1000) + 60 }, { kid: 'no-such-key' });
     const hitsBefore = await as1.jwksHits();
+    const burstStart = Date.now();
     const answers = await Promise.all(Array.from({ length: 20 }, () => postWith(replicaA.url, `Bearer ${forged}`)));
+    // One fetch per 300 ms cooldown the burst spans (a loaded machine stretches it past one).
+    const cooldowns = 1 + Math.floor((Date.now() - burstStart) / 300);
     assert.ok(answers.every((a) => a.status === 401));
-    assert.ok((await as1.jwksHits()) - hitsBefore <= 1, `JWKS fetched ${(await as1.jwksHits()) - hitsBefore} times for 20 unknown-kid tokens`);
+    const hits = (await as1.jwksHits()) - hitsBefore;
+    assert.ok(hits <= Math.min(cooldowns, 19), `JWKS fetched ${hits} times for 20 unknown-kid tokens over ${cooldowns} cooldown(s)`);
   });
 
   it('tokens are never stored: no access or refresh token in any row of the store, nor in the logs', async () => {
