@@ -19,6 +19,7 @@
 import { McpServer, type AuthInfo, type Implementation, type InboundLegacyRoute, type InboundModernRoute, type JSONRPCMessage, type Transport, type TransportSendOptions } from '@modelcontextprotocol/server';
 import type { JsonObject } from '../protocol/index.js';
 import type { Outlast } from './outlast.js';
+import { newDirectCallId, takeDeclined } from './direct-call-ids.js';
 
 type RequestId = string | number;
 
@@ -36,25 +37,9 @@ export interface DirectCallRequest {
   onLeave?(left: () => void): void;
 }
 
-const ID_PREFIX = 'outlast-direct:';
-let nextId = 0;
-/** Ids whose call Outlast's tools/call declined (it needs the per-request path); read once, by the dispatcher. */
-const declined = new Set<string>();
-
 /** A 2025-11-25 call not answered within this many ms answers on an SSE stream, as the SDK's transport does from the
  *  start: its headers go out and keep-alives follow, so nothing between waits idle for the end of a long call. */
 const STREAM_AFTER_MS = 1000;
-
-/** Whether a request in the SDK's dispatch came through this path. */
-export function isDirectCall(id: unknown): boolean {
-  return typeof id === 'string' && id.startsWith(ID_PREFIX);
-}
-
-/** Marks a direct call as declined and returns the error that ends its dispatch (its answer is never sent). */
-export function declineDirectCall(id: unknown): Error {
-  declined.add(id as string);
-  return new Error('outlast: this call needs the per-request path');
-}
 
 interface Pending {
   /** The SDK's response to the call (its own id in it), or 'declined'. */
@@ -79,7 +64,7 @@ class LoopbackTransport implements Transport {
   async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     const m = message as JsonObject;
     if (m.method === undefined && typeof m.id === 'string') {
-      const wasDeclined = declined.delete(m.id);
+      const wasDeclined = takeDeclined(m.id);
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
@@ -212,7 +197,7 @@ export function createDirectToolCall(outlast: Outlast, serverInfo: Implementatio
     async call(era, route, msg, authInfo, request) {
       const k = await serverFor(era);
       if (headerBound(k, (msg.params as JsonObject).name as string)) return undefined;
-      const id = `${ID_PREFIX}${++nextId}`;
+      const id = newDirectCallId();
       const callerId = msg.id as RequestId;
       const cancel = () => {
         if (!k.transport.pending.delete(id)) return;

@@ -9,17 +9,21 @@ import type { JsonObject } from '../protocol/index.js';
 import { RELATED_TASK_META } from '../protocol/legacy.js';
 import { checkAfter, followOutput } from '../runtime/output-follow.js';
 import type { TaskRuntime } from '../runtime/runtime.js';
-import type { LegacyTasks } from './legacy.js';
 
 export const OUTPUT_LOGGER = 'outlast/output';
 export const OUTPUT_AFTER_META = 'outlast/outputAfter';
 /** Longest the result waits for output still being read once the task has ended, ms. */
 const DRAIN_MS = 2000;
 
+/** What the relay needs of the 2025-11-25 wire (LegacyTasks): a notification on a request's stream. */
+export interface StreamNotifier {
+  notifyOnStream(mcp: McpServer, ctx: ServerContext, method: string, params: JsonObject): void;
+}
+
 /** Relays `taskId`'s output on this request's stream; `drained()` resolves once every item is out (or it gave up). */
 export async function relayOutputOnStream(
   runtime: TaskRuntime,
-  legacy: LegacyTasks,
+  legacy: StreamNotifier,
   mcp: McpServer,
   ctx: ServerContext,
   taskId: string,

@@ -35,7 +35,7 @@ import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
 import { taskStreamCapability } from '../runtime/output-follow.js';
 import { EVENTS_EXTENSION } from './events/index.js';
 import { declaresEvents, taskEventSource } from './events/task-output.js';
-import { declineDirectCall, isDirectCall } from './direct-call.js';
+import { declineDirectCall, isDirectCall } from './direct-call-ids.js';
 import { PrincipalError, anonymousPrincipal, defaultPrincipalOf, sessionIdOf, sharesPrincipal } from './principals.js';
 
 export { defaultPrincipalOf } from './principals.js';

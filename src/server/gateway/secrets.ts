@@ -9,7 +9,7 @@
 import { basename } from 'node:path';
 import type { JsonObject } from '../../protocol/index.js';
 import type { Logger } from '../../runtime/types.js';
-import type { UpstreamSpec } from './upstream.js';
+import type { UpstreamSpec } from './spec.js';
 
 export const REDACTED = '[redacted]';
 /** Shorter values are left in texts: too short to be a credential, and replacing them (`warn`, `true`, `3000`) would

@@ -12,7 +12,7 @@ import { RawDispatcher, RpcError, TaskCancelledError, TaskClient, TaskFailedErro
 import { PROTOCOL_VERSION, TASKS_EXTENSION, type JsonObject } from '../../protocol/index.js';
 import type { TaskContext } from '../../runtime/context.js';
 import type { Logger } from '../../runtime/types.js';
-import type { CallRelay, UpstreamSpec } from './upstream.js';
+import type { CallRelay, UpstreamSpec } from './spec.js';
 
 type HttpSpec = Extract<UpstreamSpec, { kind: 'http' }>;
 
