@@ -8,10 +8,10 @@
  * and its end (result, failure, cancel) is the call's.
  */
 import { ClientCredentialsProvider } from '@modelcontextprotocol/client';
-import { RawDispatcher, RpcError, TaskCancelledError, TaskClient, TaskFailedError, TaskGoneError, oauthFetch, type FetchLike, type TaskCall } from '../../client/index.js';
-import { PROTOCOL_VERSION, TASKS_EXTENSION, type JsonObject } from '../../protocol/index.js';
-import type { TaskContext } from '../../runtime/context.js';
-import type { Logger } from '../../runtime/types.js';
+import { RawDispatcher, RpcError, TaskCancelledError, TaskClient, TaskFailedError, TaskGoneError, oauthFetch, type FetchLike, type TaskCall } from '../client/index.js';
+import { PROTOCOL_VERSION, TASKS_EXTENSION, type JsonObject } from '../protocol/index.js';
+import type { TaskContext } from '../runtime/context.js';
+import type { Logger } from '../runtime/types.js';
 import type { CallRelay, UpstreamSpec } from './spec.js';
 
 type HttpSpec = Extract<UpstreamSpec, { kind: 'http' }>;

@@ -6,9 +6,9 @@
  * mounted (mount.ts) under the prefix `NAME__`. See docs/gateway.md.
  */
 import { McpServer, type Implementation } from '@modelcontextprotocol/server';
-import type { Outlast } from '../outlast.js';
-import type { ServerFactory } from '../front/index.js';
-import type { Logger } from '../../runtime/types.js';
+import type { Outlast } from '../server/outlast.js';
+import type { ServerFactory } from '../server/front/index.js';
+import type { Logger } from '../runtime/types.js';
 import { describeUpstream, type UpstreamSpec } from './upstream.js';
 import { mountUpstream, type MountedUpstream } from './mount.js';
 import { passThrough } from './passthrough.js';

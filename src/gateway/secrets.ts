@@ -7,8 +7,8 @@
  * secret (`--api-key=…`, `--token …`). The full command line reaches the log only with --log-upstream-commands.
  */
 import { basename } from 'node:path';
-import type { JsonObject } from '../../protocol/index.js';
-import type { Logger } from '../../runtime/types.js';
+import type { JsonObject } from '../protocol/index.js';
+import type { Logger } from '../runtime/types.js';
 import type { UpstreamSpec } from './spec.js';
 
 export const REDACTED = '[redacted]';

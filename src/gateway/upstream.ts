@@ -7,10 +7,10 @@
 import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import * as z from 'zod';
 import { basename } from 'node:path';
-import { StdioProcess } from '../../client/stdio-process.js';
-import { SERVER_INFO_META, type JsonObject } from '../../protocol/index.js';
-import type { Logger } from '../../runtime/types.js';
-import type { TaskClient } from '../../client/index.js';
+import { StdioProcess } from '../client/stdio-process.js';
+import { SERVER_INFO_META, type JsonObject } from '../protocol/index.js';
+import type { Logger } from '../runtime/types.js';
+import type { TaskClient } from '../client/index.js';
 import { openTasksExtension } from './tasks-extension.js';
 import { redactorOf, upstreamLabel } from './secrets.js';
 import type { CallRelay, UpstreamSpec } from './spec.js';

@@ -4,7 +4,7 @@
  * McpServer only when the upstream has them.
  */
 import { McpServer } from '@modelcontextprotocol/server';
-import type { JsonObject } from '../../protocol/index.js';
+import type { JsonObject } from '../protocol/index.js';
 import { ANY_RESULT, asGatewayResult, type UpstreamConnection } from './upstream.js';
 
 

@@ -2,7 +2,7 @@
  * What an upstream is (its spec, as a config file or flag gives it) and what a call that leases one answers for it:
  * apart from upstream.ts, so secrets.ts and tasks-extension.ts, which upstream.ts uses, can name them.
  */
-import type { JsonObject } from '../../protocol/index.js';
+import type { JsonObject } from '../protocol/index.js';
 
 /** `secrets`: values that must never be shown (what each `${VAR}` of a config file became), on top of those the
  *  spec's own fields hold (secrets.ts). */

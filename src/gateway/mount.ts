@@ -2,8 +2,8 @@
  * One upstream mounted into an Outlast: its pool of call connections, its control connection (listing, prompts,
  * resources), and its tool mirror refreshed on its list_changed. A gateway is one of these per upstream (index.ts).
  */
-import type { Outlast } from '../outlast.js';
-import type { Logger } from '../../runtime/types.js';
+import type { Outlast } from '../server/outlast.js';
+import type { Logger } from '../runtime/types.js';
 import { UpstreamPool } from './pool.js';
 import type { UpstreamConnection, UpstreamEvents, UpstreamSpec } from './upstream.js';
 import { ToolMirror } from './mirror.js';

@@ -6,10 +6,10 @@
  * several upstreams each tool is served as `PREFIX__tool` (the upstream is called with its own name); each names its
  * upstream in `_meta["outlast/upstream"]`, so `outlast tools` can say where it comes from.
  */
-import type { Outlast } from '../outlast.js';
-import { UPSTREAM_META, type JsonObject } from '../../protocol/index.js';
-import type { Logger } from '../../runtime/types.js';
-import { coalesced } from '../../runtime/coalesce.js';
+import type { Outlast } from '../server/outlast.js';
+import { UPSTREAM_META, type JsonObject } from '../protocol/index.js';
+import type { Logger } from '../runtime/types.js';
+import { coalesced } from '../runtime/coalesce.js';
 import type { UpstreamPool } from './pool.js';
 import type { UpstreamConnection } from './upstream.js';
 import { upstreamCallName, upstreamToolHandler } from './call.js';

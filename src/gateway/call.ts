@@ -6,12 +6,12 @@
  * in tasks-extension.ts), and forwards a cancel as the SDK's `notifications/cancelled` (or `tasks/cancel`). Failures
  * say which upstream call failed and why.
  */
-import { ErrorCode, TaskProtocolError, isTerminal, type JsonObject, type TaskStatus } from '../../protocol/index.js';
-import type { TaskContext, ToolHandler } from '../../runtime/context.js';
-import type { Logger } from '../../runtime/types.js';
-import { coalesced } from '../../runtime/coalesce.js';
+import { ErrorCode, TaskProtocolError, isTerminal, type JsonObject, type TaskStatus } from '../protocol/index.js';
+import type { TaskContext, ToolHandler } from '../runtime/context.js';
+import type { Logger } from '../runtime/types.js';
+import { coalesced } from '../runtime/coalesce.js';
 import type { Lease, UpstreamPool } from './pool.js';
-import { TaskGoneError } from '../../client/index.js';
+import { TaskGoneError } from '../client/index.js';
 import { recordWhenTask, recordedUpstreamTask, type UpstreamTaskRef } from './resume.js';
 import { ANY_RESULT, asGatewayResult, isInputRoundNote, type UpstreamConnection } from './upstream.js';
 import { questionRelay } from './relay.js';

@@ -5,8 +5,8 @@
  * An upstream that cannot answer is left out of a list (logged); the list fails only when none answers.
  */
 import { McpServer, ProtocolError, UriTemplate } from '@modelcontextprotocol/server';
-import { ErrorCode, type JsonObject } from '../../protocol/index.js';
-import type { Logger } from '../../runtime/types.js';
+import { ErrorCode, type JsonObject } from '../protocol/index.js';
+import type { Logger } from '../runtime/types.js';
 import { ANY_RESULT, asGatewayResult } from './upstream.js';
 import type { UpstreamSurface } from './passthrough.js';
 import type { Redact } from './secrets.js';

@@ -7,8 +7,8 @@
  * gateway's task over. Only where another replica can reach the task: an HTTP upstream (a 2025-11-25 task in the
  * session it was made in, a Tasks-extension task by its id); a stdio upstream's process ends with its replica.
  */
-import type { TaskContext } from '../../runtime/context.js';
-import type { Logger } from '../../runtime/types.js';
+import type { TaskContext } from '../runtime/context.js';
+import type { Logger } from '../runtime/types.js';
 import type { UpstreamSession } from './upstream.js';
 
 /** What a replica needs to follow an upstream task it did not start. */

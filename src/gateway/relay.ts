@@ -7,10 +7,10 @@
  * question stays on the task unanswered until the call ends. Its log messages during the call become output of the
  * task.
  */
-import type { JsonObject } from '../../protocol/index.js';
-import type { Logger } from '../../runtime/types.js';
-import type { TaskContext } from '../../runtime/context.js';
-import type { InputRequest } from '../../protocol/index.js';
+import type { JsonObject } from '../protocol/index.js';
+import type { Logger } from '../runtime/types.js';
+import type { TaskContext } from '../runtime/context.js';
+import type { InputRequest } from '../protocol/index.js';
 import type { CallRelay } from './upstream.js';
 
 /** Waits for `p`, or rejects when `signal` aborts (the upstream withdrew its request). */
