@@ -16,7 +16,7 @@ import { isoOf } from '../runtime/wire.js';
 import type { TaskRecord } from '../store/types.js';
 import { handleOutput, withOutput } from './handle-output.js';
 import { progressOnStream } from './stream-progress.js';
-import { questionText } from './answers/sampling.js';
+import { questionText } from './question-text.js';
 
 export interface HandleOptions {
   /** Name of the status tool. Default `outlast_task_status` (letters, digits and `_`, so every host accepts it). */

@@ -11,7 +11,7 @@ import type { TaskRuntime } from '../runtime/runtime.js';
 import type { TaskView } from '../store/types.js';
 import type { LegacyTasks } from './legacy.js';
 import { declaresUrlMode, elicitationIdOf } from './url-elicitation.js';
-import { questionText } from './answers/sampling.js';
+import { questionText } from './question-text.js';
 
 /**
  * Puts each new question of `taskId` on this request's stream while it waits (2025-11-25), unless another stream of

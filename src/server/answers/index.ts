@@ -6,12 +6,13 @@
 import { answeredByOf } from '../../protocol/index.js';
 import type { TaskRecord } from '../../store/types.js';
 import { ANSWER_PATH, signAnswerToken } from './links.js';
-import { questionText } from './sampling.js';
+import { questionText } from '../question-text.js';
 
 export { createAnswerPage, type AnswerPageOptions } from './page.js';
 export { createAnswerSignIn, SIGNED_IN_PATH, type AnswerSignIn, type AnswerSignInOptions, type SignInClient } from './sign-in.js';
 export { ANSWER_PATH, openAnswerToken, signAnswerToken, type AnswerLinkClaims } from './links.js';
-export { PERSON_MODEL, questionText } from './sampling.js';
+export { PERSON_MODEL } from './sampling.js';
+export { questionText } from '../question-text.js';
 
 export interface AnswerLink {
   key: string;
