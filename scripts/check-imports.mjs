@@ -15,7 +15,12 @@ export const LAYERS = [
   ['cli/'],
   ['gateway/'],
   ['server/index.ts'], // the ./server export gathers every room of the server
-  ['server/'],
+  ['server/'], // the glue (outlast.ts attaches every wire) and the fronts: front/, stdio/, direct/, module/, …
+  // What each client generation adds, below the glue that attaches it: a caller without tasks on a 2025-11-25
+  // client is asked its questions through that wire, so no-tasks/ sits above tasks-2025/.
+  ['server/no-tasks/'],
+  ['server/tasks-2025/'],
+  ['server/core/'], // what every wire shares: task methods, principals, question text, the SDK peer check
   ['ops/'],
   ['client/'],
   ['runtime/'],

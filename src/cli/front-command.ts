@@ -6,9 +6,9 @@
 import type { Implementation } from '@modelcontextprotocol/server';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
 import { DEFAULT_HTTP_LIMITS } from '../server/http-limits.js';
-import { serveOutlastStdio } from '../server/stdio.js';
+import { serveOutlastStdio } from '../server/stdio/stdio.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
-import type { LoadServerModuleOptions } from '../server/load-module.js';
+import type { LoadServerModuleOptions } from '../server/module/load-module.js';
 import type { Outlast } from '../server/outlast.js';
 import type { ServerFactory } from '../server/http.js';
 import { busFromUrl, storeFromUrl } from './store-url.js';

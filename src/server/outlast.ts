@@ -3,7 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
-import { progressOnStream, sendProgress } from './stream-progress.js';
+import { progressOnStream, sendProgress } from './no-tasks/stream-progress.js';
 import { McpServer, ProtocolError, fromJsonSchema, requireScopes, type AuthInfo, type ScopeChallengeHandler, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
@@ -22,23 +22,23 @@ import {
   type JsonObject,
 } from '../protocol/index.js';
 import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
-import { TASK_METHODS } from './task-methods.js';
-import { AnswerLinks, type AnswerLink } from './answers/index.js';
+import { TASK_METHODS } from './core/task-methods.js';
+import { AnswerLinks, type AnswerLink } from './no-tasks/answers/index.js';
 import type { TaskRecord } from '../store/types.js';
-import { declaresUrlMode, legacyClientSamples, legacyClientTakesUrl } from './url-elicitation.js';
-import { type UrlOffer, askingOf, declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
+import { declaresUrlMode, legacyClientSamples, legacyClientTakesUrl } from './tasks-2025/url-elicitation.js';
+import { type UrlOffer, askingOf, declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './no-tasks/questions.js';
 import type { ToolHandler } from '../runtime/context.js';
-import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
-import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
-import { requestTraceContext } from './request-spans.js';
-import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
+import { HandleTools, resolveHandleOptions, type HandleOptions } from './no-tasks/handles.js';
+import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './tasks-2025/legacy.js';
+import { requestTraceContext } from './telemetry/request-spans.js';
+import { checkSdkPeer, foreignMcpServer } from './core/sdk-peer.js';
 import { taskStreamCapability } from '../runtime/output-follow.js';
 import { EVENTS_EXTENSION } from './events/index.js';
 import { declaresEvents, taskEventSource } from './events/task-output.js';
-import { declineDirectCall, isDirectCall } from './direct-call-ids.js';
-import { PrincipalError, anonymousPrincipal, defaultPrincipalOf, sessionIdOf, sharesPrincipal } from './principals.js';
+import { declineDirectCall, isDirectCall } from './direct/direct-call-ids.js';
+import { PrincipalError, anonymousPrincipal, defaultPrincipalOf, sessionIdOf, sharesPrincipal } from './core/principals.js';
 
-export { defaultPrincipalOf } from './principals.js';
+export { defaultPrincipalOf } from './core/principals.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {

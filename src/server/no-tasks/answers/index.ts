@@ -3,16 +3,16 @@
  * of a handle caller's task gets a signed, single-use link on the server's public URL; the page (createAnswerPage)
  * records the answer.
  */
-import { answeredByOf } from '../../protocol/index.js';
-import type { TaskRecord } from '../../store/types.js';
+import { answeredByOf } from '../../../protocol/index.js';
+import type { TaskRecord } from '../../../store/types.js';
 import { ANSWER_PATH, signAnswerToken } from './links.js';
-import { questionText } from '../question-text.js';
+import { questionText } from '../../core/question-text.js';
 
 export { createAnswerPage, type AnswerPageOptions } from './page.js';
 export { createAnswerSignIn, SIGNED_IN_PATH, type AnswerSignIn, type AnswerSignInOptions, type SignInClient } from './sign-in.js';
 export { ANSWER_PATH, openAnswerToken, signAnswerToken, type AnswerLinkClaims } from './links.js';
 export { PERSON_MODEL } from './sampling.js';
-export { questionText } from '../question-text.js';
+export { questionText } from '../../core/question-text.js';
 
 export interface AnswerLink {
   key: string;

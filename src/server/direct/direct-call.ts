@@ -17,8 +17,8 @@
  * per-request transport's close does.
  */
 import { McpServer, type AuthInfo, type Implementation, type InboundLegacyRoute, type InboundModernRoute, type JSONRPCMessage, type Transport, type TransportSendOptions } from '@modelcontextprotocol/server';
-import type { JsonObject } from '../protocol/index.js';
-import type { Outlast } from './outlast.js';
+import type { JsonObject } from '../../protocol/index.js';
+import type { Outlast } from '../outlast.js';
 import { newDirectCallId, takeDeclined } from './direct-call-ids.js';
 
 type RequestId = string | number;

@@ -6,12 +6,12 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
-import { TaskProtocolError, isTerminal, type InputRequest, type JsonObject } from '../protocol/index.js';
-import type { TaskRuntime } from '../runtime/runtime.js';
-import type { TaskView } from '../store/types.js';
-import type { LegacyTasks } from './legacy.js';
-import { declaresUrlMode, elicitationIdOf } from './url-elicitation.js';
-import { questionText } from './question-text.js';
+import { TaskProtocolError, isTerminal, type InputRequest, type JsonObject } from '../../protocol/index.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
+import type { TaskView } from '../../store/types.js';
+import type { LegacyTasks } from '../tasks-2025/legacy.js';
+import { declaresUrlMode, elicitationIdOf } from '../tasks-2025/url-elicitation.js';
+import { questionText } from '../core/question-text.js';
 
 /**
  * Puts each new question of `taskId` on this request's stream while it waits (2025-11-25), unless another stream of

@@ -10,9 +10,9 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Implementation } from '@modelcontextprotocol/server';
-import { Outlast } from './outlast.js';
+import { Outlast } from '../outlast.js';
 import type { OutlastServerModule } from './module.js';
-import type { ServerFactory } from './front/index.js';
+import type { ServerFactory } from '../front/index.js';
 
 /** What a module served by the CLI turned out to be. */
 export type ServedModule =

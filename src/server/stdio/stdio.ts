@@ -2,11 +2,11 @@
  *  request (stdio-spans.ts), and `tasks/stream` for task output (stdio-task-stream.ts). */
 import { StdioServerTransport, serveStdio } from '@modelcontextprotocol/server/stdio';
 import type { Transport } from '@modelcontextprotocol/server';
-import type { Outlast } from './outlast.js';
-import type { ServerFactory } from './http.js';
+import type { Outlast } from '../outlast.js';
+import type { ServerFactory } from '../http.js';
 import { TracedTransport } from './stdio-spans.js';
 import { TaskStreamTransport } from './stdio-task-stream.js';
-import { refuseServingDuringServeImport } from './served-module.js';
+import { refuseServingDuringServeImport } from '../module/served-module.js';
 
 export interface StdioOptions {
   onerror?: (e: Error) => void;

@@ -3,8 +3,8 @@
  * once a request has passed its era's checks. Both ways in serve them from here: the SDK's handlers
  * (`Outlast.attach`) and the direct path of the HTTP front (`direct.ts`), so the two cannot drift apart.
  */
-import { ErrorCode, TaskProtocolError, declaresTasks, missingTasksCapability, type JsonObject } from '../protocol/index.js';
-import type { TaskRuntime } from '../runtime/runtime.js';
+import { ErrorCode, TaskProtocolError, declaresTasks, missingTasksCapability, type JsonObject } from '../../protocol/index.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
 
 /** One task-method request after its era's envelope checks. */
 export interface TaskMethodCall {

@@ -4,7 +4,7 @@
  * own stream, when the request gave a progressToken, so a host shows the work moving and keeps its timeout alive.
  */
 import type { ServerContext } from '@modelcontextprotocol/server';
-import type { TaskRuntime } from '../runtime/runtime.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
 
 /** Numbers a token's notifications: they must increase, whoever sends the next one. */
 export interface ProgressCount {

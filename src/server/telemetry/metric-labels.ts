@@ -4,7 +4,7 @@
  * can add series to /metrics (each new label value is a new series, kept for the life of the process).
  */
 
-import { OTHER_LABEL } from '../runtime/telemetry.js';
+import { OTHER_LABEL } from '../../runtime/telemetry.js';
 
 export { OTHER_LABEL };
 

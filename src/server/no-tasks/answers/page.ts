@@ -4,10 +4,10 @@
  * Strict CSP (no script at all), CSRF (a cookie bound to an HMAC field), escaping; readable on a phone.
  */
 import { randomBytes } from 'node:crypto';
-import { TaskProtocolError, answeredByOf, type JsonObject } from '../../protocol/index.js';
-import type { TaskRuntime } from '../../runtime/runtime.js';
+import { TaskProtocolError, answeredByOf, type JsonObject } from '../../../protocol/index.js';
+import type { TaskRuntime } from '../../../runtime/runtime.js';
 import { ANSWER_PATH, answerTokenIn, cookieValue, csrfFor, openAnswerToken, sameString, type AnswerLinkClaims } from './links.js';
-import { escapeHtml, readForm, renderFields } from '../../ops/answer-form.js';
+import { escapeHtml, readForm, renderFields } from '../../../ops/answer-form.js';
 import { notice, page } from './html.js';
 import { SIGNED_IN_PATH, type AnswerSignIn } from './sign-in.js';
 import { readReply, renderSampling, replyField } from './sampling.js';

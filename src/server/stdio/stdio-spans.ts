@@ -8,8 +8,8 @@
  */
 import type { Span, Context } from '@opentelemetry/api';
 import type { Transport } from '@modelcontextprotocol/server';
-import { w3cCarrier } from '../protocol/trace-context.js';
-import { endRequestSpan, startRequestSpan, type Answer } from './request-spans.js';
+import { w3cCarrier } from '../../protocol/trace-context.js';
+import { endRequestSpan, startRequestSpan, type Answer } from '../telemetry/request-spans.js';
 import { WrappedTransport, type Message, type OnMessage } from './wrapped-transport.js';
 
 export class TracedTransport extends WrappedTransport {

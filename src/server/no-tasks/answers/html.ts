@@ -1,6 +1,6 @@
 /** The answer pages' HTML shell: one inline style pinned by its hash in a CSP that allows no script at all. */
 import { createHash } from 'node:crypto';
-import { escapeHtml } from '../../ops/answer-form.js';
+import { escapeHtml } from '../../../ops/answer-form.js';
 
 const STYLE =
   'body{font:16px/1.5 system-ui,sans-serif;margin:0;padding:1rem;max-width:36rem;margin-inline:auto;color:#111;background:#fff}' +

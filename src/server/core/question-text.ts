@@ -2,7 +2,7 @@
  * What a question asks, in one line of text (a form's message, or what a sampling request wants a reply to): for the
  * texts that offer its answer link (handles, questions, URL-mode elicitation) and the answer page's sampling view.
  */
-import type { InputRequest, JsonObject } from '../protocol/index.js';
+import type { InputRequest, JsonObject } from '../../protocol/index.js';
 
 export interface Content {
   type?: unknown;

@@ -5,18 +5,18 @@
  * same principal binding as every other wire.
  */
 import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
-import { CLIENT_CAPABILITIES_META, answeredByOf, declaresTasks } from '../protocol/index.js';
-import { checkContent } from '../ops/answer-form.js';
-import type { LegacyTasks } from './legacy.js';
+import { CLIENT_CAPABILITIES_META, answeredByOf, declaresTasks } from '../../protocol/index.js';
+import { checkContent } from '../../ops/answer-form.js';
+import type { LegacyTasks } from '../tasks-2025/legacy.js';
 import { type UrlOffer, declaredInputKinds, offerableQuestions, recordRetryAnswers, relayQuestionsOnStream, untilEndOrQuestion } from './questions.js';
 import * as z from 'zod';
-import { TaskProtocolError, isTerminal, type JsonObject } from '../protocol/index.js';
-import type { TaskRuntime } from '../runtime/runtime.js';
-import { isoOf } from '../runtime/wire.js';
-import type { TaskRecord } from '../store/types.js';
+import { TaskProtocolError, isTerminal, type JsonObject } from '../../protocol/index.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
+import { isoOf } from '../../runtime/wire.js';
+import type { TaskRecord } from '../../store/types.js';
 import { handleOutput, withOutput } from './handle-output.js';
 import { progressOnStream } from './stream-progress.js';
-import { questionText } from './question-text.js';
+import { questionText } from '../core/question-text.js';
 
 export interface HandleOptions {
   /** Name of the status tool. Default `outlast_task_status` (letters, digits and `_`, so every host accepts it). */

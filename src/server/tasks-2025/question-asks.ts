@@ -10,7 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
-import type { TaskRuntime } from '../runtime/runtime.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
 
 /** How often a stream that waits for a question held by another stream looks again (signals usually come first). */
 const RETRY_MS = 2000;

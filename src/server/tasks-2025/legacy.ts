@@ -6,7 +6,7 @@
  * replica it reaches (see `answerPostedResponse`), so nothing is tied to one process.
  */
 import { ProtocolError, type McpServer, type ServerContext, type StandardSchemaV1 } from '@modelcontextprotocol/server';
-import { ErrorCode, OUTPUT_SEQ_META, TaskProtocolError, isTerminal, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
+import { ErrorCode, OUTPUT_SEQ_META, TaskProtocolError, isTerminal, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../../protocol/index.js';
 import {
   LEGACY_TASKS_CAPABILITY,
   MODEL_IMMEDIATE_RESPONSE_META,
@@ -15,17 +15,17 @@ import {
   parseInputRequestId,
   type LegacyTask,
   type TaskSupport,
-} from '../protocol/legacy.js';
-import { advertisedPollInterval, type PollPolicy } from '../runtime/poll.js';
-import type { PromotionPolicy } from '../runtime/types.js';
-import type { TaskRuntime } from '../runtime/runtime.js';
-import { isoOf } from '../runtime/wire.js';
-import type { TaskRecord, TaskSummary, TaskView } from '../store/types.js';
-import type { TaskMethod } from './task-methods.js';
+} from '../../protocol/legacy.js';
+import { advertisedPollInterval, type PollPolicy } from '../../runtime/poll.js';
+import type { PromotionPolicy } from '../../runtime/types.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
+import { isoOf } from '../../runtime/wire.js';
+import type { TaskRecord, TaskSummary, TaskView } from '../../store/types.js';
+import type { TaskMethod } from '../core/task-methods.js';
 import { QuestionAsks } from './question-asks.js';
 import { relayOutputOnStream } from './legacy-output.js';
 import { asUrlElicitation, recordUrlAnswer, urlRequestId } from './url-elicitation.js';
-import { sharedListRefused } from './principals.js';
+import { sharedListRefused } from '../core/principals.js';
 
 export interface LegacyOptions {
   /** tasks/cancel must answer with the task already cancelled: how long to wait for the handler to stop before

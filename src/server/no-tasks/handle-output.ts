@@ -6,10 +6,10 @@
  * skipped, not silently missing.
  */
 import type { CallToolResult } from '@modelcontextprotocol/server';
-import { TaskProtocolError, type JsonObject } from '../protocol/index.js';
-import { readOutput } from '../runtime/output-follow.js';
-import type { TaskStore } from '../store/types.js';
-import type { OutputItem } from '../store/output.js';
+import { TaskProtocolError, type JsonObject } from '../../protocol/index.js';
+import { readOutput } from '../../runtime/output-follow.js';
+import type { TaskStore } from '../../store/types.js';
+import type { OutputItem } from '../../store/output.js';
 
 /** Most items one status answer carries (the newest; older ones are counted as skipped). */
 export const HANDLE_OUTPUT_ITEMS = 100;

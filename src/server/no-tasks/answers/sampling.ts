@@ -3,9 +3,9 @@
  * with their roles, text; other content named, never rendered; maxTokens, model preferences), everything escaped, and
  * the reply a person writes returned as a `CreateMessageResult` whose `model` says a person wrote it.
  */
-import type { JsonObject } from '../../protocol/index.js';
-import { escapeHtml } from '../../ops/answer-form.js';
-import { messagesOf, named } from '../question-text.js';
+import type { JsonObject } from '../../../protocol/index.js';
+import { escapeHtml } from '../../../ops/answer-form.js';
+import { messagesOf, named } from '../../core/question-text.js';
 
 /** The `model` of a reply written on the page: a person, not a model. */
 export const PERSON_MODEL = 'human';

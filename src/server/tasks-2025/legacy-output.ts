@@ -5,10 +5,10 @@
  * result leaves after the last item. `_meta["outlast/outputAfter"]` on tasks/result resumes after a seq already seen.
  */
 import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
-import type { JsonObject } from '../protocol/index.js';
-import { RELATED_TASK_META } from '../protocol/legacy.js';
-import { checkAfter, followOutput } from '../runtime/output-follow.js';
-import type { TaskRuntime } from '../runtime/runtime.js';
+import type { JsonObject } from '../../protocol/index.js';
+import { RELATED_TASK_META } from '../../protocol/legacy.js';
+import { checkAfter, followOutput } from '../../runtime/output-follow.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
 
 export const OUTPUT_LOGGER = 'outlast/output';
 export const OUTPUT_AFTER_META = 'outlast/outputAfter';

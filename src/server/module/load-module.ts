@@ -4,13 +4,13 @@
  * per-request factory with the front's options (the module's `serverInfo`, so the direct path is on).
  */
 import type { Implementation } from '@modelcontextprotocol/server';
-import type { TaskStore } from '../store/types.js';
-import { storeFromUrl } from '../store/url.js';
-import { Outlast, type OutlastOptions } from './outlast.js';
+import type { TaskStore } from '../../store/types.js';
+import { storeFromUrl } from '../../store/url.js';
+import { Outlast, type OutlastOptions } from '../outlast.js';
 import { moduleFactory, type OutlastServerModule } from './module.js';
 import { importServedModule } from './served-module.js';
-import type { HandleOptions } from './handles.js';
-import type { OutlastHandlerOptions, ServerFactory } from './front/index.js';
+import type { HandleOptions } from '../no-tasks/handles.js';
+import type { OutlastHandlerOptions, ServerFactory } from '../front/index.js';
 
 export interface LoadServerModuleOptions extends Omit<OutlastOptions, 'store' | 'handles'> {
   /** A TaskStore (e.g. `new SqliteTaskStore(file)`), or a URL as `--store` takes: sqlite:PATH, postgres://… */

@@ -1,10 +1,10 @@
 /** `mcp.server.operation.duration` (MCP semantic conventions): every JSON-RPC request the HTTP front answers. Its
  *  method and tool labels are only names the server knows (metric-labels.ts): a caller cannot add series. */
 import { createNoopMeter, metrics } from '@opentelemetry/api';
-import { MCP_BUCKETS } from '../runtime/telemetry.js';
+import { MCP_BUCKETS } from '../../runtime/telemetry.js';
 import { methodLabel, toolLabel } from './metric-labels.js';
 import { whenAnswered } from './response-end.js';
-import type { Answer } from './front/exchange.js';
+import type { Answer } from '../front/exchange.js';
 
 /** Starts timing a parsed request; the function it returns takes the answer (and whether its body may still be
  *  streaming) and records the duration at its end: told by `ended` when the adapter can tell (no relay stream),

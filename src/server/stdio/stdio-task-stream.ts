@@ -6,9 +6,9 @@
  * terminal and every item was sent. `notifications/cancelled` for the request stops it (the client closed the stream,
  * and resumes later with `after`); the end of the connection stops them all. Everything else passes through.
  */
-import { ErrorCode, SUBSCRIPTION_ID_META, TASKS_STREAM_METHOD, TASK_EVENT_NOTIFICATION, TaskProtocolError, type JsonObject } from '../protocol/index.js';
-import { checkAfter, followOutput } from '../runtime/output-follow.js';
-import type { Outlast } from './outlast.js';
+import { ErrorCode, SUBSCRIPTION_ID_META, TASKS_STREAM_METHOD, TASK_EVENT_NOTIFICATION, TaskProtocolError, type JsonObject } from '../../protocol/index.js';
+import { checkAfter, followOutput } from '../../runtime/output-follow.js';
+import type { Outlast } from '../outlast.js';
 import { WrappedTransport, type Message, type OnMessage } from './wrapped-transport.js';
 import type { Transport } from '@modelcontextprotocol/server';
 

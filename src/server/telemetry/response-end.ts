@@ -3,7 +3,7 @@
  * to its response's end, and a span reads the answer's first bytes for its error code. A body that is not a stream
  * of events is written at once, so it needs no watching unless its text is wanted.
  */
-import { Reply, type Answer } from './front/exchange.js';
+import { Reply, type Answer } from '../front/exchange.js';
 
 /** Calls `done` once the response's body has been read to its end (or cancelled), with its first `keep` bytes as
  *  text (undefined when `keep` is 0 or the body was longer). `mayStream` false: the body is all there already.

@@ -1,8 +1,8 @@
 /** The shape of a server module that `outlast serve MODULE` loads. */
 import { McpServer, type McpServerOptions, type ServerNotifier } from '@modelcontextprotocol/server';
-import type { Outlast } from './outlast.js';
-import type { ServerFactory } from './front/index.js';
-import type { HandleOptions } from './handles.js';
+import type { Outlast } from '../outlast.js';
+import type { ServerFactory } from '../front/index.js';
+import type { HandleOptions } from '../no-tasks/handles.js';
 import { recordDefinitions, type DefinitionSurface } from './definitions.js';
 
 export interface OutlastServerModule {

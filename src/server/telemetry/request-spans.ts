@@ -9,10 +9,10 @@
  * connection.
  */
 import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
-import { PROTOCOL_VERSION_META } from '../protocol/index.js';
-import { contextOf } from '../runtime/tracing.js';
+import { PROTOCOL_VERSION_META } from '../../protocol/index.js';
+import { contextOf } from '../../runtime/tracing.js';
 import { whenAnswered } from './response-end.js';
-import { answerHeader, type Answer as FrontAnswer } from './front/exchange.js';
+import { answerHeader, type Answer as FrontAnswer } from '../front/exchange.js';
 
 const tracer = trace.getTracer('outlast');
 

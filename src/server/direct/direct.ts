@@ -27,13 +27,13 @@ import {
   type InboundLegacyRoute,
   type InboundModernRoute,
 } from '@modelcontextprotocol/server';
-import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, SERVER_INFO_META, type JsonObject } from '../protocol/index.js';
-import type { TaskRuntime } from '../runtime/runtime.js';
-import { TASK_METHODS, type TaskMethod, type TaskMethodCall } from './task-methods.js';
-import { Reply } from './front/exchange.js';
+import { CLIENT_CAPABILITIES_META, ErrorCode, PROTOCOL_VERSION, SERVER_INFO_META, type JsonObject } from '../../protocol/index.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
+import { TASK_METHODS, type TaskMethod, type TaskMethodCall } from '../core/task-methods.js';
+import { Reply } from '../front/exchange.js';
 import type { DirectCallRequest, DirectToolCall } from './direct-call.js';
 import type { AuthInfo } from '@modelcontextprotocol/server';
-import { sessionIdOf, sharesPrincipal } from './principals.js';
+import { sessionIdOf, sharesPrincipal } from '../core/principals.js';
 
 /** A JSON-RPC answer and its HTTP status (and, for a refusal, the line the SDK would report to `onerror`). */
 interface Answer {

@@ -15,10 +15,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { McpServer, ServerContext } from '@modelcontextprotocol/server';
-import { ErrorCode, TaskProtocolError, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../protocol/index.js';
-import { inputRequestId, parseTaskKeyId } from '../protocol/legacy.js';
-import type { TaskRuntime } from '../runtime/runtime.js';
-import { questionText } from './question-text.js';
+import { ErrorCode, TaskProtocolError, type InputRequest, type JsonObject, type JsonRpcErrorObject } from '../../protocol/index.js';
+import { inputRequestId, parseTaskKeyId } from '../../protocol/legacy.js';
+import type { TaskRuntime } from '../../runtime/runtime.js';
+import { questionText } from '../core/question-text.js';
 
 const SESSION_PREFIX = 'outlast.elicitation-url.';
 /** Within SESSION_PREFIX: the same initialize declared sampling too. */
