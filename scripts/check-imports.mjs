@@ -8,8 +8,8 @@ import { fileURLToPath } from 'node:url';
 
 // Rooms from top to bottom: a file may import its own room and the rooms below it, never one above.
 // The most specific prefix names a file's room; rooms on one line share a rank and may not import each other.
-// ops/ and client/ sit between server/ and runtime/: the server serves the dashboard and answer pages from ops/
-// and uses client/ for the 2025-11-25 receiver; neither imports the server.
+// ops/ (what the server serves operators: dashboard, alerts, metrics, event delivery) and client/ (TaskClient, used by
+// the cli and the gateway) share a rank between server/ and runtime/: neither imports the server nor the other.
 export const LAYERS = [
   ['index.ts'], // the package root re-exports every room
   ['cli/'],
@@ -21,8 +21,7 @@ export const LAYERS = [
   ['server/no-tasks/'],
   ['server/tasks-2025/'],
   ['server/core/'], // what every wire shares: task methods, principals, question text, the SDK peer check
-  ['ops/'],
-  ['client/'],
+  ['ops/', 'client/'],
   ['runtime/'],
   ['store/'],
   ['protocol/'],

@@ -32,7 +32,7 @@ describe('check:imports', () => {
     assert.equal(pkg.scripts['check:imports'], 'node scripts/check-imports.mjs');
   });
 
-  describe('on a tree with a circle and an upward import', () => {
+  describe('on a tree with a circle, an upward and a sideways import', () => {
     const root = mkdtempSync(join(tmpdir(), 'outlast-check-imports-'));
     after(() => rmSync(root, { recursive: true, force: true }));
     const write = (file: string, text: string) => {
@@ -46,15 +46,19 @@ describe('check:imports', () => {
     write('runtime/c.ts', "export type C = number;\nexport const load = () => import('./b.js');\n// import { x } from './d.js';\n");
     write('runtime/d.ts', "export const text = \"import { c } from './c.js'\";\n");
     write('store/e.ts', "import { b } from '../runtime/b.js';\nexport { b };\n");
+    // Rooms of one rank (ops/ and client/) may not import each other.
+    write('client/h.ts', 'export const h = 1;\n');
+    write('ops/g.ts', "export { h } from '../client/h.js';\n");
 
     it('fails with one line per problem, naming both files', () => {
       const { status, lines } = check(root);
       assert.equal(status, 1);
       assert.deepEqual(lines, [
+        'sideways import: ops/g.ts (ops/) imports client/h.ts (client/), a room beside it',
         'upward import: protocol/index.ts (protocol/) imports runtime/b.ts (runtime/), a room above it',
         'upward import: store/e.ts (store/) imports runtime/b.ts (runtime/), a room above it',
         'import circle: runtime/b.ts <-> runtime/c.ts',
-        'check-imports: 3 problem(s) in 5 files, 4 imports',
+        'check-imports: 4 problem(s) in 7 files, 5 imports',
       ]);
     });
 
