@@ -40,7 +40,7 @@ describe('answer links made before the upgrade', () => {
       const secret = await store.sharedSecret('outlast-answer-links', () => 'not-the-key');
       assert.notEqual(secret, 'not-the-key');
       const base = new URL(server.url).origin;
-      const claims = { t: taskId, k: 'approval', d: waiting.inputRequests.approval!.deadline, p: 'anonymous' };
+      const claims = { t: taskId, k: 'approval', d: waiting.inputRequests.approval!.deadline, p: waiting.principal };
       const late = formatOneLink(base, secret, { ...claims, d: Date.now() - 1000 });
       assert.equal((await fetch(late)).status, 410, 'past its deadline');
       const link = formatOneLink(base, secret, claims);

@@ -24,7 +24,7 @@ export const TASKS_CAPS = { extensions: { [EXT]: {} }, elicitation: {} };
 // ---- schemas ------------------------------------------------------------------------------------------------
 
 const SCHEMA_DIR = resolve(ROOT, '..', 'shared', 'schemas');
-const ajv = new Ajv2020({ strict: false, allErrors: true });
+const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false }); // formats are not checked: no warning per schema
 const extSchema = JSON.parse(readFileSync(join(SCHEMA_DIR, 'ext-tasks-2026-07-28.schema.json'), 'utf8'));
 const coreSchema = JSON.parse(readFileSync(join(SCHEMA_DIR, 'mcp-core-2026-07-28.schema.json'), 'utf8'));
 ajv.addSchema(extSchema, 'ext');
@@ -315,8 +315,8 @@ export async function waitForTask(
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   for (;;) {
     const r = await getTask(url, taskId, opts);
-    // A server that enforces its poll interval answers a fast poll with -31429 and the wait; a client honours it.
-    const retryAfterMs = r.error?.code === -31429 ? Number((r.error.data as { retryAfterMs?: number } | undefined)?.retryAfterMs) : NaN;
+    // A fast poll (-31429) or a replica that cannot reach the store (-31504) is answered with the wait; a client honours it.
+    const retryAfterMs = r.error?.code === -31429 || r.error?.code === -31504 ? Number((r.error.data as { retryAfterMs?: number } | undefined)?.retryAfterMs) : NaN;
     if (Number.isFinite(retryAfterMs) && Date.now() + retryAfterMs <= deadline) {
       await new Promise((res) => setTimeout(res, retryAfterMs));
       continue;

@@ -126,9 +126,19 @@ export function eventsKit(open: Open, openAt: (location: string) => Promise<{ st
     await other.close();
   });
 
-  it('events (a store that claims on commit): a finish claims its deliveries for the committing replica in its own write, handed over before it returns; the lease keeps them from others until it lapses', async (t) => {
+  it('events: a store that claims on commit claims a finish\'s deliveries for the committing replica in its own write, handed over before it returns, the lease keeping them from others until it lapses; one that claims in rounds leaves them all to the next round', async () => {
     const { store, location } = await open();
-    if (!store.events.claimOnCommit) return void t.skip('this store claims in claim rounds only');
+    if (!store.events.claimOnCommit) {
+      // Rounds only: the finish claims nothing itself; the next round takes each delivery once.
+      const subs = [0, 1].map((i) => sub({ principal: 'erin', url: `https://hooks.example/round-${i}` }));
+      for (const s of subs) assert.equal(await store.events.subscribe(s, 10), 'created');
+      const task = await store.create(newTask({ principal: 'erin', tool: 'render', owner: 'r1' }));
+      await store.finish(task.record.taskId, 'r1', { status: 'completed', result: { content: [] } }, null, Date.now());
+      const round = (await store.events.claim('r1', Date.now(), 10_000, 50)).filter((c) => c.taskId === task.record.taskId);
+      assert.deepEqual(round.map((c) => [c.subId, c.attempts]).sort(), subs.map((s) => [s.subId, 1]).sort(), 'every delivery, attempt 1, in the round');
+      assert.deepEqual((await store.events.claim('r2', Date.now(), 10_000, 50)).filter((c) => c.taskId === task.record.taskId), [], 'claimed once');
+      return;
+    }
     const { store: other } = await openAt(location);
     const subs = [0, 1, 2].map((i) => sub({ principal: 'erin', url: `https://hooks.example/commit-${i}`, secret: `whsec_${i}` }));
     for (const s of subs) assert.equal(await store.events.subscribe(s, 10), 'created');
