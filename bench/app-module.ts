@@ -5,7 +5,7 @@
  */
 import { ResourceTemplate, completable } from '@modelcontextprotocol/server';
 import * as z from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 import { registerAppTools } from './app-tools.js';
 
 export default defineServer({

@@ -11,7 +11,7 @@ import { appendFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 const now = () => performance.timeOrigin + performance.now();
 const log = (entry: Record<string, unknown>) => {

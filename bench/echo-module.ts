@@ -3,7 +3,7 @@
  * answered in-process, with the same JSON Schema and policy as the gateway's mirror of it: the gateway's front and
  * runtime without the upstream leg.
  */
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 export default defineServer({
   info: { name: 'outlast-echo-bench', version: '0.0.0' },

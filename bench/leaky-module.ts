@@ -4,7 +4,7 @@
  * module-wide Ajv cache that keeps it (typescript-sdk #2605), so this server's heap grows with every request.
  */
 import { fromJsonSchema, type JsonSchemaType } from '@modelcontextprotocol/server';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 export default defineServer({
   info: { name: 'leaky-control', version: '0.0.0' },

@@ -7,7 +7,7 @@
  *          past the question.
  */
 import { performance } from 'node:perf_hooks';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 const now = () => performance.timeOrigin + performance.now();
 

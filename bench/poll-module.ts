@@ -3,7 +3,7 @@
  * 39 plain tools of bench/app-tools.ts, plus
  *   park   policy 'always': stays working until the process stops (retry-safe, so stopping writes nothing).
  */
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 import { registerAppTools } from './app-tools.js';
 
 export default defineServer({

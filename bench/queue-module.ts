@@ -8,7 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 const now = () => performance.timeOrigin + performance.now();
 const json = (v: Record<string, unknown>) => ({ content: [{ type: 'text' as const, text: JSON.stringify(v) }] });

@@ -14,7 +14,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import * as z from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 import type { TaskContext } from '../src/runtime/context.js';
 
 /** Waits `ms`, or throws as soon as the task is cancelled. */

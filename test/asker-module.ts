@@ -2,7 +2,7 @@
  * A server whose name and question carry markup, for the answer page's "who is asking" (everything shown escaped):
  * `approve_deploy` asks one question with a deadline of ten minutes.
  */
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 export default defineServer({
   info: { name: 'Deploys <b>&</b> "Co"', version: '1.0.0' },

@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import { TASKS_CAPS, callTool, freshSchema, getTask, headersFor, metaFor, pgStoreUrl, sleep, startServer, tempDir, waitForTask, type ServerProcess } from './helpers.js';
 import { PrincipalBounds, MAX_REMEMBERED_PRINCIPALS } from '../src/runtime/principal-bounds.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import { PollClassifications } from '../src/server/direct.js';
+import { PollClassifications } from '../src/server/direct/direct.js';
 
 const CLOCK_MODULE = new URL('./clock-module.js', import.meta.url).pathname;
 

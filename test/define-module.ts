@@ -5,7 +5,7 @@
  */
 import { fromJsonSchema } from '@modelcontextprotocol/server';
 import * as z from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 let defineRuns = 0;
 let serversBuilt = 0;

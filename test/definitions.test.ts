@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { join } from 'node:path';
-import { recordDefinitions } from '../src/server/definitions.js';
+import { recordDefinitions } from '../src/server/module/definitions.js';
 import { ROOT, callTool, rpc, textOf, useServer } from './helpers.js';
 
 const NONE = { elicitation: {} };

@@ -6,7 +6,7 @@
 import { appendFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 export interface RunEvent {
   tool: string;

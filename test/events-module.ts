@@ -1,7 +1,7 @@
 /** A server module for the MCP Events tests: a task that sleeps, one whose result is larger than one event may carry, one that asks. */
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 export default defineServer({
   info: { name: 'events-tests', version: '0.0.0' },

@@ -12,7 +12,7 @@
 import { appendFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 import type { TaskContext } from '../src/runtime/context.js';
 
 type Event = 'start' | 'abort' | 'end' | 'step-start' | 'step-end';

@@ -13,7 +13,7 @@ import { describe, it } from 'node:test';
 import express from 'express';
 import { loadServerModule, outlastHandler } from '../src/server/index.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import { SDK_PEER_RANGES, checkSdkPeer, installedSdk } from '../src/server/sdk-peer.js';
+import { SDK_PEER_RANGES, checkSdkPeer, installedSdk } from '../src/server/core/sdk-peer.js';
 import { FIXTURES, ROOT, callTool, tempDir, textOf } from './helpers.js';
 import { connectV1 } from './generations.js';
 

@@ -15,7 +15,7 @@ import { docBlock } from './doc-blocks.js';
 import { readGatewayConfig } from '../src/cli/gateway-config.js';
 import { UsageError } from '../src/cli/usage.js';
 import { Outlast } from '../src/server/outlast.js';
-import { mountGateway } from '../src/server/gateway/index.js';
+import { mountGateway } from '../src/gateway/index.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { silentLogger } from '../src/runtime/types.js';
 

@@ -5,7 +5,7 @@
 import { appendFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 import type { TaskContext } from '../src/runtime/context.js';
 
 function record(tool: string, key: string, ctx: TaskContext): void {

@@ -1,5 +1,5 @@
 /** A server module for the crash tests: a retry-safe tool that asks two questions in turn. */
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 export default defineServer({
   info: { name: 'retry-input', version: '0.0.0' },

@@ -4,7 +4,7 @@
  * preferences) with a deadline of ten minutes, and completes with the CreateMessageResult it got.
  */
 import * as z from 'zod';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 /** A 1×1 PNG: content the page names and never renders. */
 const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';

@@ -3,7 +3,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import { TaskProtocolError } from '../src/protocol/index.js';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 export default defineServer({
   info: { name: 'security-tests', version: '0.0.0' },

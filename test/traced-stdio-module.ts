@@ -6,7 +6,7 @@
 import { appendFileSync } from 'node:fs';
 import { SimpleSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { defineServer } from '../src/server/module.js';
+import { defineServer } from '../src/server/module/module.js';
 
 /** Spans go to this file; without it (the test runner loads every module of test/) no SDK is registered. */
 const file = process.env.OUTLAST_TEST_SPANS;

@@ -5,16 +5,17 @@
  */
 import type { Implementation } from '@modelcontextprotocol/server';
 import { serveHttp, type RunningHttpServer } from '../server/http.js';
-import { DEFAULT_HTTP_LIMITS } from '../server/http-limits.js';
-import { serveOutlastStdio } from '../server/stdio.js';
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from '../server/http-limits.js';
+import { serveOutlastStdio } from '../server/stdio/stdio.js';
 import { createOAuthResourceServer, type OAuthFrontOptions } from '../server/oauth/index.js';
-import type { LoadServerModuleOptions } from '../server/load-module.js';
+import type { LoadServerModuleOptions } from '../server/module/load-module.js';
 import type { Outlast } from '../server/outlast.js';
 import type { ServerFactory } from '../server/http.js';
 import { busFromUrl, storeFromUrl } from './store-url.js';
+import type { SignalBus, TaskStore } from '../store/index.js';
 import { cliLogger, type CliLogger } from './logger.js';
-import { OPS_HELP, OPS_OPTIONS, opsConfig } from './ops-options.js';
-import { EVENTS_HELP, EVENTS_OPTIONS, eventsConfig } from './events-options.js';
+import { OPS_HELP, OPS_OPTIONS, opsConfig, type OpsConfig } from './ops-options.js';
+import { EVENTS_HELP, EVENTS_OPTIONS, eventsConfig, type EventsConfig } from './events-options.js';
 import { SECRET_FILE_OPTIONS, SECRET_HELP, resolveSecrets } from './secret-options.js';
 import { EventDelivery } from '../ops/events/index.js';
 import { checkDashboardExposure } from '../ops/dashboard/index.js';
@@ -195,15 +196,65 @@ export function intFlagOf(values: Record<string, unknown>, name: string, fail: (
   return n;
 }
 
-export async function runFront(given: FrontValues, mount: Mount, fail: (message: string) => never): Promise<void> {
+type Fail = (message: string) => never;
+
+/** A front's flags, read and checked: what the later steps take. Read in one order, so that of two wrong flags the
+ *  same one is named first, and the SDK's meter provider is registered before the runtime creates its instruments. */
+interface FrontSetup {
+  values: FrontValues;
+  log: CliLogger;
+  fail: Fail;
+  intFlag(name: string, min?: number): number | undefined;
+  ops: OpsConfig;
+  events: EventsConfig | undefined;
+  host: string;
+  httpLimits: Partial<HttpLimits>;
+  metrics: MetricsServing | undefined;
+  bearer: Record<string, string>;
+  oauth: OAuthFrontOptions | undefined;
+  allowAnonymousNetwork: boolean;
+  toolLimits: Record<string, number>;
+  ttl: number | undefined;
+  handles: MountOptions['handles'];
+  leaseMs: number | undefined;
+  store: TaskStore;
+  bus: SignalBus | undefined;
+}
+
+/** What runs beside the front (alert scans, event delivery), and what serves (set once it does), for the stop. */
+interface FrontParts {
+  mounted: MountedFront;
+  alerts: AlertService | undefined;
+  delivery: EventDelivery | undefined;
+  http?: RunningHttpServer;
+  stdio?: { close(): Promise<void> };
+}
+
+/**
+ * Serves a front (`outlast serve`, `outlast gateway`): its flags read, the command's Outlast mounted, what runs beside
+ * it made, stop signals taken, then it serves the way the flags say (a worker, stdio, or HTTP).
+ */
+export async function runFront(given: FrontValues, mount: Mount, fail: Fail): Promise<void> {
+  const setup = await readFront(given, fail);
+  const parts = await mountFront(setup, mount);
+  onStopSignals(setup, parts);
+  try {
+    await SERVE[setup.values['no-http'] ? 'worker' : setup.values.stdio ? 'stdio' : 'http'](setup, parts);
+  } catch (e) {
+    setup.fail((e as Error).message);
+  }
+}
+
+/** Every flag of the front checked, in the order their refusals are reported; the store and bus made last. */
+async function readFront(given: FrontValues, fail: Fail): Promise<FrontSetup> {
   const secrets = resolveSecrets(given, FRONT_OPTIONS);
   if (typeof secrets === 'string') fail(secrets);
   const values: FrontValues = secrets.values;
-  const intFlag = (name: string, min = 0) => intFlagOf(values, name, fail, min);
   const log = cliLogger(values['log-level'] ?? 'info', values['log-format'] ?? 'text');
   if (typeof log === 'string') fail(log);
   // From here on a refusal to start is a log line too (JSON with --log-format json), then exit 2.
   if (values['log-format'] === 'json') fail = (m: string) => (log.error(m.replace(/^outlast: /, '')), process.exit(2));
+  const intFlag = (name: string, min = 0) => intFlagOf(values, name, fail, min);
   const ops = opsConfig(values);
   if (typeof ops === 'string') fail(ops);
   const events = eventsConfig(values);
@@ -212,14 +263,35 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
   for (const w of secrets.warnings) log.warn(w);
   if (secrets.sources.length) log.info(`secrets: ${secrets.sources.join('; ')}`);
   const host = values.host ?? '127.0.0.1';
-  if (ops.dashboard) {
-    if (values.stdio) fail('--dashboard needs HTTP (not --stdio); or run `outlast dashboard --store URL` beside it');
-    try {
-      checkDashboardExposure(host, ops.tokens);
-    } catch (e) {
-      fail((e as Error).message);
-    }
+  if (ops.dashboard) checkDashboardFlags(values, host, ops, fail);
+  const httpLimits = httpLimitFlags(intFlag, fail);
+  // The SDK's meter provider must be registered before the runtime creates its instruments.
+  const metrics: MetricsServing | undefined = await metricsServing({ metrics: ops.metrics, listen: values['metrics-listen'], frontHost: values['no-http'] || values.stdio ? undefined : host, tokens: ops.tokens }, fail);
+  const { bearer, oauth, allowAnonymousNetwork } = accessFlags(values, host, fail);
+  const toolLimits = toolLimitFlags(values, fail);
+  if (values['no-http'] && values.stdio) fail('--no-http (a worker replica, serving nothing) and --stdio exclude each other');
+  const ttl = intFlag('default-ttl-ms', 1);
+  if (values.handles && values['no-handles']) fail('--handles and --no-handles contradict each other');
+  const handleAfterMs = intFlag('handle-after-ms');
+  const handles = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined ? { ...opt('afterMs', handleAfterMs) } : undefined;
+  const leaseMs = intFlag('lease-ms', 1);
+  const store = storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail);
+  const bus = typeof values.bus === 'string' ? busFromUrl(values.bus, store, (m) => log.warn(m), fail) : undefined;
+  return { values, log, fail, intFlag, ops, events, host, httpLimits, metrics, bearer, oauth, allowAnonymousNetwork, toolLimits, ttl, handles, leaseMs, store, bus };
+}
+
+/** --dashboard: HTTP only, and not on a network address without operator tokens. */
+function checkDashboardFlags(values: FrontValues, host: string, ops: OpsConfig, fail: Fail): void {
+  if (values.stdio) fail('--dashboard needs HTTP (not --stdio); or run `outlast dashboard --store URL` beside it');
+  try {
+    checkDashboardExposure(host, ops.tokens);
+  } catch (e) {
+    fail((e as Error).message);
   }
+}
+
+/** The node:http limits the flags set (the rest stay at DEFAULT_HTTP_LIMITS). */
+function httpLimitFlags(intFlag: FrontSetup['intFlag'], fail: Fail): Partial<HttpLimits> {
   const httpLimits = {
     ...opt('headersTimeoutMs', intFlag('headers-timeout-ms', 1)),
     ...opt('requestTimeoutMs', intFlag('request-timeout-ms', 1)),
@@ -228,8 +300,11 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
   };
   const { headersTimeoutMs, requestTimeoutMs } = { ...DEFAULT_HTTP_LIMITS, ...httpLimits };
   if (headersTimeoutMs > requestTimeoutMs) fail(`--headers-timeout-ms (${headersTimeoutMs}) must not exceed --request-timeout-ms (${requestTimeoutMs}): the headers are part of the request`);
-  // The SDK's meter provider must be registered before the runtime creates its instruments.
-  const metrics: MetricsServing | undefined = await metricsServing({ metrics: ops.metrics, listen: values['metrics-listen'], frontHost: values['no-http'] || values.stdio ? undefined : host, tokens: ops.tokens }, fail);
+  return httpLimits;
+}
+
+/** Who may call: --bearer, the --oauth-* flags, and whether an HTTP address without them is allowed. */
+function accessFlags(values: FrontValues, host: string, fail: Fail): Pick<FrontSetup, 'bearer' | 'oauth' | 'allowAnonymousNetwork'> {
   const bearer: Record<string, string> = {};
   for (const b of values.bearer ?? []) {
     const i = b.indexOf('=');
@@ -242,6 +317,11 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
   if (allowAnonymousNetwork && (values.stdio || values['no-http'])) fail('--allow-anonymous-network is about the HTTP address (not --stdio or --no-http)');
   const exposed = values.stdio || values['no-http'] ? undefined : anonymousNetwork(host, { bearer, ...(oauth ? { oauth } : {}), allowAnonymousNetwork });
   if (exposed && 'refuse' in exposed) fail(exposed.refuse);
+  return { bearer, oauth, allowAnonymousNetwork };
+}
+
+/** --tool-limit TOOL=N, each tool once. */
+function toolLimitFlags(values: FrontValues, fail: Fail): Record<string, number> {
   const toolLimits: Record<string, number> = {};
   for (const t of values['tool-limit'] ?? []) {
     const m = /^(.+)=(\d+)$/.exec(t);
@@ -249,14 +329,12 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
     if (m[1]! in toolLimits) fail(`--tool-limit names tool "${m[1]}" twice`);
     toolLimits[m[1]!] = Number(m[2]);
   }
-  if (values['no-http'] && values.stdio) fail('--no-http (a worker replica, serving nothing) and --stdio exclude each other');
-  const ttl = intFlag('default-ttl-ms', 1);
-  if (values.handles && values['no-handles']) fail('--handles and --no-handles contradict each other');
-  const handleAfterMs = intFlag('handle-after-ms');
-  const handles = values['no-handles'] ? false : values.handles || handleAfterMs !== undefined ? { ...opt('afterMs', handleAfterMs) } : undefined;
-  const leaseMs = intFlag('lease-ms', 1);
-  const store = storeFromUrl(values.store ?? 'sqlite:.outlast/tasks.db', fail);
-  const bus = typeof values.bus === 'string' ? busFromUrl(values.bus, store, (m) => log.warn(m), fail) : undefined;
+  return toolLimits;
+}
+
+/** The command's Outlast mounted with the runtime's flags, and what runs beside it (alerts, event delivery) made. */
+async function mountFront(setup: FrontSetup, mount: Mount): Promise<FrontParts> {
+  const { values, intFlag, ops, log, store, bus, ttl, handles, leaseMs, toolLimits, events } = setup;
   let mounted: MountedFront;
   try {
     mounted = await mount({
@@ -289,21 +367,26 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
       ...(values['no-poll-limit'] ? { pollLimit: false as const } : {}),
     });
   } catch (e) {
-    fail((e as Error).message);
+    setup.fail((e as Error).message);
   }
-  const { outlast, factory, info } = mounted;
+  const { outlast } = mounted;
   log.setReplica(outlast.runtime.replicaId);
-  const alerts = ops.alertsOn
-    ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) })
-    : undefined;
-  const delivery = events ? new EventDelivery({ ...events.delivery, store: outlast.runtime.store, bus: outlast.runtime.bus, replicaId: outlast.runtime.replicaId, log, ...(outlast.answers ? { answerLinkOf: (t, key) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {}) }) : undefined;
-  const drainMs = intFlag('drain-ms') ?? DEFAULT_DRAIN_MS;
+  const answerLinkOf = outlast.answers ? { answerLinkOf: (t: Parameters<Outlast['answerLinks']>[0], key: string) => outlast.answerLinks(t).find((l) => l.key === key)?.url } : {};
+  const alerts = ops.alertsOn ? new AlertService({ ...ops.alerts, store: outlast.runtime.store, replicaId: outlast.runtime.replicaId, log, ...answerLinkOf }) : undefined;
+  const delivery = events ? new EventDelivery({ ...events.delivery, store: outlast.runtime.store, bus: outlast.runtime.bus, replicaId: outlast.runtime.replicaId, log, ...answerLinkOf }) : undefined;
+  return { mounted, alerts, delivery };
+}
 
-  let http: RunningHttpServer | undefined;
-  let stdio: { close(): Promise<void> } | undefined;
+/**
+ * SIGTERM (and SIGINT, unless a client started this stdio server): not ready at once, work that may run elsewhere
+ * handed over at once, the rest drained while requests are still served (polls, answers, /readyz saying not ready);
+ * a second signal ends the drain now.
+ */
+function onStopSignals(setup: FrontSetup, parts: FrontParts): void {
+  const { values, log, metrics } = setup;
+  const { outlast } = parts.mounted;
+  const drainMs = setup.intFlag('drain-ms') ?? DEFAULT_DRAIN_MS;
   let stopping = false;
-  // Not ready at once, work that may run elsewhere handed over at once, the rest drained while requests are still
-  // served (polls, answers, /readyz saying not ready); a second signal ends the drain now.
   const shutdown = async (signal: string) => {
     if (stopping) {
       log.warn(`${signal} again: ending the drain now; tasks still running that are not safe to re-run fail naming the stop`);
@@ -313,14 +396,14 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
     stopping = true;
     log.info(`${signal}: shutting down: not ready, tasks that may run elsewhere handed to the other replicas, the rest given up to ${drainMs} ms (--drain-ms); a second ${signal === 'SIGINT' ? 'Ctrl-C' : 'signal'} ends the drain now`);
     try {
-      await alerts?.stop();
-      await delivery?.stop();
+      await parts.alerts?.stop();
+      await parts.delivery?.stop();
       await outlast.drain(drainMs);
-      await http?.close();
+      await parts.http?.close();
       await outlast.stop();
       await metrics?.close();
-      await stdio?.close();
-      await mounted.close?.();
+      await parts.stdio?.close();
+      await parts.mounted.close?.();
     } catch (e) {
       log.error(`shutdown: ${(e as Error).message}`);
     }
@@ -332,57 +415,68 @@ export async function runFront(given: FrontValues, mount: Mount, fail: (message:
     // client's to act on. The client stops us by closing stdin (we finish what runs, then exit) or with SIGTERM.
     process.on('SIGINT', () => log.info('SIGINT ignored: a stdio server under a client stops when its stdin closes, or on SIGTERM'));
   } else process.on('SIGINT', () => void shutdown('SIGINT'));
-  // The task counts, and /metrics on a listener of its own (a worker's and a stdio server's too), named before the
-  // ready line (on stderr for stdio, whose stdout is the protocol's).
-  const startMetrics = async () => {
-    if (!metrics) return;
-    observeTaskCounts(outlast.runtime.store);
-    const url = await metrics.listen(httpLimits);
-    if (url && values.stdio) log.info(`outlast metrics on ${url}`);
-    else if (url) log.announce(`outlast metrics on ${url}`, { url });
-  };
-  try {
-    if (values['no-http']) {
-      await outlast.start();
-      await startMetrics();
-      // Nothing else holds the event loop open in a worker (the runtime's timers do not): stay until a signal.
-      setInterval(() => undefined, 3_600_000);
-      log.announce(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${mounted.describe}`);
-    } else if (values.stdio) {
-      stdio = await serveOutlastStdio(outlast, factory, { onerror: (e) => log.serverError(e), tracePolls: !!values['trace-polls'] });
-      await startMetrics();
-      log.info(`outlast serving ${mounted.describe} on stdio`);
-    } else {
-      const port = intFlag('port') ?? (process.env.PORT ? Number(process.env.PORT) : 3000);
-      http = await serveHttp(outlast, factory, {
-        port,
-        host,
-        bearer,
-        ...(oauth ? { oauth } : {}),
-        ...(allowAnonymousNetwork ? { allowAnonymousNetwork } : {}),
-        ...(info ? { serverInfo: info } : {}),
-        directTaskMethods: !values['no-direct-task-methods'],
-        tracePolls: !!values['trace-polls'],
-        ...opt('maxBodyBytes', intFlag('max-body-bytes', 1)),
-        onerror: (e) => log.serverError(e),
-        ...(ops.dashboard
-          ? { dashboard: { ...ops.tokens, ...ops.session, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', leaseMs), alertTargets: { ...opt('webhook', ops.alerts.webhook?.url), push: ops.pushDestinations }, log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
-          : {}),
-        ...(metrics?.mount ? { metrics: metrics.mount } : {}),
-        ...(events ? { events: events.wire } : {}),
-        ...opt('maxStreamsPerPrincipal', intFlag('max-streams-per-principal', 1)),
-        ...httpLimits,
-      });
-      await startMetrics();
-      alerts?.start();
-      delivery?.start();
-      log.announce(`outlast listening on ${http.url}`, { url: http.url });
-      if (ops.dashboard) log.announce(`outlast dashboard on ${http.url.replace(/\/mcp$/, '/dashboard')}`, { url: http.url.replace(/\/mcp$/, '/dashboard') });
-    }
-  } catch (e) {
-    fail((e as Error).message);
-  }
 }
+
+/** The task counts, and /metrics on a listener of its own (a worker's and a stdio server's too), named before the
+ *  ready line (on stderr for stdio, whose stdout is the protocol's). */
+async function startMetrics(setup: FrontSetup, parts: FrontParts): Promise<void> {
+  const { metrics, values, log } = setup;
+  if (!metrics) return;
+  observeTaskCounts(parts.mounted.outlast.runtime.store);
+  const url = await metrics.listen(setup.httpLimits);
+  if (url && values.stdio) log.info(`outlast metrics on ${url}`);
+  else if (url) log.announce(`outlast metrics on ${url}`, { url });
+}
+
+/** The three ways a front serves: a worker replica (--no-http), a stdio server (--stdio), or HTTP. */
+const SERVE: Record<'worker' | 'stdio' | 'http', (setup: FrontSetup, parts: FrontParts) => Promise<void>> = {
+  async worker(setup, parts) {
+    const { outlast, describe } = parts.mounted;
+    await outlast.start();
+    await startMetrics(setup, parts);
+    // Nothing else holds the event loop open in a worker (the runtime's timers do not): stay until a signal.
+    setInterval(() => undefined, 3_600_000);
+    setup.log.announce(`outlast worker ready: replica ${outlast.runtime.replicaId} runs queued work of ${describe}`);
+  },
+
+  async stdio(setup, parts) {
+    const { outlast, factory, describe } = parts.mounted;
+    parts.stdio = await serveOutlastStdio(outlast, factory, { onerror: (e) => setup.log.serverError(e), tracePolls: !!setup.values['trace-polls'] });
+    await startMetrics(setup, parts);
+    setup.log.info(`outlast serving ${describe} on stdio`);
+  },
+
+  async http(setup, parts) {
+    const { values, intFlag, ops, log, metrics, events, oauth, allowAnonymousNetwork } = setup;
+    const { outlast, factory, info } = parts.mounted;
+    const port = intFlag('port') ?? (process.env.PORT ? Number(process.env.PORT) : 3000);
+    const http = await serveHttp(outlast, factory, {
+      port,
+      host: setup.host,
+      bearer: setup.bearer,
+      ...(oauth ? { oauth } : {}),
+      ...(allowAnonymousNetwork ? { allowAnonymousNetwork } : {}),
+      ...(info ? { serverInfo: info } : {}),
+      directTaskMethods: !values['no-direct-task-methods'],
+      tracePolls: !!values['trace-polls'],
+      ...opt('maxBodyBytes', intFlag('max-body-bytes', 1)),
+      onerror: (e) => log.serverError(e),
+      ...(ops.dashboard
+        ? { dashboard: { ...ops.tokens, ...ops.session, showPayloads: ops.showPayloads, ...opt('title', ops.title), ...opt('leaseMs', setup.leaseMs), alertTargets: { ...opt('webhook', ops.alerts.webhook?.url), push: ops.pushDestinations }, log: (m: string, x: Record<string, unknown>) => log.info(m, x) } }
+        : {}),
+      ...(metrics?.mount ? { metrics: metrics.mount } : {}),
+      ...(events ? { events: events.wire } : {}),
+      ...opt('maxStreamsPerPrincipal', intFlag('max-streams-per-principal', 1)),
+      ...setup.httpLimits,
+    });
+    parts.http = http;
+    await startMetrics(setup, parts);
+    parts.alerts?.start();
+    parts.delivery?.start();
+    log.announce(`outlast listening on ${http.url}`, { url: http.url });
+    if (ops.dashboard) log.announce(`outlast dashboard on ${http.url.replace(/\/mcp$/, '/dashboard')}`, { url: http.url.replace(/\/mcp$/, '/dashboard') });
+  },
+};
 
 /** The `oauth` front option from the --oauth-* flags (undefined without --oauth-issuer). */
 function oauthFlags(values: Record<string, unknown>, fail: (message: string) => never): OAuthFrontOptions | undefined {

@@ -5,7 +5,7 @@
  */
 import { basename, extname } from 'node:path';
 import { Outlast } from '../server/outlast.js';
-import { mountGateway, type UpstreamSpec } from '../server/gateway/index.js';
+import { mountGateway, type UpstreamSpec } from '../gateway/index.js';
 import { FRONT_OPTIONS, intFlagOf, runFront, type FrontValues } from './front-command.js';
 import { STDIO_OPTIONS, envFlags, splitCommandLine } from './stdio-options.js';
 import { UsageError } from './usage.js';

@@ -3,11 +3,11 @@
  * Claude Desktop and Cursor (VS Code's `servers` too): `{"NAME": {"command", "args", "env", "cwd"}}` for a stdio
  * server, `{"NAME": {"url", "headers"}}` for a Streamable HTTP one (`"type"` may say which); `${VAR}` in a value is
  * taken from the gateway's environment, and what it became is kept in the spec's `secrets`, never shown
- * (server/gateway/secrets.ts). Each mistake is a UsageError naming the server; values of `env` and `headers` are
+ * (gateway/secrets.ts). Each mistake is a UsageError naming the server; values of `env` and `headers` are
  * never quoted (they are often secrets).
  */
 import { readFileSync } from 'node:fs';
-import { upstreamNameProblem, type UpstreamSpec } from '../server/gateway/index.js';
+import { upstreamNameProblem, type UpstreamSpec } from '../gateway/index.js';
 import { UsageError } from './usage.js';
 
 /** A server's name: its tools' prefix when the file has several. */

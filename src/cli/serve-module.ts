@@ -4,8 +4,8 @@
  * naming the option to set in its `new Outlast({...})` instead). The shapes are recognised in served-module.ts.
  */
 import { McpServer } from '@modelcontextprotocol/server';
-import { importServedModule } from '../server/served-module.js';
-import { mountDefinedModule } from '../server/load-module.js';
+import { importServedModule } from '../server/module/served-module.js';
+import { mountDefinedModule } from '../server/module/load-module.js';
 import { silentLogger, type Logger } from '../runtime/types.js';
 import type { FrontValues, MountOptions, MountedFront } from './front-command.js';
 

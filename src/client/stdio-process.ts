@@ -1,6 +1,6 @@
 /**
  * A stdio MCP server as a child process, for both clients that start one: TaskClient's stdio channel
- * (stdio-transport.ts) and the gateway's upstream connections (server/gateway/upstream.ts, an SDK `Client` over it).
+ * (stdio-transport.ts) and the gateway's upstream connections (gateway/upstream.ts, an SDK `Client` over it).
  * It spawns (cross-spawn, as the SDK does, so `npx`-style shims start on Windows too) and frames with the SDK's
  * `serializeMessage`/`deserializeMessage`, but unlike the SDK's StdioClientTransport it:
  * - names what is not JSON-RPC on stdout (`onGarbage`) instead of dropping it silently;

@@ -8,7 +8,7 @@ import { localhostAllowedHostnames, localhostAllowedOrigins, type McpHttpHandler
 import type { Outlast } from './outlast.js';
 import { checkDashboardExposure, isLoopbackHost } from '../ops/dashboard/index.js';
 import { outlastHandler, type OutlastHandler, type OutlastHandlerOptions, type ServerFactory } from './front/index.js';
-import { refuseServingDuringServeImport } from './served-module.js';
+import { refuseServingDuringServeImport } from './module/served-module.js';
 import { createLimitedServer, resolveHttpLimits, type HttpLimits } from './http-limits.js';
 import { anonymousNetwork } from './anonymous-network.js';
 

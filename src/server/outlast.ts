@@ -3,7 +3,7 @@
  * tools/call between an inline result and a CreateTaskResult, and serves tasks/get, tasks/update, tasks/cancel.
  * Everything that decides or stores lives in the runtime; this file only translates.
  */
-import { progressOnStream, sendProgress } from './stream-progress.js';
+import { progressOnStream, sendProgress } from './no-tasks/stream-progress.js';
 import { McpServer, ProtocolError, fromJsonSchema, requireScopes, type AuthInfo, type ScopeChallengeHandler, type CallToolResult, type McpRequestContext, type ServerContext, type ServerNotifier, type StandardSchemaV1 } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import {
@@ -22,23 +22,23 @@ import {
   type JsonObject,
 } from '../protocol/index.js';
 import { TaskRuntime, type CallContext, type CallOutcome, type RuntimeOptions, type ToolSpec } from '../runtime/runtime.js';
-import { TASK_METHODS } from './task-methods.js';
-import { AnswerLinks, type AnswerLink } from './answers/index.js';
+import { TASK_METHODS } from './core/task-methods.js';
+import { AnswerLinks, type AnswerLink } from './no-tasks/answers/index.js';
 import type { TaskRecord } from '../store/types.js';
-import { declaresUrlMode, legacyClientSamples, legacyClientTakesUrl } from './url-elicitation.js';
-import { type UrlOffer, askingOf, declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './questions.js';
+import { declaresUrlMode, legacyClientSamples, legacyClientTakesUrl } from './tasks-2025/url-elicitation.js';
+import { type UrlOffer, askingOf, declaredInputKinds, offerableQuestions, openTaskState, recordRetryAnswers, relayQuestionsOnStream, sealTaskState, untilEndOrQuestion } from './no-tasks/questions.js';
 import type { ToolHandler } from '../runtime/context.js';
-import { HandleTools, resolveHandleOptions, type HandleOptions } from './handles.js';
-import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './legacy.js';
-import { requestTraceContext } from './request-spans.js';
-import { checkSdkPeer, foreignMcpServer } from './sdk-peer.js';
+import { HandleTools, resolveHandleOptions, type HandleOptions } from './no-tasks/handles.js';
+import { LegacyTasks, answerPostedResponse, isInputResponse, requestedTask, type LegacyOptions } from './tasks-2025/legacy.js';
+import { requestTraceContext } from './telemetry/request-spans.js';
+import { checkSdkPeer, foreignMcpServer } from './core/sdk-peer.js';
 import { taskStreamCapability } from '../runtime/output-follow.js';
 import { EVENTS_EXTENSION } from './events/index.js';
 import { declaresEvents, taskEventSource } from './events/task-output.js';
-import { declineDirectCall, isDirectCall } from './direct-call.js';
-import { PrincipalError, anonymousPrincipal, defaultPrincipalOf, sessionIdOf, sharesPrincipal } from './principals.js';
+import { declineDirectCall, isDirectCall } from './direct/direct-call-ids.js';
+import { PrincipalError, anonymousPrincipal, defaultPrincipalOf, sessionIdOf, sharesPrincipal } from './core/principals.js';
 
-export { defaultPrincipalOf } from './principals.js';
+export { defaultPrincipalOf } from './core/principals.js';
 
 /** What a preflight step sees: the MRTR answers of this round (if any). */
 export interface PreflightInput {
@@ -108,6 +108,10 @@ export interface OutlastOptions extends RuntimeOptions {
 }
 
 type RequestEnvelope = Record<string, unknown> & { [CLIENT_CAPABILITIES_META]?: JsonObject };
+
+/** An inline call whose questions go out as MRTR input_required: the kinds its client takes, the secret that seals
+ *  its requestState, its principal, and how a URL question is offered. */
+type MrtrCall = { kinds: Set<string>; secret: string; principal: string; url?: UrlOffer | undefined };
 
 interface ServerInternals {
   _requestHandlers: Map<string, (req: { params?: Record<string, unknown> }, ctx: ServerContext) => Promise<unknown>>;
@@ -422,7 +426,7 @@ export class Outlast {
 
   /** An MRTR retry of an inline call that became a task: its answers are recorded, then the call follows the task
    *  for the handle budget (its result, its next question, or a handle). */
-  private async followInline(taskId: string, mrtr: { kinds: Set<string>; secret: string; principal: string; url?: UrlOffer | undefined }, ctx: ServerContext): Promise<unknown> {
+  private async followInline(taskId: string, mrtr: MrtrCall, ctx: ServerContext): Promise<unknown> {
     const handles = this.handles!;
     try {
       const refused = await recordRetryAnswers(this.runtime, taskId, mrtr.principal, ctx.mcpReq.inputResponses as Record<string, unknown> | undefined, mrtr.url);
@@ -437,6 +441,11 @@ export class Outlast {
     }
   }
 
+  /**
+   * tools/call of an Outlast tool, in steps: the wire the caller speaks (callWire), the arguments, the MRTR and
+   * preflight rounds, what `_meta` asks (callMeta), the run with what the caller hears while it waits (onTaskOf),
+   * then the answer its wire takes (answerOf).
+   */
   private async toolsCall(mcp: McpServer, req: { params?: Record<string, unknown> }, ctx: ServerContext, era: 'modern' | 'legacy'): Promise<unknown> {
     const name = req.params!.name as string;
     const internals = mcp as unknown as McpServerInternals;
@@ -448,33 +457,7 @@ export class Outlast {
     const policy = def.policy ?? 'auto';
     // Handles serve this call's caller if they are on and the tool does not opt out.
     const handles = def.handles === false ? undefined : this.handles;
-    const legacyTask = era === 'legacy' ? req.params!.task : undefined;
-    let wire: Pick<CallContext, 'tasksDeclared' | 'taskRequested' | 'origin' | 'capabilitiesKnown'>;
-    if (era === 'legacy') {
-      // 2025-11-25: the caller asks for a task per call (params.task); taskSupport says which tools allow it.
-      if (legacyTask !== undefined && policy === 'never') {
-        throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" cannot run as a task (its execution.taskSupport is "forbidden"); call it without params.task`);
-      }
-      if (legacyTask === undefined && policy === 'always' && !handles) {
-        throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task (its execution.taskSupport is "required"); call it with params.task`);
-      }
-      const taskRequested = legacyTask === undefined ? undefined : (() => {
-        try {
-          return requestedTask(legacyTask);
-        } catch (e) {
-          throw toProtocolError(e);
-        }
-      })();
-      // Stateless HTTP never sees the capabilities declared at initialize; a session (stdio) knows them.
-      const sessionCaps = ctx.http ? undefined : (mcp.server.getClientCapabilities() as JsonObject | undefined);
-      const origin = taskRequested === undefined && handles && policy !== 'never' ? 'handle' : 'legacy';
-      wire = { tasksDeclared: taskRequested !== undefined, taskRequested, origin, capabilitiesKnown: sessionCaps !== undefined };
-      if (sessionCaps) Object.assign(clientCapabilities, sessionCaps);
-    } else {
-      const tasksDeclared = declaresTasks(clientCapabilities);
-      if (policy === 'always' && !tasksDeclared && !handles) throw toProtocolError(missingTasksCapability());
-      wire = { tasksDeclared, origin: 'extension' };
-    }
+    const wire = this.callWire(mcp, req, ctx, era, { name, policy, handles, clientCapabilities });
 
     let args: JsonObject;
     try {
@@ -491,7 +474,7 @@ export class Outlast {
     // The direct path (direct-call.ts) has no MRTR retry of its own (a requestState is the application server's to
     // verify): a call that may answer input_required goes back to the per-request path, before anything of it ran.
     if (isDirectCall(ctx.mcpReq.id) && (def.preflight || (mrtrKinds !== undefined && mrtrKinds.size > 0))) throw declineDirectCall(ctx.mcpReq.id);
-    let mrtr: { kinds: Set<string>; secret: string; principal: string; url?: UrlOffer | undefined } | undefined;
+    let mrtr: MrtrCall | undefined;
     if (mrtrKinds) {
       const kinds = mrtrKinds;
       if (kinds.size > 0) {
@@ -513,40 +496,19 @@ export class Outlast {
       preflight = r?.data;
     }
 
-    const meta = (req.params!._meta ?? {}) as Record<string, unknown>;
-    const ctxMeta = (ctx.mcpReq._meta ?? {}) as Record<string, unknown>;
-    const key = meta[IDEMPOTENCY_KEY_META] ?? ctxMeta[IDEMPOTENCY_KEY_META] ?? (def.idempotencyKeyArgument ? args[def.idempotencyKeyArgument] : undefined);
-    if (key !== undefined && typeof key !== 'string') {
-      throw new ProtocolError(ErrorCode.InvalidParams, `The idempotency key (_meta["${IDEMPOTENCY_KEY_META}"]${def.idempotencyKeyArgument ? ` or argument "${def.idempotencyKeyArgument}"` : ''}) must be a string`);
-    }
-    const progressToken = (meta.progressToken ?? ctxMeta.progressToken) as string | number | undefined;
-    const push = meta[PUSH_META] ?? ctxMeta[PUSH_META];
-    if (push !== undefined && (typeof push !== 'string' || !this.pushDestinations.has(push))) {
-      const offered = [...this.pushDestinations];
-      throw new ProtocolError(ErrorCode.InvalidParams, `Unknown push destination ${JSON.stringify(push)} in _meta["${PUSH_META}"]; ${offered.length ? `this server offers: ${offered.join(', ')}` : 'this server offers none'}`);
-    }
+    const { meta, ctxMeta, key, token, push } = this.callMeta(req, ctx, def, args);
     let outcome: CallOutcome;
     const started = performance.now();
-    let stopRelay: (ended?: boolean) => void = () => {};
-    let endedWithResult = false;
     // Only an MRTR caller races its run against a question (most calls need neither the controller nor the promise).
     const asking = mrtr ? askingOf(this.runtime, mrtr) : undefined;
-    const token = typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined;
     // A 2026-07-28 call held while its task runs (its caller follows no task) hears the task's status as progress.
     const heldProgress = era === 'modern' && !wire.tasksDeclared && token !== undefined;
-    let stopProgress = () => {};
     const progressCount = { n: 0 };
-    const relay = relayQuestions
-      ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal, this.urlQuestionLinks(mcp, ctx)))
-      : heldProgress
-        ? (record: { taskId: string; principal: string }) => {
-            asking?.watch(record);
-            stopProgress = progressOnStream(this.runtime, ctx, record.taskId, record.principal, token, progressCount);
-          }
-        : asking?.watch;
+    const hearing = this.onTaskOf(mcp, ctx, { relayQuestions, heldProgress, token, progressCount, asking });
+    let endedWithResult = false;
     try {
       const running = this.runtime.call(name, args, {
-        onTask: relay,
+        onTask: hearing.onTask,
         ...wire,
         principal: this.principal(ctx),
         clientCapabilities,
@@ -569,11 +531,100 @@ export class Outlast {
     } catch (e) {
       throw toProtocolError(e);
     } finally {
-      stopRelay(endedWithResult);
-      stopProgress();
+      hearing.stop(endedWithResult);
       asking?.stop();
     }
-    // Asked for pushes: recorded before the answer leaves (a state change from now on is delivered).
+    return this.answerOf(outcome, { name, era, push, started, clientCapabilities });
+  }
+
+  /** What the caller's wire says of this call: whether it declared tasks (or asked for one, 2025-11-25), which wire
+   *  the task would belong to, and (2025-11-25) the checks of taskSupport. May add a session's capabilities. */
+  private callWire(
+    mcp: McpServer,
+    req: { params?: Record<string, unknown> },
+    ctx: ServerContext,
+    era: 'modern' | 'legacy',
+    call: { name: string; policy: NonNullable<ToolSpec['policy']>; handles: HandleTools | undefined; clientCapabilities: JsonObject },
+  ): Pick<CallContext, 'tasksDeclared' | 'taskRequested' | 'origin' | 'capabilitiesKnown'> {
+    const { name, policy, handles, clientCapabilities } = call;
+    if (era !== 'legacy') {
+      const tasksDeclared = declaresTasks(clientCapabilities);
+      if (policy === 'always' && !tasksDeclared && !handles) throw toProtocolError(missingTasksCapability());
+      return { tasksDeclared, origin: 'extension' };
+    }
+    const legacyTask = req.params!.task;
+    // 2025-11-25: the caller asks for a task per call (params.task); taskSupport says which tools allow it.
+    if (legacyTask !== undefined && policy === 'never') {
+      throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" cannot run as a task (its execution.taskSupport is "forbidden"); call it without params.task`);
+    }
+    if (legacyTask === undefined && policy === 'always' && !handles) {
+      throw new ProtocolError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task (its execution.taskSupport is "required"); call it with params.task`);
+    }
+    const taskRequested = legacyTask === undefined ? undefined : (() => {
+      try {
+        return requestedTask(legacyTask);
+      } catch (e) {
+        throw toProtocolError(e);
+      }
+    })();
+    // Stateless HTTP never sees the capabilities declared at initialize; a session (stdio) knows them.
+    const sessionCaps = ctx.http ? undefined : (mcp.server.getClientCapabilities() as JsonObject | undefined);
+    const origin = taskRequested === undefined && handles && policy !== 'never' ? 'handle' : 'legacy';
+    if (sessionCaps) Object.assign(clientCapabilities, sessionCaps);
+    return { tasksDeclared: taskRequested !== undefined, taskRequested, origin, capabilitiesKnown: sessionCaps !== undefined };
+  }
+
+  /** What the call's `_meta` asks (either the params' or the envelope's): an idempotency key (or the tool's key
+   *  argument), a progress token, a push destination; a key that is no string or an unknown destination refused. */
+  private callMeta(req: { params?: Record<string, unknown> }, ctx: ServerContext, def: OutlastToolConfig, args: JsonObject) {
+    const meta = (req.params!._meta ?? {}) as Record<string, unknown>;
+    const ctxMeta = (ctx.mcpReq._meta ?? {}) as Record<string, unknown>;
+    const key = meta[IDEMPOTENCY_KEY_META] ?? ctxMeta[IDEMPOTENCY_KEY_META] ?? (def.idempotencyKeyArgument ? args[def.idempotencyKeyArgument] : undefined);
+    if (key !== undefined && typeof key !== 'string') {
+      throw new ProtocolError(ErrorCode.InvalidParams, `The idempotency key (_meta["${IDEMPOTENCY_KEY_META}"]${def.idempotencyKeyArgument ? ` or argument "${def.idempotencyKeyArgument}"` : ''}) must be a string`);
+    }
+    const progressToken = (meta.progressToken ?? ctxMeta.progressToken) as string | number | undefined;
+    const push = meta[PUSH_META] ?? ctxMeta[PUSH_META];
+    if (push !== undefined && (typeof push !== 'string' || !this.pushDestinations.has(push))) {
+      const offered = [...this.pushDestinations];
+      throw new ProtocolError(ErrorCode.InvalidParams, `Unknown push destination ${JSON.stringify(push)} in _meta["${PUSH_META}"]; ${offered.length ? `this server offers: ${offered.join(', ')}` : 'this server offers none'}`);
+    }
+    const token = typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined;
+    return { meta, ctxMeta, key: key as string | undefined, token, push: push as string | undefined };
+  }
+
+  /** What the caller hears once its call became a task and it still waits: a 2025-11-25 handle caller the task's
+   *  questions on this call's stream, a held 2026-07-28 call the task's status as progress, an MRTR caller nothing
+   *  but its next question; `stop` ends it with the call. */
+  private onTaskOf(
+    mcp: McpServer,
+    ctx: ServerContext,
+    how: { relayQuestions: boolean; heldProgress: boolean; token: string | number | undefined; progressCount: { n: number }; asking: ReturnType<typeof askingOf> | undefined },
+  ): { onTask: ((record: { taskId: string; principal: string }) => void) | undefined; stop(ended: boolean): void } {
+    let stopRelay: (ended?: boolean) => void = () => {};
+    let stopProgress = () => {};
+    const onTask = how.relayQuestions
+      ? (record: { taskId: string; principal: string }) => (stopRelay = relayQuestionsOnStream(this.runtime, this.legacy, mcp, ctx, record.taskId, record.principal, this.urlQuestionLinks(mcp, ctx)))
+      : how.heldProgress
+        ? (record: { taskId: string; principal: string }) => {
+            how.asking?.watch(record);
+            stopProgress = progressOnStream(this.runtime, ctx, record.taskId, record.principal, how.token!, how.progressCount);
+          }
+        : how.asking?.watch;
+    return {
+      onTask,
+      stop(ended) {
+        stopRelay(ended);
+        stopProgress();
+      },
+    };
+  }
+
+  /** The answer the caller's wire takes for the outcome: the result, a handle, or the task (2025-11-25's
+   *  CreateTaskResult, or the extension's, naming its output event when both sides speak Events). Pushes asked
+   *  for are recorded before it leaves (a state change from now on is delivered). */
+  private async answerOf(outcome: CallOutcome, call: { name: string; era: 'modern' | 'legacy'; push: string | undefined; started: number; clientCapabilities: JsonObject }): Promise<unknown> {
+    const { name, era, push, started, clientCapabilities } = call;
     if (typeof push === 'string' && outcome.kind !== 'result') await this.runtime.store.ops.subscribe(outcome.record.taskId, push, this.runtime.store.now());
     const mode = outcome.kind === 'result' ? 'inline' : outcome.kind;
     this.runtime.telemetry?.toolCall(name, mode, (performance.now() - started) / 1000, outcome.kind === 'result' && outcome.result.isError ? 'tool_error' : undefined);

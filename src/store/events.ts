@@ -6,8 +6,9 @@
  * over the task's output log (./output-events.ts).
  */
 import type { TaskStatus } from '../protocol/index.js';
-import type { TaskRecord } from './types.js';
+import type { TaskRecord } from './task-record.js';
 import { TASK_OUTPUT } from './output-events.js';
+import type { DeliveryOutcome } from './delivery.js';
 
 /** Migration numbers of this room (renumber here, one line, when merging next to other rooms' migrations). */
 export const EVENTS_MIGRATION = 9;
@@ -104,9 +105,7 @@ export interface CommitClaimer {
   take(claimed: ClaimedDelivery[], reserved: number): void;
 }
 
-export type DeliveryOutcome =
-  | { delivered: true; status: number; now: number }
-  | { delivered: false; status: number | null; error: string; retryAt: number | null; now: number; deactivateAfter: number };
+export type { DeliveryOutcome } from './delivery.js';
 
 export interface EventFilter {
   name: EventName;

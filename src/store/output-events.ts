@@ -6,7 +6,7 @@
  * (and renewing its claim); a failed attempt releases the claim until the retry is due, so the same item goes again
  * (one webhook-id) from whichever replica is free. Both backends implement OutputEventStore.
  */
-import type { DeliveryOutcome } from './events.js';
+import type { DeliveryOutcome } from './delivery.js';
 
 /** The migration that adds the output cursors (both backends). */
 export const OUTPUT_EVENTS_MIGRATION = 13;

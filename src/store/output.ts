@@ -12,7 +12,7 @@
  * written. Both backends implement OutputStore.
  */
 import type { TaskStatus } from '../protocol/index.js';
-import type { WriteFence } from './types.js';
+import type { WriteFence } from './task-record.js';
 
 /** The migration that adds the output log, one number on both backends. */
 export const OUTPUT_MIGRATION = 12;

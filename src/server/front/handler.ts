@@ -10,8 +10,8 @@
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { ErrorCode } from '../../protocol/index.js';
 import type { Outlast } from '../outlast.js';
-import { createDirectTaskPath, type DirectRequest } from '../direct.js';
-import { createDirectToolCall } from '../direct-call.js';
+import { createDirectTaskPath, type DirectRequest } from '../direct/direct.js';
+import { createDirectToolCall } from '../direct/direct-call.js';
 import type { TaskRecord } from '../../store/types.js';
 import { createEventsWire } from '../events/index.js';
 import { jsonRpcError } from './answers.js';

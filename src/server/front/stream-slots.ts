@@ -6,7 +6,7 @@
  * ended, the server closed it), and a request answered at once (an error) frees it at once.
  */
 import { SERVER_BUSY_CODE } from '../../protocol/index.js';
-import { whenAnswered } from '../response-end.js';
+import { whenAnswered } from '../telemetry/response-end.js';
 import { jsonRpcError, retryAfter } from './answers.js';
 import type { Answer, Reply } from './exchange.js';
 import { isRequestObject, type RpcCall } from './route.js';

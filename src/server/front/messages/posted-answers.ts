@@ -3,8 +3,8 @@
  * (the person went to the answer page) or an input request's answer, recorded for any replica's waiting task.
  */
 import type { Outlast } from '../../outlast.js';
-import { answerPostedResponse, isInputResponse } from '../../legacy.js';
-import { answerPostedUrlResponse, parseUrlResponse } from '../../url-elicitation.js';
+import { answerPostedResponse, isInputResponse } from '../../tasks-2025/legacy.js';
+import { answerPostedUrlResponse, parseUrlResponse } from '../../tasks-2025/url-elicitation.js';
 import { jsonRpcError } from '../answers.js';
 import { Reply } from '../exchange.js';
 import type { MessageRoute } from '../route.js';

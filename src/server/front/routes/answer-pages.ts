@@ -4,7 +4,7 @@
  * answered on the link.
  */
 import type { Outlast } from '../../outlast.js';
-import { ANSWER_PATH, createAnswerPage, createAnswerSignIn } from '../../answers/index.js';
+import { ANSWER_PATH, createAnswerPage, createAnswerSignIn } from '../../no-tasks/answers/index.js';
 import { challengeReason, type FrontAuth } from '../auth.js';
 import { fromWeb, isAnswer } from '../exchange.js';
 import type { Route } from '../route.js';

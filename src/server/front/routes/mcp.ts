@@ -5,10 +5,10 @@
 import { context } from '@opentelemetry/api';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import type { Outlast } from '../../outlast.js';
-import { urlModeSessionId } from '../../url-elicitation.js';
-import { PrincipalError, newSessionId, sessionIdOf } from '../../principals.js';
-import { requestMetrics } from '../../request-metrics.js';
-import { requestSpans } from '../../request-spans.js';
+import { urlModeSessionId } from '../../tasks-2025/url-elicitation.js';
+import { PrincipalError, newSessionId, sessionIdOf } from '../../core/principals.js';
+import { requestMetrics } from '../../telemetry/request-metrics.js';
+import { requestSpans } from '../../telemetry/request-spans.js';
 import type { FrontAuth } from '../auth.js';
 import { parseBody } from '../body.js';
 import { Reply, answerHeader, isAnswer, type Answer } from '../exchange.js';
