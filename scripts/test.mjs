@@ -5,8 +5,9 @@
 //   node scripts/test.mjs [--quick] [--jobs N] [FILE-OR-NAME...]
 //
 // Files start slowest first (the times of the last local run, else the list below), JOBS at a time (default: three
-// per core, at least 2: most of a file's time is spent waiting on its servers); the few files in SERIAL then run alone, after the rest. --quick runs only the files marked
-// `// test:quick` (no child process, no browser), with child processes refused (scripts/no-child-process.mjs).
+// per core, at least 2: most of a file's time is spent waiting on its servers); the few files in SERIAL then run
+// alone, after the rest. --quick runs only the files marked `// test:quick` (no child process, no browser), with
+// child processes refused (scripts/no-child-process.mjs).
 // Exit code 1 when any test failed or any file ended without its summary (a crash, a timeout); nothing is retried.
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -21,11 +22,13 @@ const timesFile = join(root, 'dist', '.test-times.json');
 // Files that must run alone, and why: each measures shares of wall-clock time that other files' load would skew.
 const SERIAL = {
   'fairness.test.js': 'measures how evenly a flooded replica serves two principals, by their shares of its slots over time',
+  'store-failover.test.js': 'needs its replicas to reach the store within a 3 s lease across outages timed to a fraction of it',
 };
 // Slowest first when no local timing exists (a clean clone): measured with this script on the 2-core CI machine.
 const SLOW_FIRST = [
-  'upgrade-migrations.test.js', 'quickstart.test.js', 'pooler-suites.test.js', 'replicas.test.js',
-  'dashboard-browser.test.js', 'gateway.test.js', 'steps-processes.test.js', 'docs-run.test.js',
+  'quickstart.test.js', 'pooler-suites.test.js', 'upgrade-migrations.test.js', 'clock-skew.test.js', 'gateway.test.js',
+  'steps-processes.test.js', 'direct.test.js', 'server.test.js', 'client-cli.test.js', 'pooler-replicas.test.js',
+  'existing-app.test.js', 'late-answers.test.js', 'store-faults.test.js', 'security-streams.test.js',
 ];
 const PER_FILE_TIMEOUT_MS = 15 * 60_000;
 

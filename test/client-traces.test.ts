@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * The client's side of traces, with a real OpenTelemetry SDK registered (NodeTracerProvider: async-local context and
  * the W3C propagator) and an in-memory exporter, against a real Outlast HTTP server in the same process: TaskClient's

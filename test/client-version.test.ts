@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * TaskClient when a server refuses the protocol version (-32022 UnsupportedProtocolVersion): a scripted loopback
  * server, because Outlast's own server accepts 2026-07-28, the only version the client speaks.

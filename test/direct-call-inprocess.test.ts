@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * The direct tools/call path in-process (serveHttp), where a test changes the tools while calls are in flight: the
  * kept server is replaced for new calls, and the calls it holds are answered, not cut off.

@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * The fault proxy's own abrupt close (fault-proxy.ts `abort`): a connection is reset, or closed when its end is already
  * under way, and either way its handle really closes. A handle left open made the store-failover test process spin at

@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * A store write that commits while its answer is lost on the way back (a pooler restarted between the commit and the
  * reply, as in pooler-replicas "the pooler stopped and started again"): the replica must not end up owning a task

@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * The migration rule (CONTRIBUTING.md, "Migrations"): a migration only adds, so replicas of the release before keep
  * serving through a rolling upgrade; what it replaces is removed a release later by a contract migration, which says

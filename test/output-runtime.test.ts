@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * ctx.output in the runtime, on a real SQLite store: clear errors for a bad form or an oversized item (what was
  * written stays), output emitted while the call still ran inline written once it becomes a task, and the wire view

@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /** The runtime in-process on PostgreSQL: what it does when its signal connection drops. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

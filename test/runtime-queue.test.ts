@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /** The run queue in-process, on a real SQLite file: a tool's own limits, the shared secret, derived leases. */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';

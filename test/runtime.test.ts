@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /** The runtime in-process, on a real SQLite file: policies, alerts, shutdown, poll intervals. */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';

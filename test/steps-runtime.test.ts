@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * Durable steps, parked waits and durable time in-process, on real SQLite files (and PostgreSQL where the backend
  * matters). A "crash" here is a runtime stopped without writing its run's outcome and without handing its task over

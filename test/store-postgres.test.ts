@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 import assert from 'node:assert/strict';
 import { MIGRATIONS } from '../src/store/postgres/schema.js';
 import { describe, it } from 'node:test';

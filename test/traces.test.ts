@@ -1,3 +1,4 @@
+// test:quick: starts no process and no browser (npm run test:quick).
 /**
  * Traces, in-process with a real OpenTelemetry SDK (NodeTracerProvider: async-local context and the W3C propagator,
  * as an application registers it) and an in-memory exporter: the server span of a call carrying `_meta.traceparent`
