@@ -10,6 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { PostgresTaskStore } from '../src/store/postgres/index.js';
@@ -287,7 +288,7 @@ describe('two replicas of the previous release serving work in flight, one of th
     prev = previousBuild(newest);
   });
 
-  it('a durable question asked on an old replica and answered on the new one completes; the old ones keep serving; an old one started after the migration (a rollback) serves beside the new one', async () => {
+  it('a durable question asked on an old replica and answered on the new one completes; the old ones keep serving; an old one started after the migration (a rollback) serves beside the new one; SIGTERM of the old ones leaves nothing waiting: their unsafe call ends in the drain, retry-safe and durable work completes on the new one', async () => {
     const schema = freshSchema('prev');
     const args = ['--store', `${pgStoreUrl(schema)}&pool=2`, ...REPLICA_FLAGS];
     const old = () => startServer(args, { bin: prev.bin, module: prev.fixtures });
@@ -328,6 +329,24 @@ describe('two replicas of the previous release serving work in flight, one of th
       assert.match(textOf(done2.result), /^The answer is: again /);
       await everyCall(again.url, [park, park2]);
       await until('every replica still up', () => replicas.every((r) => r.proc.exitCode === null));
+
+      // The old ones stopped (SIGTERM) with work running: the unsafe call finishes in their drain or fails naming
+      // the stop, the retry-safe and the durable ones complete on the new replica; nothing is left waiting.
+      const busyLog = join(tempDir(), 'busy.log');
+      const stepsLog = join(tempDir(), 'steps.log');
+      const unsafe = await created(oldA.url, 'busy', { seconds: 4, log: busyLog });
+      const retrySafe = await created(oldB.url, 'sleep_retryable', { seconds: 6 });
+      const durable = await created(again.url, 'steps', { log: stepsLog, count: 3, stepSeconds: 0.5, gapSeconds: 0 });
+      const logged = (path: string, line: RegExp) => existsSync(path) && line.test(readFileSync(path, 'utf8'));
+      await until('the unsafe call and the first step started on the old replicas', () => logged(busyLog, /^START /m) && logged(stepsLog, /^START s1 /m));
+      const stopped = Promise.all([oldA, oldB, again].map((r) => r.stop('SIGTERM')));
+      const ends = await Promise.all([unsafe, retrySafe, durable].map((id) => waitForTask(fresh.url, id, undefined, { timeoutMs: 90_000 })));
+      const [u, r, d] = ends;
+      assert.ok(u!.status === 'completed' || (u!.status === 'failed' && /stop|shut/i.test(JSON.stringify(u!.error ?? u!.statusMessage))), `the unsafe call: ${JSON.stringify(u)}`);
+      assert.deepEqual([r!.status, d!.status], ['completed', 'completed'], JSON.stringify(ends));
+      assert.match(textOf(d!.result), /^Steps done: s1, s2, s3/);
+      for (const exit of await stopped) assert.equal(exit.signal, null, `an old replica ends its drain and exits by itself: ${JSON.stringify(exit)}`);
+      await everyCall(fresh.url, [unsafe, retrySafe, durable]);
     } finally {
       await Promise.all(replicas.map((r) => r.stop()));
     }
