@@ -182,10 +182,13 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
     it('kill -9 of the owner between B and C: another replica completes it, A, B, C each run once', async () => {
       const [a, b] = c.cluster.replicas;
       const log = join(tempDir(), 'pg-between.log');
-      const id = await created(a!.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 1 });
+      // A gap of 4 s: the kill lands in it even when a loaded machine is slow to see B's end in the log.
+      const id = await created(a!.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 4 });
       await untilLogged([log], has('END', 's2', a!.pid), 'B ended');
       await a!.stop('SIGKILL');
-      const done = await waitForTask(b!.url, id, undefined, { timeoutMs: LEASE_MS + 10_000 });
+      assert.equal(starts(log).s3 ?? 0, 0, 'killed before C started');
+      const done = await waitForTask(b!.url, id, undefined, { timeoutMs: LEASE_MS + 15_000 });
+      assert.equal(done.status, 'completed', JSON.stringify(done));
       assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
       assert.deepEqual(starts(log), { s1: 1, s2: 1, s3: 1 });
       assert.notEqual(stepEvents(log).find((e) => e.step === 's3')!.pid, a!.pid);
