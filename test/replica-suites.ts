@@ -199,14 +199,16 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
       const [, b, cc] = c.cluster.replicas;
       const strict = join(tempDir(), 'pg-strict.log');
       const redo = join(tempDir(), 'pg-redo.log');
-      const args = { count: 3, stepSeconds: 2, gapSeconds: 0.1 };
+      // Steps of 3 s: both runs are still inside B when a loaded machine is slow to see them start it.
+      const args = { count: 3, stepSeconds: 3, gapSeconds: 0.1 };
       const strictId = await created(b!.url, 'steps', { ...args, log: strict });
       const redoId = await created(b!.url, 'steps', { ...args, log: redo, idempotent: true });
       await untilLogged([strict, redo], has('START', 's2', b!.pid), 'B running');
       await b!.stop('SIGKILL');
-      const failed = await waitForTask(cc!.url, strictId, undefined, { timeoutMs: LEASE_MS + 10_000 });
+      assert.equal([strict, redo].some((p) => has('END', 's2')(stepEvents(p))), false, 'killed inside B');
+      const failed = await waitForTask(cc!.url, strictId, undefined, { timeoutMs: LEASE_MS + 15_000 });
       assert.deepEqual([failed.status, failed.error.data.reason, failed.error.data.step], ['failed', 'step_interrupted', 's2#1']);
-      const done = await waitForTask(cc!.url, redoId, undefined, { timeoutMs: LEASE_MS + 10_000 });
+      const done = await waitForTask(cc!.url, redoId, undefined, { timeoutMs: LEASE_MS + 15_000 });
       assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
       assert.deepEqual(starts(strict), { s1: 1, s2: 1 });
       assert.deepEqual(starts(redo), { s1: 1, s2: 2, s3: 1 });

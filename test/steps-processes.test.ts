@@ -56,10 +56,11 @@ describe('durable steps across kill -9 and a restart (one SQLite file)', () => {
     const log = join(tempDir(), 'between.log');
     let srv = await s.start();
     try {
-      const id = await created(srv.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 1 });
+      // A gap of 4 s: the kill lands in it even when a loaded machine is slow to see B's end in the log.
+      const id = await created(srv.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 4 });
       await untilLogged([log], has('END', 's2'), 'B ended');
-      assert.equal(has('START', 's3')(stepEvents(log)), false, 'killed before C started');
       await srv.stop('SIGKILL');
+      assert.equal(has('START', 's3')(stepEvents(log)), false, 'killed before C started');
       srv = await s.start();
       const done = await waitForTask(srv.url, id);
       assert.equal(done.status, 'completed');
@@ -76,12 +77,13 @@ describe('durable steps across kill -9 and a restart (one SQLite file)', () => {
     const redo = join(tempDir(), 'redo.log');
     let srv = await s.start();
     try {
-      const args = { count: 3, stepSeconds: 1.5, gapSeconds: 0.1 };
+      // Steps of 3 s: both runs are still inside B when a loaded machine is slow to see them start it.
+      const args = { count: 3, stepSeconds: 3, gapSeconds: 0.1 };
       const strictId = await created(srv.url, 'steps', { ...args, log: strict });
       const redoId = await created(srv.url, 'steps', { ...args, log: redo, idempotent: true });
       await untilLogged([strict, redo], has('START', 's2'), 'B running');
-      assert.equal([strict, redo].some((p) => has('END', 's2')(stepEvents(p))), false, 'killed inside B');
       await srv.stop('SIGKILL');
+      assert.equal([strict, redo].some((p) => has('END', 's2')(stepEvents(p))), false, 'killed inside B');
       srv = await s.start();
       const failed = await waitForTask(srv.url, strictId);
       assert.equal(failed.status, 'failed');
