@@ -12,7 +12,6 @@ export { createAnswerPage, type AnswerPageOptions } from './page.js';
 export { createAnswerSignIn, SIGNED_IN_PATH, type AnswerSignIn, type AnswerSignInOptions, type SignInClient } from './sign-in.js';
 export { ANSWER_PATH, openAnswerToken, signAnswerToken, type AnswerLinkClaims } from './links.js';
 export { PERSON_MODEL } from './sampling.js';
-export { questionText } from '../../core/question-text.js';
 
 export interface AnswerLink {
   key: string;
