@@ -63,7 +63,10 @@ export function useDashboard(seed: (db: string) => Promise<void>, args: string[]
   before(async () => {
     const db = join(tempDir(), 'tasks.db');
     await seed(db);
-    suite.server = await startServer(['--store', `sqlite:${db}`, '--dashboard', ...args], opts);
+    // The seeder's heartbeat is the one it wrote when seeding: a lease of 10 min keeps it alive for the whole file
+    // (at the default 30 s, a file slowed by the others' load saw the server take the seeded tasks over).
+    const lease = args.includes('--lease-ms') ? [] : ['--lease-ms', '600000', '--heartbeat-ms', '5000'];
+    suite.server = await startServer(['--store', `sqlite:${db}`, '--dashboard', ...lease, ...args], opts);
     suite.base = suite.server.url.replace(/\/mcp$/, '/dashboard');
     suite.browser = await launchBrowser();
   });

@@ -46,7 +46,8 @@ async function firstNotReady(mcpUrl: string, ms: number): Promise<{ status: numb
 }
 
 async function withCluster(args: string[], run: (c: Cluster) => Promise<void>): Promise<void> {
-  const c = await startCluster(2, ['--lease-ms', String(LEASE_MS), ...args], { module: MODULE });
+  // No --drain-ms: the product's default (the test helpers' shorter one is for servers stopped only to clean up).
+  const c = await startCluster(2, ['--lease-ms', String(LEASE_MS), ...args], { module: MODULE, drain: 'default' });
   try {
     await run(c);
   } finally {

@@ -131,15 +131,22 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+/** The drain (`--drain-ms`) of the servers tests start, unless a test gives its own. */
+const TEST_DRAIN_MS = 1000;
+
 /** Starts `outlast serve` and waits for its ready line: the URL it listens on, or (with --no-http) the worker's line. */
-export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[]; bin?: string; ready?: RegExp } = {}): Promise<ServerProcess> {
+export async function startServer(args: string[], opts: { module?: string; env?: NodeJS.ProcessEnv; command?: string[]; bin?: string; ready?: RegExp; drain?: 'default' } = {}): Promise<ServerProcess> {
   const worker = args.includes('--no-http');
   // `ready`: the line that says another command is up (its first group is the `url`), e.g. `outlast dashboard on (\S+)`.
   // A JSON line (--log-format json) has a quote after the URL.
   const ready = opts.ready ?? (worker ? /outlast worker ready: (replica \S+)/ : /outlast listening on ([^\s"]+)/);
   // `command`: another front command than `serve MODULE`, e.g. ['gateway', '--stdio', 'node upstream.js'].
   // `bin`: another build's bin/outlast.js (an older release, in the upgrade tests).
-  const proc = spawn(process.execPath, [opts.bin ?? BIN, ...(opts.command ?? ['serve', opts.module ?? FIXTURES]), ...(worker ? [] : ['--port', '0']), ...args], {
+  const command = opts.command ?? ['serve', opts.module ?? FIXTURES];
+  // Tests stop their servers with work still running (a 600 s sleep): the 25 s default drain would only make each
+  // stop wait. Tests of the drain give their own (or `drain: 'default'`), as do other builds, whose flags may differ.
+  const drain = !opts.bin && opts.drain !== 'default' && ['serve', 'gateway'].includes(command[0]!) && !args.includes('--drain-ms') ? ['--drain-ms', String(TEST_DRAIN_MS)] : [];
+  const proc = spawn(process.execPath, [opts.bin ?? BIN, ...command, ...(worker ? [] : ['--port', '0']), ...drain, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],

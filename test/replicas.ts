@@ -20,11 +20,11 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-export async function startCluster(n: number, args: string[] = [], opts: { module?: string; storeUrl?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Cluster> {
+export async function startCluster(n: number, args: string[] = [], opts: { module?: string; storeUrl?: string; env?: NodeJS.ProcessEnv; drain?: 'default' } = {}): Promise<Cluster> {
   const storeUrl = opts.storeUrl ?? pgStoreUrl(freshSchema('rep'));
   const runLog = join(tempDir(), 'runs.jsonl');
   const start = () =>
-    startServer(['--store', storeUrl, ...args], { module: opts.module ?? REPLICA_MODULE, env: { OUTLAST_RUN_LOG: runLog, ...opts.env } });
+    startServer(['--store', storeUrl, ...args], { module: opts.module ?? REPLICA_MODULE, env: { OUTLAST_RUN_LOG: runLog, ...opts.env }, drain: opts.drain });
   // The first one applies the migrations; the others start together.
   const replicas = [await start()];
   replicas.push(...(await Promise.all(Array.from({ length: n - 1 }, start))));
