@@ -17,13 +17,15 @@ import { startFaultProxy, type FaultMode, type FaultProxy } from './fault-proxy.
 import { startPrivatePostgres, type PrivatePostgres } from './pg-private.js';
 import { pgBouncerLoginDeadlines, startPgBouncer } from './pgbouncer.js';
 
-const LEASE_MS = Number(process.env.FAILOVER_LEASE_MS ?? 3000);
-const HEARTBEAT_MS = Number(process.env.FAILOVER_HEARTBEAT_MS ?? 500);
-/** Store deadlines scaled to the lease (FAILOVER_TIMEOUTS='' keeps the defaults of docs/faults-store.md). */
+// 6 s: the file runs beside seven others (scripts/test.mjs), whose load on PostgreSQL and the CPU can hold a reconnect
+// past the 1 s black hole of a 3 s lease; the store deadlines below stay as they were, so the margin is the lease's.
+const LEASE_MS = Number(process.env.FAILOVER_LEASE_MS ?? 6000);
+const HEARTBEAT_MS = Number(process.env.FAILOVER_HEARTBEAT_MS ?? 1000);
+/** Store deadlines well inside the lease (FAILOVER_TIMEOUTS='' keeps the defaults of docs/faults-store.md). */
 const TIMEOUTS = process.env.FAILOVER_TIMEOUTS ?? 'connect_timeout_ms=1000&query_timeout_ms=1500&statement_timeout_ms=1200&signal_ping_ms=1000';
 const PER_KIND = Number(process.env.FAILOVER_PER_KIND ?? 1);
 const STEPS = 8;
-/** How long each run of the load lasts: past the brief outages (5 s and a half at a lease of 3 s), and past the fence
+/** How long each run of the load lasts: past the brief outages (9 s at a lease of 6 s), and past the fence
  *  of the long one (about a lease after it began), so every run is cut by it. */
 const SPAN_MS = 2 * LEASE_MS;
 const MODULE = join(ROOT, 'dist', 'test', 'failover-module.js');
@@ -296,5 +298,5 @@ function mixedLoadUnderOutage(title: string, makeOutage: () => Promise<Outage>, 
 }
 
 mixedLoadUnderOutage('a black hole of the whole database', blackHoles, { brief: true, stepEndedInOutage: true });
-mixedLoadUnderOutage('a black hole of the database behind PgBouncer (transaction mode), --bus direct', behindPooler, { brief: true, stepEndedInOutage: false }, 120_000);
+mixedLoadUnderOutage('a black hole of the database behind PgBouncer (transaction mode), --bus direct', behindPooler, { brief: true, stepEndedInOutage: false });
 mixedLoadUnderOutage('a primary restart (crash-stop, started again)', primaryRestart, { brief: false, stepEndedInOutage: false });
