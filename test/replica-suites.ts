@@ -14,7 +14,7 @@ import { postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import { FIXTURES, ROOT, TASKS_CAPS, callTool, getTask, rpc, sleep, startServer, tempDir, textOf, until, waitForTask, type ServerProcess } from './helpers.js';
 import { busy, maxConcurrent, waitForEnds } from './busy-log.js';
 import { created, startCluster, started, useClusterFrom, type Cluster } from './replicas.js';
-import { assertSurvivedKill, has, starts, stepEvents, untilLogged } from './steps-log.js';
+import { assertSurvivedKill, has, starts, stepEvents, untilLogged, untilStepStored } from './steps-log.js';
 
 /** Where a suite's processes keep their tasks: the store URL, and the flags each process takes with it (e.g. --bus). */
 export interface StoreSetup {
@@ -185,6 +185,13 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
       // A gap of 4 s: the kill lands in it even when a loaded machine is slow to see B's end in the log.
       const id = await created(a!.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 4 });
       await untilLogged([log], has('END', 's2', a!.pid), 'B ended');
+      const store = postgresStoreFromUrl(c.cluster.storeUrl);
+      await store.init();
+      try {
+        await untilStepStored(store, id, 's2#1');
+      } finally {
+        await store.close();
+      }
       await a!.stop('SIGKILL');
       assert.equal(starts(log).s3 ?? 0, 0, 'killed before C started');
       const done = await waitForTask(b!.url, id, undefined, { timeoutMs: LEASE_MS + 15_000 });

@@ -1,6 +1,7 @@
 /** Reading the log the `steps` fixture writes ("START sK <pid>" / "END sK <pid>"), and waiting on it. */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
+import type { TaskStore } from '../src/store/types.js';
 import { sleep, textOf } from './helpers.js';
 
 export interface StepEvent {
@@ -33,6 +34,18 @@ export async function untilLogged(paths: string[], pred: (events: StepEvent[]) =
   while (!paths.every((p) => pred(stepEvents(p)))) {
     if (Date.now() > end) assert.fail(`${what}: not logged in ${timeoutMs} ms (${paths.map((p) => JSON.stringify(stepEvents(p))).join(' | ')})`);
     await sleep(15);
+  }
+}
+
+/** Waits until the store holds step `key` of the task completed: a step's END in the log comes before its row is
+ *  committed, and a kill "between two steps" must land after the commit. */
+export async function untilStepStored(store: TaskStore, taskId: string, key: string, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const row = (await store.listSteps(taskId)).find((r) => r.key === key);
+    if (row?.state === 'completed') return;
+    if (Date.now() > end) assert.fail(`step ${key} of task ${taskId} not stored completed in ${timeoutMs} ms (${row?.state ?? 'no row'})`);
+    await sleep(25);
   }
 }
 

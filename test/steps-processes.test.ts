@@ -15,7 +15,7 @@ import { FIXTURES, callTool, getTask, pgStoreUrl, rpc, sleep, startServer, tempD
 import { connectV1 } from './generations.js';
 import { useCluster } from './replicas.js';
 import { durableStepsSuite } from './replica-suites.js';
-import { assertSurvivedKill, has, starts, stepEvents, untilLogged } from './steps-log.js';
+import { assertSurvivedKill, has, starts, stepEvents, untilLogged, untilStepStored } from './steps-log.js';
 
 const FORM_ANSWER = (answer: string) => ({ answer: { action: 'accept', content: { answer } } });
 
@@ -59,6 +59,13 @@ describe('durable steps across kill -9 and a restart (one SQLite file)', () => {
       // A gap of 4 s: the kill lands in it even when a loaded machine is slow to see B's end in the log.
       const id = await created(srv.url, 'steps', { log, count: 3, stepSeconds: 0.2, gapSeconds: 4 });
       await untilLogged([log], has('END', 's2'), 'B ended');
+      const store = s.store();
+      await store.init();
+      try {
+        await untilStepStored(store, id, 's2#1');
+      } finally {
+        await store.close();
+      }
       await srv.stop('SIGKILL');
       assert.equal(has('START', 's3')(stepEvents(log)), false, 'killed before C started');
       srv = await s.start();
