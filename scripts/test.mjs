@@ -4,7 +4,7 @@
 //
 //   node scripts/test.mjs [--quick] [--jobs N] [FILE-OR-NAME...]
 //
-// Files start slowest first (the times of the last local run, else the list below), JOBS at a time (default: four
+// Files start slowest first (the times of the last local run, else the list below), JOBS at a time (default: three
 // per core, at least 2: most of a file's time is spent waiting on its servers); files in SERIAL, if any, then run
 // alone, after the rest. --quick runs only the files marked `// test:quick` (no child process, no browser), with
 // child processes refused (scripts/no-child-process.mjs).
@@ -33,7 +33,7 @@ const PER_FILE_TIMEOUT_MS = 15 * 60_000;
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const jobsAt = args.indexOf('--jobs');
-const jobs = Number(jobsAt >= 0 ? args[jobsAt + 1] : process.env.OUTLAST_TEST_JOBS ?? Math.max(2, availableParallelism() * 4));
+const jobs = Number(jobsAt >= 0 ? args[jobsAt + 1] : process.env.OUTLAST_TEST_JOBS ?? Math.max(2, availableParallelism() * 3));
 if (!Number.isInteger(jobs) || jobs < 1) fail(`--jobs takes a whole number of at least 1 (got ${JSON.stringify(args[jobsAt + 1] ?? process.env.OUTLAST_TEST_JOBS)})`);
 const named = args.filter((a, i) => !a.startsWith('--') && args[i - 1] !== '--jobs');
 

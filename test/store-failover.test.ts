@@ -17,7 +17,7 @@ import { startFaultProxy, type FaultMode, type FaultProxy } from './fault-proxy.
 import { startPrivatePostgres, type PrivatePostgres } from './pg-private.js';
 import { pgBouncerLoginDeadlines, startPgBouncer } from './pgbouncer.js';
 
-// 6 s: the file runs beside seven others (scripts/test.mjs), whose load on PostgreSQL and the CPU can hold a reconnect
+// 6 s: the file runs beside five others (scripts/test.mjs), whose load on PostgreSQL and the CPU can hold a reconnect
 // past the 1 s black hole of a 3 s lease; the store deadlines below stay as they were, so the margin is the lease's.
 const LEASE_MS = Number(process.env.FAILOVER_LEASE_MS ?? 6000);
 const HEARTBEAT_MS = Number(process.env.FAILOVER_HEARTBEAT_MS ?? 1000);
