@@ -36,6 +36,10 @@ export async function finalStatus(url: string, taskId: string, opts: { token?: s
 
 const LEASE_MS = 1500;
 const HEARTBEAT_MS = 200;
+// The durable steps suite kills owners of many stepping runs: at 1.5 s, a loaded machine's survivor was once judged
+// dead too, and a task ended on a third attempt; 3 s keeps the kill the only takeover.
+const STEPS_LEASE_MS = 3000;
+const STEPS_HEARTBEAT_MS = 400;
 
 /**
  * Three replicas with a short lease: a replica killed (SIGKILL) or paused (SIGSTOP) past its lease loses nothing.
@@ -173,10 +177,10 @@ export function toolLimitSuite(title: string, setup: () => StoreSetup): void {
 
 /** A durable tool's steps (the `steps` fixture) on three replicas with a short lease: kill -9 or SIGSTOP of the owner. */
 export function durableStepsSuite(title: string, setup: () => StoreSetup): void {
-  describe(`durable steps on three replicas ${title} (lease ${LEASE_MS} ms, heartbeat ${HEARTBEAT_MS} ms)`, () => {
+  describe(`durable steps on three replicas ${title} (lease ${STEPS_LEASE_MS} ms, heartbeat ${STEPS_HEARTBEAT_MS} ms)`, () => {
     const c = useClusterFrom(() => {
       const s = setup();
-      return startCluster(3, ['--lease-ms', String(LEASE_MS), '--heartbeat-ms', String(HEARTBEAT_MS), ...s.args], { module: FIXTURES, storeUrl: s.storeUrl });
+      return startCluster(3, ['--lease-ms', String(STEPS_LEASE_MS), '--heartbeat-ms', String(STEPS_HEARTBEAT_MS), ...s.args], { module: FIXTURES, storeUrl: s.storeUrl });
     });
 
     it('kill -9 of the owner between B and C: another replica completes it, A, B, C each run once', async () => {
@@ -194,7 +198,7 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
       }
       await a!.stop('SIGKILL');
       assert.equal(starts(log).s3 ?? 0, 0, 'killed before C started');
-      const done = await waitForTask(b!.url, id, undefined, { timeoutMs: LEASE_MS + 15_000 });
+      const done = await waitForTask(b!.url, id, undefined, { timeoutMs: STEPS_LEASE_MS + 15_000 });
       assert.equal(done.status, 'completed', JSON.stringify(done));
       assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
       assert.deepEqual(starts(log), { s1: 1, s2: 1, s3: 1 });
@@ -213,9 +217,9 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
       await untilLogged([strict, redo], has('START', 's2', b!.pid), 'B running');
       await b!.stop('SIGKILL');
       assert.equal([strict, redo].some((p) => has('END', 's2')(stepEvents(p))), false, 'killed inside B');
-      const failed = await waitForTask(cc!.url, strictId, undefined, { timeoutMs: LEASE_MS + 15_000 });
+      const failed = await waitForTask(cc!.url, strictId, undefined, { timeoutMs: STEPS_LEASE_MS + 15_000 });
       assert.deepEqual([failed.status, failed.error.data.reason, failed.error.data.step], ['failed', 'step_interrupted', 's2#1']);
-      const done = await waitForTask(cc!.url, redoId, undefined, { timeoutMs: LEASE_MS + 15_000 });
+      const done = await waitForTask(cc!.url, redoId, undefined, { timeoutMs: STEPS_LEASE_MS + 15_000 });
       assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
       assert.deepEqual(starts(strict), { s1: 1, s2: 1 });
       assert.deepEqual(starts(redo), { s1: 1, s2: 2, s3: 1 });
@@ -234,7 +238,7 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
       let continued = false;
       try {
         // Only the lease tells a paused process: another replica runs B again, then C.
-        await untilLogged([log], (e) => e.some((s) => s.kind === 'START' && s.step === 's2' && s.pid !== x.pid), 'B again elsewhere', LEASE_MS + 10_000);
+        await untilLogged([log], (e) => e.some((s) => s.kind === 'START' && s.step === 's2' && s.pid !== x.pid), 'B again elsewhere', STEPS_LEASE_MS + 10_000);
         const done = await waitForTask(other.url, id, undefined, { timeoutMs: 15_000 });
         assert.equal(textOf(done.result), 'Steps done: s1, s2, s3 (attempt 2)');
         const before = await store.listSteps(id);
@@ -264,7 +268,7 @@ export function durableStepsSuite(title: string, setup: () => StoreSetup): void 
       const ids = await Promise.all(runs.map((r) => created(b!.url, 'steps', { log: r.log, count, stepSeconds: 0.1, gapSeconds: 0, idempotent: r.idempotent })));
       await untilLogged(runs.map((r) => r.log), (e) => e.filter((x) => x.kind === 'START').length >= 5, 'every run past its fifth step');
       await b!.stop('SIGKILL');
-      const ends = await Promise.all(ids.map((id) => waitForTask(cc!.url, id, undefined, { timeoutMs: LEASE_MS + 20_000 })));
+      const ends = await Promise.all(ids.map((id) => waitForTask(cc!.url, id, undefined, { timeoutMs: STEPS_LEASE_MS + 20_000 })));
       runs.forEach((r, i) => assertSurvivedKill(r.log, ends[i]!, count, r.idempotent));
       assert.ok(ends.some((t) => t.status === 'failed'), `the kill hit inside a step not marked idempotent: ${ends.map((t) => t.status + ' ' + textOf(t.result ?? {})).join('; ')}`);
     });
