@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import type { TaskStore } from '../src/store/types.js';
-import { sleep, textOf } from './helpers.js';
+import { sleep, textOf, until } from './helpers.js';
 
 export interface StepEvent {
   kind: 'START' | 'END';
@@ -40,13 +40,7 @@ export async function untilLogged(paths: string[], pred: (events: StepEvent[]) =
 /** Waits until the store holds step `key` of the task completed: a step's END in the log comes before its row is
  *  committed, and a kill "between two steps" must land after the commit. */
 export async function untilStepStored(store: TaskStore, taskId: string, key: string, timeoutMs = 15_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const row = (await store.listSteps(taskId)).find((r) => r.key === key);
-    if (row?.state === 'completed') return;
-    if (Date.now() > end) assert.fail(`step ${key} of task ${taskId} not stored completed in ${timeoutMs} ms (${row?.state ?? 'no row'})`);
-    await sleep(25);
-  }
+  await until(`step ${key} of task ${taskId} stored completed`, async () => (await store.listSteps(taskId)).find((r) => r.key === key)?.state === 'completed', timeoutMs);
 }
 
 export const has = (kind: StepEvent['kind'], step: string, pid?: number) => (events: StepEvent[]) =>
