@@ -229,18 +229,19 @@ describe('outlast call --stdio / resume', pairs, () => {
   test('Ctrl-C on the terminal (SIGINT to the whole foreground group, the server included) detaches: the server finishes the task, and resume reads it', async () => {
     const server = fixtureServer();
     const journal = join(tempDir(), 'journal.db');
-    const run = runCli(['call', '--stdio', server.line, 'sleep', '{"seconds": 1.5}', '--journal', journal], { group: true });
+    // Long enough that a loaded machine's Ctrl-C still lands while the task works (1.5 s once ended first).
+    const run = runCli(['call', '--stdio', server.line, 'sleep', '{"seconds": 4}', '--journal', journal], { group: true });
     const [, taskId] = await run.waitFor(/task (\S+) created/, 30_000);
     const [serverPid] = childrenOf(run);
     process.kill(-run.proc.pid!, 'SIGINT');
     assert.equal((await run.exited).code, 130, run.stderr());
     assert.match(run.stderr(), new RegExp(`Detached from task ${taskId}; it keeps running on the server\\. Continue with: outlast resume ${taskId}`));
-    await until('the server finished its task and exited', () => !alive(serverPid!), 10_000);
+    await until('the server finished its task and exited', () => !alive(serverPid!), 30_000);
     assert.equal(taskRow(server.db, taskId!)?.status, 'completed', 'the Ctrl-C did not stop the work');
 
     const resumed = runCli(['resume', taskId!, '--journal', journal, '--json']);
     assert.equal((await resumed.exited).code, 0, resumed.stderr());
-    assert.equal(JSON.parse(resumed.stdout()).result.content[0].text, 'Slept 1.5 s (attempt 1)');
+    assert.equal(JSON.parse(resumed.stdout()).result.content[0].text, 'Slept 4 s (attempt 1)');
   });
 
   test('a question nobody can answer now detaches (exit 3); answered later with `outlast resume --answers`, in a new server process', async () => {

@@ -40,7 +40,11 @@ export function buildOf(commit: string): PreviousBuild {
   const base = join(tmpdir(), 'outlast-previous-builds');
   const dir = join(base, commit);
   const built = { commit, bin: join(dir, 'bin', 'outlast.js'), fixtures: join(dir, 'dist', 'fixtures', 'server.js') };
-  if (existsSync(join(dir, '.built'))) return built;
+  if (existsSync(join(dir, '.built'))) {
+    // Built by another checkout (an earlier clean clone, since removed): its node_modules link may lead nowhere now.
+    if (!existsSync(join(dir, 'node_modules'))) relink(join(dir, 'node_modules'));
+    return built;
+  }
   mkdirSync(base, { recursive: true });
   const staging = mkdtempSync(join(base, `${commit.slice(0, 12)}-`));
   try {
@@ -60,6 +64,16 @@ export function buildOf(commit: string): PreviousBuild {
     throw new Error(`could not build ${commit}: ${(e as Error).message}\n${out.slice(0, 2000)}`);
   }
   return built;
+}
+
+/** Points a build's node_modules at this checkout's (a file running beside may have done it already). */
+function relink(link: string): void {
+  rmSync(link, { force: true });
+  try {
+    symlinkSync(realpathSync(join(ROOT, 'node_modules')), link);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  }
 }
 
 /** The build of the release before the newest PostgreSQL migration this checkout has. */
