@@ -4,10 +4,10 @@
  * parked waits parking.ts, recorded deadlines and sleeps durable-time.ts; this file wires them to the run.
  */
 import { context } from '@opentelemetry/api';
-import { ANSWERED_BY_META, ErrorCode, TaskProtocolError, answeredByOf, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
+import { ANSWERED_BY_META, ErrorCode, TaskProtocolError, answeredByOf, isTerminal, missingTasksCapability, type InputRequest, type JsonObject } from '../protocol/index.js';
 import type { SignalBus, SignalKind } from '../store/local-bus.js';
 import { sameRequest } from '../store/rules.js';
-import { IdempotencyConflictError, TaskValueRefused, TaskWriteRefused, type NewTask, type TaskRecord, type StepWrite, type TaskStore, type WriteFence } from '../store/types.js';
+import { IdempotencyConflictError, TaskValueRefused, TaskWriteRefused, type EndedAtCreation, type NewTask, type TaskRecord, type StepWrite, type TaskStore, type WriteFence } from '../store/types.js';
 import { TaskCancelledError, type ElicitOptions, type ElicitResult, type InputOptions, type StepInfo, type StepOptions, type TaskContext } from './context.js';
 import { sleepUntil, sleepWakeAt } from './durable-time.js';
 import { newTaskId, requestHash } from './ids.js';
@@ -101,13 +101,14 @@ export function newTaskFor(
   };
 }
 
-/** What the caller hears when its task could not be stored (nothing was started). */
-export function creationFailure(e: unknown, log: Logger): TaskProtocolError {
+/** What the caller hears when its task could not be stored (`started`: its handler had started, and was stopped). */
+export function creationFailure(e: unknown, log: Logger, started = false): TaskProtocolError {
   if (e instanceof IdempotencyConflictError) return new TaskProtocolError(ErrorCode.InvalidParams, e.message, { existingTaskId: e.existingTaskId });
   if (e instanceof TaskProtocolError) return e; // e.g. the store is unreachable: retryable, and it says so
-  if (e instanceof TaskValueRefused) return new TaskProtocolError(ErrorCode.InvalidParams, `The call could not be stored, and nothing was started: its arguments or idempotency key hold a value the store refuses (${e.why})`);
+  const what = started ? 'its run was stopped' : 'nothing was started';
+  if (e instanceof TaskValueRefused) return new TaskProtocolError(ErrorCode.InvalidParams, `The call could not be stored, and ${what}: its arguments or idempotency key hold a value the store refuses (${e.why})`);
   log.error('could not persist task', { error: String(e) });
-  return new TaskProtocolError(ErrorCode.InternalError, 'The task could not be stored; nothing was started. Retry the call.');
+  return new TaskProtocolError(ErrorCode.InternalError, `The task could not be stored; ${what}. Retry the call.`);
 }
 
 /** The TTL of a new task: the tool's, or the shorter one a 2025-11-25 caller asked for. */
@@ -169,6 +170,10 @@ export class Execution implements TaskContext {
   plannedTaskId: string | undefined;
   /** Settles when the handler does. */
   done!: Promise<HandlerEnd>;
+  /** How the handler ended, once it has. */
+  private ended: HandlerEnd | undefined;
+  /** The handler started beside its row's write: a quick run's end goes into that write (see endedAtCreation). */
+  endsInCreation = false;
   private promotion: Promise<{ record: TaskRecord; created: boolean }> | undefined;
   readonly promoteRequested = deferred<void>();
   /** Settles when the run lets go of its task here: parked, or handed over on shutdown (no outcome is written here). */
@@ -346,7 +351,9 @@ export class Execution implements TaskContext {
 
   start(): void {
     this.rt.handlerStarted(this);
-    const span = (this.span = new AttemptSpan(this.tool.name, this.attempt, this.taskId, this.traceOrigin));
+    // Started beside its row's write, the run already has its task's id (the write is queued).
+    const taskId = this.taskId ?? (this.endsInCreation ? this.plannedTaskId : undefined);
+    const span = (this.span = new AttemptSpan(this.tool.name, this.attempt, taskId, this.traceOrigin));
     // The handler runs in its span's context: spans it makes are children of this attempt.
     this.done = context.with(span.context, async () => {
       try {
@@ -356,6 +363,7 @@ export class Execution implements TaskContext {
       }
     });
     void this.done.then((r) => {
+      this.ended = r;
       span.end(r, this.cancelReason, this.persisting && !this.abandoned);
       this.noteHandlerEnd();
     });
@@ -370,6 +378,7 @@ export class Execution implements TaskContext {
   persist(): Promise<{ record: TaskRecord; created: boolean }> {
     if (!this.promotion) {
       const row = newTaskFor(this.rt, this.tool, this.args, this.call, { owner: this.owner, statusMessage: this.statusMessage, retrySafe: this.retrySafeOverride, callStartedAt: this.callStartedAt });
+      if (this.endsInCreation) row.endedBy = () => this.endedAtCreation();
       this.plannedTaskId = row.taskId;
       this.promotion = this.rt.store
         .create(row)
@@ -379,7 +388,8 @@ export class Execution implements TaskContext {
             this.taskId = r.record.taskId;
             this.record = r.record;
             this.call.onTask?.(r.record);
-            this.span?.persisted(r.record.taskId, r.record.status);
+            // A run started beside its write has had the id from its start, as a run started after it has.
+            if (!this.endsInCreation) this.span?.persisted(r.record.taskId, r.record.status);
             // No change signal: nobody can be watching an id that has not been handed out yet.
             this.rt.track(this);
             // Output emitted while the call ran inline is written now.
@@ -391,6 +401,17 @@ export class Execution implements TaskContext {
         });
     }
     return this.promotion;
+  }
+
+  /** The run's end if it ended before its row was written and left nothing else to write first (no status, output
+   *  or step of its own, no cancel): the row is then written finished, one write for the whole task. */
+  private endedAtCreation(): EndedAtCreation | undefined {
+    const r = this.ended;
+    if (!r || this.cancelReason || this.abandoned || this.statusMessage !== null || this.outputs.queued || this.steps.calls > 0) return undefined;
+    // A store that did not answer the run is no end of the work (settle hands such a task back).
+    if (!r.ok && storeDidNotAnswer(r.error)) return undefined;
+    const outcome = taskOutcome(r, undefined, this.rt.maxResultBytes);
+    return { outcome, statusMessage: outcomeMessage(outcome, undefined), at: this.rt.store.now() };
   }
 
   /** ctx.promote(): the call is a task from now on, and its caller gets it (a keyed call, stored from its start, too). */
@@ -605,6 +626,11 @@ export class Execution implements TaskContext {
     this.rt.untrack(this);
     this.waitsOfRun?.close();
     if (this.abandoned) return;
+    if (p.created && isTerminal(p.record.status)) {
+      // Written finished in its creation (endedAtCreation): nobody had its id to watch, nothing is left to write.
+      this.rt.taskFinished(this);
+      return;
+    }
     if (result.ok) this.steps.ended();
     if (!result.ok && storeDidNotAnswer(result.error) && !this.cancelReason) {
       // Not the work's failure but the store's: the task is handed back, to be re-run, resumed or failed naming the

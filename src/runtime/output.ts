@@ -142,6 +142,11 @@ export class OutputWriter {
     });
   }
 
+  /** Whether output waits for the call's row (emitted before it was a task). */
+  get queued(): boolean {
+    return this.pending.length > 0;
+  }
+
   /** Writes what is queued (called again when the call becomes a task). */
   flush(): void {
     if (this.flushing || this.pending.length === 0 || !this.host.target()) return;

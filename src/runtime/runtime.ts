@@ -471,8 +471,15 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
     const busy = this.executions.size >= this.concurrencyLimit;
 
     if (asTask && (cc.taskRequested || policy === 'always' || busy)) {
-      const p = await this.persistOrThrow(exec);
-      if (p.created) this.runToOutcome(exec);
+      // Without a key no stored call can stand for this one: its handler starts beside its row's write (as a default
+      // `auto` call runs before its row exists), and a run that has ended by then is written finished in that write.
+      const beside = key === undefined && this.store.writesEndedAtCreation === true;
+      exec.endsInCreation = beside;
+      const persisting = this.persistOrThrow(exec);
+      // (Not if the store refused the write at once: nothing starts then.)
+      if (beside && !exec.abandoned) exec.start();
+      const p = await persisting;
+      if (p.created) beside ? void exec.done.then((r) => exec.settle(r)) : this.runToOutcome(exec);
       else this.queue.release(exec.slot);
       return !p.created && inlineRetry && wasAnsweredInline(p.record) ? storedInlineOutcome(p.record) : this.taskOutcome(p.record);
     }
@@ -564,7 +571,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
       // The store did not answer: the row may exist all the same. Once the store answers, it is run or failed.
       const stored = ((e as TaskProtocolError)?.data as { stored?: unknown } | undefined)?.stored;
       if (stored === 'unknown' && exec.plannedTaskId) this.recovery.settleLater(exec.plannedTaskId, 'doubtful');
-      throw creationFailure(e, this.log);
+      throw creationFailure(e, this.log, exec.done !== undefined);
     }
   }
 

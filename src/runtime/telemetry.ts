@@ -6,6 +6,7 @@
  * ../shared/ops.md §2 (`outlast.*`, MCP semantic conventions for attributes); a task id is never an attribute.
  */
 import { metrics, type Attributes, type Histogram, type Meter } from '@opentelemetry/api';
+import { isTerminal } from '../protocol/index.js';
 import type { Outcome, PendingInput, TaskRecord, TaskStore } from '../store/types.js';
 import { wrapStore, type StoreWrappers } from './store-proxy.js';
 
@@ -80,7 +81,14 @@ export class RuntimeTelemetry {
     const wrap: StoreWrappers = {
       create: (s) => async (task: Parameters<TaskStore['create']>[0]) => {
         const r = await s.create(task);
-        if (r.created) t.transition(r.record.tool, r.record.status);
+        if (!r.created) return r;
+        const rec = r.record;
+        if (isTerminal(rec.status)) {
+          // Written finished in its creation (NewTask.endedBy): counted as a creation, then as the finish it also is.
+          t.transition(rec.tool, 'working');
+          t.taskDuration.record(Math.max(0, rec.updatedAt - rec.createdAt) / 1000, { 'gen_ai.tool.name': rec.tool, 'outlast.task.status': rec.status });
+        }
+        t.transition(rec.tool, rec.status);
         return r;
       },
       requestInput: (s) => async (taskId: string, owner: string, requests: Record<string, PendingInput>, now: number, epoch?: number) => {

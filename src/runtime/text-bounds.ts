@@ -74,10 +74,28 @@ function capRequests(requests: Record<string, PendingInput>): Record<string, Pen
   return out ?? requests;
 }
 
+/** A creation's texts bounded: its status, and the end it may be written with (NewTask.endedBy). */
+function boundedNewTask(task: NewTask): NewTask {
+  const ended = task.endedBy;
+  if (task.statusMessage == null && !ended) return task;
+  return {
+    ...task,
+    ...(task.statusMessage != null ? { statusMessage: capStatus(task.statusMessage) } : {}),
+    ...(ended
+      ? {
+          endedBy: () => {
+            const e = ended();
+            return e && { ...e, outcome: capOutcome(e.outcome), statusMessage: capNullableStatus(e.statusMessage) as string | null };
+          },
+        }
+      : {}),
+  };
+}
+
 /** The store with every text written through it bounded (a proxy: the other calls pass through unchanged). */
 export function boundedTexts(store: TaskStore): TaskStore {
   const wrap: StoreWrappers = {
-    create: (s) => (task: NewTask) => s.create(task.statusMessage == null ? task : { ...task, statusMessage: capStatus(task.statusMessage) }),
+    create: (s) => (task: NewTask) => s.create(boundedNewTask(task)),
     setProgress: (s) => (taskId: string, owner: string, statusMessage: string | null, pollIntervalMs?: number, epoch?: number) =>
       s.setProgress(taskId, owner, capNullableStatus(statusMessage) as string | null, pollIntervalMs, epoch),
     requestInput: (s) => (taskId: string, owner: string, requests: Record<string, PendingInput>, now: number, epoch?: number) => s.requestInput(taskId, owner, capRequests(requests), now, epoch),

@@ -2,7 +2,7 @@
  * The record a creation wrote, built from what was sent: both backends answer a creation with it instead of reading
  * the row back (and parsing its JSON columns) on the hot path.
  */
-import type { NewTask, TaskRecord } from './types.js';
+import type { EndedAtCreation, NewTask, TaskRecord } from './types.js';
 
 /** The record a fresh INSERT wrote: exactly what was sent plus the column defaults (no read-back on the hot path). */
 export function newRecord(t: NewTask): TaskRecord {
@@ -40,5 +40,19 @@ export function newRecord(t: NewTask): TaskRecord {
     version: 1,
     retrievedAt: null,
     traceContext: t.traceContext ?? null,
+  };
+}
+
+/** The record of a row written finished (NewTask.endedBy): as a finish would leave it, in the creation's one write. */
+export function endedRecord(t: NewTask, ended: EndedAtCreation): TaskRecord {
+  const o = ended.outcome;
+  return {
+    ...newRecord(t),
+    status: o.status,
+    statusMessage: ended.statusMessage ?? t.statusMessage ?? null,
+    updatedAt: ended.at,
+    inputSince: null,
+    result: o.status === 'completed' ? o.result : null,
+    error: o.status === 'failed' ? o.error : null,
   };
 }

@@ -34,6 +34,18 @@ export interface NewTask {
   origin?: TaskOrigin;
   progressToken?: string | number | null;
   traceContext?: TraceCarrier | null;
+  /** Read once, as the row is written: the run's end if its handler (started beside the write) has already ended,
+   *  so the row is written finished and the creation costs one write. A backend may ignore it; the runtime then
+   *  writes the end with `finish`, and the record's status tells which happened. */
+  endedBy?: () => EndedAtCreation | undefined;
+}
+
+/** A run's end known before its task's row is written (see NewTask.endedBy). */
+export interface EndedAtCreation {
+  outcome: Outcome;
+  statusMessage: string | null;
+  /** When it ended, on the store's clock (the row's updatedAt). */
+  at: number;
 }
 
 /** Where a page of a listing starts: after this task (newest first). */
@@ -218,6 +230,8 @@ export interface TaskStore {
   /** After init: set when the schema is newer than this build knows and keeps it working (a rollback), saying so
    *  in a line naming both versions (src/store/schema-version.ts). A schema this build must not serve fails init. */
   readonly schemaAhead?: string | undefined;
+  /** Whether `create` honours NewTask.endedBy (writes a run that already ended finished, in the creation's write). */
+  readonly writesEndedAtCreation?: boolean;
 
   /** Durably creates a task; resolves only after the commit. With an idempotency key already used by the
    *  same principal and tool, returns the existing record (`created: false`) or throws IdempotencyConflictError

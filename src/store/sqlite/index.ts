@@ -28,7 +28,7 @@ import {
   type WriteFence,
 } from '../types.js';
 import { MIGRATIONS } from './schema.js';
-import { newRecord } from '../new-record.js';
+import { endedRecord, newRecord } from '../new-record.js';
 import { TASK_COLUMNS, VIEW_COLUMNS } from '../task-columns.js';
 import { openSqlite } from './open.js';
 import { QueuePositions, claimRows, prepareQueue } from './queue.js';
@@ -249,6 +249,8 @@ export class SqliteTaskStore implements TaskStore {
 
   /** Task output; see ./output.ts. */
   output!: OutputStore;
+  /** A run that ended before its row's write is written finished in it (NewTask.endedBy). */
+  readonly writesEndedAtCreation = true;
 
   private prepare(db: Database.Database) {
     return {
@@ -256,6 +258,14 @@ export class SqliteTaskStore implements TaskStore {
           ttl_ms, expires_at, input_since, poll_interval_ms, owner, queued_at, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, trace_context)
         VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @createdAt, @ttlMs, @expiresAt,
           @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities, @origin, @progressToken, @traceContext)
+        ON CONFLICT DO NOTHING`),
+      // A run that ended before its row was written (NewTask.endedBy): the row is written finished, result and all.
+      insertEnded: db.prepare(`INSERT INTO tasks (task_id, principal, tool, args, status, status_message, created_at, updated_at,
+          ttl_ms, expires_at, input_since, poll_interval_ms, owner, queued_at, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, trace_context,
+          result, error)
+        VALUES (@taskId, @principal, @tool, @args, @status, @statusMessage, @createdAt, @updatedAt, @ttlMs, @expiresAt,
+          @inputSince, @pollIntervalMs, @owner, @queuedAt, @retrySafe, @idempotencyKey, @requestHash, @clientCapabilities, @origin, @progressToken, @traceContext,
+          @result, @error)
         ON CONFLICT DO NOTHING`),
       byIdem: db.prepare(`SELECT ${TASK_COLUMNS} FROM tasks WHERE principal = ? AND tool = ? AND idem_key = ?`),
       get: db.prepare(`SELECT ${TASK_COLUMNS} FROM tasks WHERE task_id = ?`),
@@ -366,8 +376,9 @@ export class SqliteTaskStore implements TaskStore {
           return { record: toRecord(existing), created: false };
         }
       }
-      const record = newRecord(t);
-      const inserted = this.s.insert.run({
+      const ended = t.queued ? undefined : t.endedBy?.();
+      const record = ended ? endedRecord(t, ended) : newRecord(t);
+      const row = {
         taskId: t.taskId,
         principal: t.principal,
         tool: t.tool,
@@ -388,7 +399,16 @@ export class SqliteTaskStore implements TaskStore {
         origin: record.origin,
         progressToken: record.progressToken === null ? null : JSON.stringify(record.progressToken),
         traceContext: record.traceContext ? JSON.stringify(record.traceContext) : null,
-      });
+      };
+      const o = ended?.outcome;
+      const inserted = o
+        ? this.s.insertEnded.run({
+            ...row,
+            updatedAt: record.updatedAt,
+            result: o.status === 'completed' ? (o.resultJson ?? JSON.stringify(o.result)) : null,
+            error: o.status === 'failed' ? JSON.stringify(o.error) : null,
+          })
+        : this.s.insert.run(row);
       if (inserted.changes === 0) throw new Error(`Task id ${t.taskId} already exists`);
       // What was sent plus the column defaults, as PostgreSQL answers: no read-back, no parse of the JSON just written.
       return { record, created: true };

@@ -321,6 +321,15 @@ END`,
 END`,
   },
   {
+    // A run that ended before its row was written: the row is created finished (NewTask.endedBy), its end recorded.
+    name: 'tasks_history_finished_at_creation',
+    sql: `AFTER INSERT ON tasks WHEN NEW.status IN ('completed','failed','cancelled') BEGIN
+  INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner,
+    CASE WHEN NEW.status = 'failed' THEN json_extract(NEW.error, '$.message') ELSE NEW.status_message END);
+END`,
+  },
+  {
     // Claimed from the run queue (a parked task's claim is a resume, below).
     name: 'tasks_history_started',
     sql: `AFTER UPDATE OF queued_at ON tasks WHEN OLD.queued_at IS NOT NULL AND NEW.queued_at IS NULL AND OLD.parked_at IS NULL BEGIN
