@@ -12,6 +12,9 @@
  *       Outlast durable on SQLite (WAL, synchronous=FULL) vs the SDK v1 experimental tasks server (McpServer with
  *       the tasks capability and its InMemoryTaskStore, stateless). Target >= 1.2 (issue 30; and at most 0.8 of the
  *       peer's CPU per creation).
+ *   (x.stateful) the same creations against the peer most servers run: the SDK v1 tasks server keeping a server and
+ *       transport per session (one session per concurrent client, answers on SSE, its defaults). Target >= 1.0
+ *       (issue 43; and at most the peer's CPU per creation).
  *   (x.get) 2025-11-25 tasks/get req/s over 1,000 working tasks each, same two servers. Target >= 1.0.
  *   (x.mem) RSS after 10,000 finished tasks, each server fresh: reported for both (no target).
  * Each server is its own process; the sides of a row run in one rotation of rounds (run.ts `alternate`).
@@ -48,6 +51,25 @@ async function parkTasks(url: string, request: WireRequest, legacy: boolean): Pr
   const check = await send(url, get(ids[0]!));
   if (check.json?.result?.status !== 'working') throw new Error(`tasks/get on ${url}: ${check.text.slice(0, 300)}`);
   return ids.map(get);
+}
+
+/** Opens `n` sessions on a stateful 2025-11-25 server (initialize, then initialized) and returns `request` once per
+ *  session, each naming its own: the load generator cycles through them, so every client keeps to its session. */
+async function inSessions(url: string, request: WireRequest, n: number): Promise<WireRequest[]> {
+  const out: WireRequest[] = [];
+  const init = legacyWire('initialize', { protocolVersion: '2025-11-25', capabilities: { tasks: { requests: { tools: { call: {} } } } }, clientInfo: { name: 'outlast-bench', version: '0.0.0' } });
+  for (let i = 0; i < n; i++) {
+    const res = await fetch(url, { method: 'POST', headers: init.headers, body: init.body });
+    const session = res.headers.get('mcp-session-id');
+    const text = await res.text();
+    if (res.status !== 200 || !session) throw new Error(`initialize on ${url}: ${res.status} ${text.slice(0, 300)}`);
+    const headers = { ...request.headers, 'mcp-session-id': session };
+    const initialized = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+    await initialized.text();
+    if (initialized.status !== 202) throw new Error(`notifications/initialized on ${url}: ${initialized.status}`);
+    out.push({ headers, body: request.body });
+  }
+  return out;
 }
 
 const stats = (c: Child) => c.request<{ rss: number }>({ type: 'stats' }, 'stats', 10_000);
@@ -93,6 +115,26 @@ export async function frontRows(env: FrontEnv): Promise<BenchRow[]> {
       rows.push(row('w.inline', 'inline no-op tools/call through outlastHandler in Express 5 (req/s)', inline, 'bare SDK McpServer, toNodeHandler mounted in Express 5 the same way', bare, 0.95));
     } finally {
       await Promise.all(owned.map((s) => s.child.kill()));
+    }
+  }
+
+  if (env.only.has('x.stateful')) {
+    const create = legacyWire('tools/call', { name: 'quick', arguments: {}, task: {} });
+    const [ours, peer] = await Promise.all([outlast({ db: join(env.dir, 'x-stateful.db'), tools: ['quick'] }), env.startServer('server-peer-v1.js', ['stateful'])]);
+    try {
+      const creates = await inSessions(peer.url, create, env.concurrency);
+      for (const [url, r] of [[ours.url, create], [peer.url, creates[0]!]] as const) {
+        const got = await send(url, r);
+        if (typeof got.json?.result?.task?.taskId !== 'string') throw new Error(`quick task on ${url}: ${got.status} ${got.text.slice(0, 300)}`);
+      }
+      const a = side(ours, 'task creations, Outlast durable on SQLite', [create]);
+      const b: FrontSide = { ...side(peer, 'task creations, SDK v1 experimental tasks, a server per session (InMemoryTaskStore)', creates), pinned: true };
+      env.log(`(x.stateful) task creations/s, 2025-11-25 wire, the peer keeping ${env.concurrency} sessions`);
+      await env.alternate([a, b]);
+      const r = row('x.stateful', 'task creations/s, Outlast durable on SQLite (WAL, synchronous=FULL), 2025-11-25 wire', a, 'SDK v1 McpServer with experimental.tasks and its InMemoryTaskStore, a server and transport kept per session (its defaults)', b, 1.0);
+      rows.push(r);
+    } finally {
+      await Promise.all([ours, peer].map((s) => s.child.kill()));
     }
   }
 

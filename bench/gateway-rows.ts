@@ -11,6 +11,9 @@
  *       do). Both sides are HTTP in front and stdio behind, so the ratio is the gateway's own cost. Target >= 0.8.
  *   (ad.front) info: the gateway --stdio side of (ad.stdio) vs the same echo answered in-process by `outlast serve`
  *       (bench/echo-module.ts): what the upstream leg costs beside the front and runtime both have.
+ *   (ad.peer) the gateway --stdio side of (ad.stdio) vs supergateway (bench/peers: stdio -> Streamable HTTP, --stateful,
+ *       one session per concurrent client, each its own upstream process; without --stateful it starts a process per
+ *       request), same upstream and request. Target >= 1.0 and CPU per call at most the peer's (issue 43).
  *   (ae) tasks/get on the gateway, cycling 1,000 working tasks (long upstream calls: trigger-long-running-operation
  *       for a day), vs (s)'s tasks/get on `outlast serve` (the 40-tool application of bench/poll-module.ts), 1,000
  *       parked tasks; both on SQLite. Target >= 0.9.
@@ -38,6 +41,7 @@ import {
   type Served,
   type WireRequest,
 } from './common.js';
+import { ensurePeers, peerPath } from './peers.js';
 import { row, type PollingSide } from './polling.js';
 
 export interface GatewayEnv {
@@ -122,7 +126,26 @@ async function workingTasks(url: string, request: WireRequest, count: number): P
   return ids.map(tasksGet);
 }
 
+/** supergateway in front of the stdio upstream (stateful Streamable HTTP); resolves once it answers its health path. */
+async function supergateway(command: string): Promise<{ url: string; pid: number; stop(): void }> {
+  ensurePeers();
+  const port = await freePort();
+  const args = [peerPath('supergateway/dist/index.js'), '--stdio', command, '--outputTransport', 'streamableHttp', '--stateful', '--port', String(port), '--logLevel', 'none', '--healthEndpoint', '/healthz'];
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  trackProcess(proc);
+  let err = '';
+  proc.stderr!.on('data', (d) => (err = (err + d).slice(-2000)));
+  for (let i = 0; ; i++) {
+    if (proc.exitCode !== null) throw new Error(`supergateway exited (${proc.exitCode}): ${err}`);
+    if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break;
+    if (i > 300) throw new Error(`supergateway did not listen on ${port}: ${err}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { url: `http://127.0.0.1:${port}/mcp`, pid: proc.pid!, stop: () => proc.kill('SIGTERM') };
+}
+
 export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
+  const PEER = env.only.has('ad.peer');
   const AD = env.only.has('ad');
   const AE = env.only.has('ae');
   const stdioUpstream = `${process.execPath} ${EVERYTHING} stdio`;
@@ -142,6 +165,23 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
     let adStdio: [PollingSide, PollingSide] | undefined;
     let ae: [PollingSide, PollingSide] | undefined;
     let adFront: PollingSide | undefined;
+    let adPeer: [PollingSide, PollingSide] | undefined;
+    if (PEER) {
+      const gw = await cli(['gateway', '--stdio', stdioUpstream, '--name', 'everything', ...poolFlag, ...front('ad-peer.db')]);
+      stops.push(() => gw.stop());
+      const peer = await supergateway(stdioUpstream);
+      stops.push(peer.stop);
+      // One session per concurrent client, as each of them would open (each is an upstream process of its own).
+      const sessions: WireRequest[] = [];
+      for (let i = 0; i < env.concurrency; i++) sessions.push({ headers: { ...echo.headers, ...(await upstreamSession(peer.url)) }, body: echo.body });
+      await check(gw.url, echo, echoed, 'echo through the gateway (stdio upstream)');
+      await check(peer.url, sessions[0]!, echoed, 'echo through supergateway');
+      adPeer = [
+        side(`echo via gateway --stdio (${poolName})`, gw.url, [echo], withChildren(gw.pid), gw.child),
+        side(`echo via supergateway --stateful, ${env.concurrency} sessions`, peer.url, sessions, withChildren(peer.pid)),
+      ];
+      adPeer[1].pinned = true;
+    }
     if (AD) {
       const upstream = await everythingHttp();
       stops.push(upstream.stop);
@@ -192,6 +232,7 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
     if (adHttp) rows.push(cpuNote(row('ad.http', 'inline echo tools/call through outlast gateway --http server-everything (req/s)', adHttp[0], 'the same request straight to server-everything\'s Streamable HTTP endpoint (one session)', adHttp[1], 0.8)));
     if (adStdio) rows.push(cpuNote(row('ad.stdio', 'inline echo tools/call through outlast gateway --stdio server-everything (req/s)', adStdio[0], 'the same request through a bare node:http pass-through to one server-everything stdio process', adStdio[1], 0.8)));
     if (adStdio && adFront) rows.push(cpuNote(row('ad.front', 'inline echo tools/call through outlast gateway --stdio server-everything (req/s)', adStdio[0], 'the same tool answered in-process by outlast serve --handles (same schema and policy): the front and runtime without the upstream leg', adFront, undefined)));
+    if (adPeer) rows.push(cpuNote(row('ad.peer', 'inline echo tools/call through outlast gateway --stdio server-everything (req/s)', adPeer[0], 'the same request through supergateway 4 (stdio -> Streamable HTTP, --stateful: a session and an upstream process per client)', adPeer[1], 1.0)));
     if (ae) rows.push(cpuNote(row('ae', `tasks/get on outlast gateway, cycling ${TASKS} working upstream calls (req/s)`, ae[0], `(s): tasks/get on outlast serve, 40 tools, ${TASKS} working tasks`, ae[1], 0.9)));
     return rows;
   } finally {

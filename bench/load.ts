@@ -3,8 +3,9 @@
  * http.Agent; each worker sends its next request as soon as the previous answer has been read in full.
  * Bounded by time and by request count.
  *
- * Message in:  {type:'run', url, requests:[{headers, body}], concurrency, seconds, maxRequests, accept?}
- *              (requests are cycled in order; e.g. one tasks/get per task id)
+ * Message in:  {type:'run', url, requests:[{headers, body}], concurrency, seconds, maxRequests, accept?, pinned?}
+ *              (requests are cycled in order; e.g. one tasks/get per task id; `pinned`: worker w sends only
+ *              requests[w], e.g. one per session: a stateful server's session is one client's, one request at a time)
  * Message out: {type:'result', ok, errors, firstError, seconds, rps, p50Ms, p99Ms, maxMs, statuses}
  * A response counts as ok when its status is 200 and the JSON-RPC message in it carries "result"; with
  * accept 'any' (a soak that sends bad input on purpose) every complete HTTP answer counts, and only failures to
@@ -22,6 +23,7 @@ interface RunMsg {
   seconds: number;
   maxRequests: number;
   accept?: 'result' | 'any';
+  pinned?: boolean;
 }
 
 async function run(m: RunMsg) {
@@ -77,10 +79,10 @@ async function run(m: RunMsg) {
       req.end(p.body);
     });
 
-  const worker = async () => {
+  const worker = async (_: unknown, w: number) => {
     while (performance.now() < deadline && issued < m.maxRequests) {
       issued++;
-      const i = cursor;
+      const i = m.pinned ? w % prepared.length : cursor;
       cursor = (cursor + 1) % prepared.length;
       await one(i);
       if (errors > 1000) break;

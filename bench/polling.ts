@@ -22,6 +22,8 @@ export interface PollingSide {
   results: Array<{ rps: number; p50Ms: number; p99Ms: number; cpuUsPerReq?: number }>;
   /** The processes whose CPU a request of this side costs, read from /proc (else the child's own, over IPC). */
   cpuPids?: () => number[];
+  /** Each client keeps to one of `requests` (one per session: a stateful server's session is one client's). */
+  pinned?: boolean;
 }
 
 export interface PollingEnv {

@@ -49,7 +49,8 @@
  *   (w), (x) (bench/front-rows.ts): tasks/get through outlastHandler on node:http (>= 0.9) and in Express (>= 0.7;
  *       against Express alone >= 0.9) vs node:http + one SQLite primary-key read; an inline tools/call through
  *       outlastHandler in Express vs a bare SDK server in Express (>= 0.95); task creations/s (>= 1.2) and tasks/get
- *       req/s (>= 1.0) vs the SDK v1 experimental tasks server on the 2025-11-25 wire; RSS after 10,000 finished
+ *       req/s (>= 1.0) vs the SDK v1 experimental tasks server on the 2025-11-25 wire; (x.stateful, not in the
+ *       default list) creations vs that server keeping a server per session, as it ships (>= 1.0); RSS after 10,000 finished
  *       tasks on both. Rows carry the server's CPU per request beside the rates (cpuUsPerReq, cpuRatio).
  *   (l) the dashboard's pages (overview with counts, task list unfiltered and filtered) p99 over HTTP with
  *       1,000,000 tasks stored vs 1,000, SQLite and PostgreSQL (bench/dashboard-scale.ts). Target ratio <= 2.
@@ -71,7 +72,8 @@
  *       gateway in front of the stdio server vs a bare HTTP pass-through to one stdio process of it (both HTTP in
  *       front, stdio behind), target >= 0.8 each; (ae) tasks/get on the gateway over 1,000 working upstream calls vs
  *       (s)'s on `outlast serve`, SQLite both, target >= 0.9. CPU per request is the whole path's (the gateway and
- *       its upstreams, from /proc). Not in the default list (upstream processes; BENCH_ONLY=ad,ae).
+ *       its upstreams, from /proc). Not in the default list (upstream processes; BENCH_ONLY=ad,ae). (ad.peer) the same
+ *       gateway vs supergateway (bench/peers) over the same stdio upstream, >= 1.0 (issue 43): BENCH_ONLY=ad.peer.
  *
  * Knobs (environment):
  *   BENCH_SECONDS       seconds per side per round (default 2)
@@ -132,6 +134,7 @@ import {
 import { clientBench } from './client-bench.js';
 import { queueLatency, queueStarts, type QueueBenchConfig } from './queue-rows.js';
 import { stepCommits } from './steps-rows.js';
+import { dbosSteps } from './dbos-rows.js';
 import { parkedMemory, parkedResume } from './parking-rows.js';
 import { pollingAtStoreSpeed } from './polling.js';
 import { soak } from './soak.js';
@@ -214,6 +217,8 @@ interface Side {
   results: LoadResult[];
   /** The processes whose CPU a request of this side costs, read from /proc (else the child's own, over IPC). */
   cpuPids?: () => number[];
+  /** Each client keeps to one of `requests` (one per session). */
+  pinned?: boolean;
 }
 
 async function startServerChild(file: string, args: string[] = []): Promise<{ child: Child; url: string }> {
@@ -223,9 +228,9 @@ async function startServerChild(file: string, args: string[] = []): Promise<{ ch
   return { child, url };
 }
 
-async function load(gen: Child, side: Pick<Side, 'url' | 'requests' | 'concurrency'>, seconds: number): Promise<LoadResult> {
+async function load(gen: Child, side: Pick<Side, 'url' | 'requests' | 'concurrency' | 'pinned'>, seconds: number): Promise<LoadResult> {
   const r = await gen.request<LoadResult>(
-    { type: 'run', url: side.url, requests: side.requests, concurrency: side.concurrency, seconds, maxRequests: MAX_REQUESTS },
+    { type: 'run', url: side.url, requests: side.requests, concurrency: side.concurrency, seconds, maxRequests: MAX_REQUESTS, pinned: side.pinned },
     'result',
     seconds * 1000 + 60_000,
   );
@@ -957,6 +962,7 @@ async function main(): Promise<void> {
       log,
     };
     if (ONLY.has('n')) rows.push(...(await stepCommits({ pgUrl: PG_URL, rounds: ROUNDS, seconds: SECONDS, schema: pgSchema, dropSchemas: dropPgSchemas, log })));
+    if (ONLY.has('n.dbos')) rows.push(...(await dbosSteps({ pgUrl: PG_URL, rounds: ROUNDS, seconds: SECONDS, schema: pgSchema, dropSchemas: dropPgSchemas, log })));
     if (ONLY.has('o')) {
       rows.push(...(await parkedResume({ pgUrl: PG_URL, samples: Math.round(envNumber('BENCH_PARK_SAMPLES', 200)), schema: pgSchema, dropSchemas: dropPgSchemas, log })));
       rows.push(...(await parkedMemory({ tasks: Math.round(envNumber('BENCH_PARKED_TASKS', 1000)), log })));
@@ -965,9 +971,9 @@ async function main(): Promise<void> {
     if (ONLY.has('q')) rows.push(...(await queueLatency(queue)));
     if (['r', 's', 't', 'u'].some((x) => ONLY.has(x))) await polling(gen);
     if (ONLY.has('v')) await sustained(gen);
-    if (ONLY.has('w') || ONLY.has('x')) await frontBench(gen);
+    if (ONLY.has('w') || ONLY.has('x') || ONLY.has('x.stateful')) await frontBench(gen);
     if (ONLY.has('y')) await oauthThroughput(gen);
-    if (ONLY.has('ad') || ONLY.has('ae')) await gatewayBench(gen);
+    if (ONLY.has('ad') || ONLY.has('ae') || ONLY.has('ad.peer')) await gatewayBench(gen);
     // (z) and (z.load): MCP Events webhooks (bench/events-bench.ts).
     if (ONLY.has('z')) rows.push(await eventsLatency({ tasks: envNumber('BENCH_EVENT_TASKS', 500), warmup: envNumber('BENCH_EVENT_WARMUP', 50), pgUrl: PG_URL, schema: pgSchema('events'), inflight: 8 }, log));
     if (ONLY.has('z.load')) rows.push(await eventsLoad({ seconds: SECONDS, rounds: ROUNDS, inflight: 8, dir: tempDir('zload'), matching: false }, log));

@@ -2,9 +2,9 @@
  * Row (n) of `npm run bench`: durable steps committed per second by one handler (ctx.step after ctx.step, each
  * committed before the handler goes on) vs raw single-row commits on the same store, one after another, SQLite (WAL,
  * synchronous=FULL) and PostgreSQL, alternating rounds in fresh files and schemas (bench/steps-bench.ts). n.* is a step
- * not marked idempotent (its `started` row, then its value: two commits; target ratio >= 0.5); n.*.idem an idempotent
- * one (one commit; >= 0.8, issue 30); n.*.par 16 handlers (tasks) stepping at once, not idempotent, whose commits the
- * store groups (>= 0.5).
+ * not marked idempotent (its `started` row, then its value: two commits, so at most 0.5; target ratio >= 0.45, issue
+ * 43); n.*.idem an idempotent one (one commit; >= 0.85); n.*.par 16 handlers (tasks) stepping at once, not idempotent,
+ * whose commits the store groups (>= 0.5). (n.dbos), against DBOS Transact, is bench/dbos-rows.ts.
  */
 import { Child, median, removeTempDir, round, tempDir, type BenchRow } from './common.js';
 import type { QueueBenchConfig } from './queue-rows.js';
@@ -63,8 +63,9 @@ export async function stepCommits(cfg: StepsBenchConfig): Promise<BenchRow[]> {
     });
     const short = backend === 'sqlite' ? 'sqlite' : 'pg';
     rows.push(
-      row(`n.${short}`, `durable steps committed per second by one handler on ${label} (not idempotent: a started row, then the value; two fenced commits)`, sides.steps, 0.5),
-      row(`n.${short}.idem`, `the same with idempotent steps (one fenced commit each)`, sides.idempotent, 0.8),
+      // Issue 43: a step not marked idempotent is two durable commits by design (ceiling 0.5), judged against 0.45.
+      row(`n.${short}`, `durable steps committed per second by one handler on ${label} (not idempotent: a started row, then the value; two fenced commits)`, sides.steps, 0.45),
+      row(`n.${short}.idem`, `the same with idempotent steps (one fenced commit each)`, sides.idempotent, 0.85),
       row(`n.${short}.par`, `durable steps committed per second by ${RUNS} handlers (tasks) stepping at once, not idempotent (the commits of steps that run together grouped)`, sides.parallel, 0.5),
     );
   }
