@@ -174,6 +174,8 @@ export class Execution implements TaskContext {
   private ended: HandlerEnd | undefined;
   /** The handler started beside its row's write: a quick run's end goes into that write (see endedAtCreation). */
   endsInCreation = false;
+  /** This run's own persist created the task's row (so it has no stored steps to replay). */
+  private createdByThisRun = false;
   private promotion: Promise<{ record: TaskRecord; created: boolean }> | undefined;
   readonly promoteRequested = deferred<void>();
   /** Settles when the run lets go of its task here: parked, or handed over on shutdown (no outcome is written here). */
@@ -276,7 +278,7 @@ export class Execution implements TaskContext {
   private async durableTarget(): Promise<StepTarget | undefined> {
     await this.becomeTask();
     if (!this.taskId) return undefined;
-    return { taskId: this.taskId, fence: this.fence, expiresAt: this.record?.expiresAt ?? null };
+    return { taskId: this.taskId, fence: this.fence, expiresAt: this.record?.expiresAt ?? null, createdByThisRun: this.createdByThisRun };
   }
 
   /** A durable tool's waits, which may park the run (undefined for other tools: they wait in memory). */
@@ -384,6 +386,7 @@ export class Execution implements TaskContext {
         .create(row)
         .then((r) => {
           if (r.created) {
+            this.createdByThisRun = true;
             this.rt.taskStored(r.record.principal, r.record.expiresAt);
             this.taskId = r.record.taskId;
             this.record = r.record;

@@ -38,6 +38,8 @@ export interface StepTarget {
   taskId: string;
   fence: WriteFence;
   expiresAt: number | null;
+  /** The task's row was created by this run: no step of it can be stored yet (nothing to read back). */
+  createdByThisRun?: boolean;
 }
 
 /** What steps need from the run. */
@@ -160,6 +162,7 @@ export class StepRunner {
   }
 
   private load(target: StepTarget): Promise<Map<string, StepRecord>> {
+    if (target.createdByThisRun) return (this.rows ??= Promise.resolve(new Map()));
     this.rows ??= this.host.own(() => this.host.store.listSteps(target.taskId)).then((rows) => {
       for (const r of rows) this.storedBytes += r.bytes;
       return new Map(rows.map((r) => [r.key, r]));
