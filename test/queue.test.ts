@@ -20,7 +20,8 @@ describe('a call over --max-running waits in the run queue as a task', () => {
 
   it('reads working with its position, starts when the slot frees, and a cancel ends it at once without starting', async () => {
     const log = join(tempDir(), 'busy.log');
-    const first = await busy(srv.url, 1.5, log);
+    // Long enough that a loaded machine still reads the queue while the first runs (1.5 s once ended first).
+    const first = await busy(srv.url, 5, log);
     const second = await busy(srv.url, 0.2, log);
     const third = await busy(srv.url, 0.2, log);
     assert.ok(first.taskId && second.taskId && third.taskId);
@@ -38,7 +39,7 @@ describe('a call over --max-running waits in the run queue as a task', () => {
     assert.equal(cancelled.result.statusMessage, 'Cancelled before it started');
     assert.match((await getTask(srv.url, third.taskId)).result.statusMessage, /^Queued: position 1,/, 'the position is fresh on every read');
 
-    const done = await waitForTask(srv.url, third.taskId, undefined, { timeoutMs: 10_000 });
+    const done = await waitForTask(srv.url, third.taskId, undefined, { timeoutMs: 30_000 });
     assert.equal(done.status, 'completed');
     assert.equal((await waitForTask(srv.url, first.taskId)).status, 'completed');
     const events = busyEvents(log);
