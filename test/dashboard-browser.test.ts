@@ -143,7 +143,9 @@ describe('dashboard in a browser (SQLite)', () => {
       const call = await client.start('sleep', { seconds: 120 });
       await page.goto(`${base}/tasks/${call.taskId}`);
       await page.fill('input[name=reason]', 'runaway: blocks the deploy');
-      await page.click('[data-action=cancel]');
+      // The form's POST redirects back to the task page: its load ends before the page is reloaded (a reload while that
+      // navigation ran failed "Not attached to an active page" on a loaded machine).
+      await Promise.all([page.waitForEvent('load'), page.click('[data-action=cancel]')]);
       await assert.rejects(call.result(), (e: unknown) => e instanceof TaskCancelledError);
       await page.reload();
       await page.waitForFunction(() => document.querySelector('h1 .status')?.textContent === 'cancelled');
@@ -193,7 +195,8 @@ describe('dashboard in a browser (SQLite)', () => {
     const page = await ctx.newPage();
     await signIn(page, base, ACT);
     assert.equal(await count(page, 'unread'), '1');
-    await page.click('[data-testid=unread] [data-action=acknowledge]');
+    // The POST redirects to the overview the page is already on: its load, not the URL, says the new page is there.
+    await Promise.all([page.waitForEvent('load'), page.click('[data-testid=unread] [data-action=acknowledge]')]);
     await page.waitForURL(base);
     assert.equal(await count(page, 'unread'), '0');
     await page.goto(`${base}/tasks/${seeded.failedUnread}`);
