@@ -68,6 +68,12 @@ export class RuntimeTelemetry {
     this.transitions.add(`${tool}\u0000${status}`, () => ({ 'gen_ai.tool.name': tool, 'outlast.task.status': status }));
   }
 
+  /** A task reached its terminal state at `at`: the transition and its duration. */
+  private finished(rec: TaskRecord, at: number): void {
+    this.transition(rec.tool, rec.status);
+    this.taskDuration.record(Math.max(0, at - rec.createdAt) / 1000, { 'gen_ai.tool.name': rec.tool, 'outlast.task.status': rec.status });
+  }
+
   private waitEnded(taskId: string, now: number, outcome: 'answered' | 'timeout' | 'cancelled' | 'ended'): void {
     const w = this.waitingSince.get(taskId);
     if (!w) return;
@@ -83,12 +89,12 @@ export class RuntimeTelemetry {
         const r = await s.create(task);
         if (!r.created) return r;
         const rec = r.record;
-        if (isTerminal(rec.status)) {
+        if (!isTerminal(rec.status)) t.transition(rec.tool, rec.status);
+        else {
           // Written finished in its creation (NewTask.endedBy): counted as a creation, then as the finish it also is.
           t.transition(rec.tool, 'working');
-          t.taskDuration.record(Math.max(0, rec.updatedAt - rec.createdAt) / 1000, { 'gen_ai.tool.name': rec.tool, 'outlast.task.status': rec.status });
+          t.finished(rec, rec.updatedAt);
         }
-        t.transition(rec.tool, rec.status);
         return r;
       },
       requestInput: (s) => async (taskId: string, owner: string, requests: Record<string, PendingInput>, now: number, epoch?: number) => {
@@ -110,8 +116,7 @@ export class RuntimeTelemetry {
       },
       finish: (s) => async (taskId: string, owner: string | null, outcome: Outcome, message: string | null, now: number, epoch?: number) => {
         const rec = await s.finish(taskId, owner, outcome, message, now, epoch);
-        t.transition(rec.tool, rec.status);
-        t.taskDuration.record(Math.max(0, now - rec.createdAt) / 1000, { 'gen_ai.tool.name': rec.tool, 'outlast.task.status': rec.status });
+        t.finished(rec, now);
         const reason = (rec.error?.data as { reason?: unknown } | undefined)?.reason;
         t.waitEnded(taskId, now, rec.status === 'cancelled' ? 'cancelled' : reason === 'input_timeout' || /input/i.test(rec.error?.message ?? '') ? 'timeout' : 'ended');
         return rec;

@@ -295,6 +295,11 @@ END`,
   };
 }
 
+/** A task's end in its history (by a finish, or in the write that created it finished). */
+const FINISHED_EVENT = `INSERT INTO task_events (task_id, at, kind, actor, detail)
+  VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner,
+    CASE WHEN NEW.status = 'failed' THEN json_extract(NEW.error, '$.message') ELSE NEW.status_message END);`;
+
 export const HISTORY_TRIGGERS: ReadonlyArray<{ name: string; sql: string }> = [
   keysAdded('tasks_history_input_asked', 'input_requests', 'input_asked', 'NEW.owner', "AND NEW.status = 'input_required'"),
   keysAdded('tasks_history_input_answered', 'input_responses', 'input_answered', 'NEW.principal', ''),
@@ -315,18 +320,14 @@ END`,
   {
     name: 'tasks_history_finished',
     sql: `AFTER UPDATE OF status ON tasks WHEN NEW.status IN ('completed','failed','cancelled') AND OLD.status NOT IN ('completed','failed','cancelled') BEGIN
-  INSERT INTO task_events (task_id, at, kind, actor, detail)
-  VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner,
-    CASE WHEN NEW.status = 'failed' THEN json_extract(NEW.error, '$.message') ELSE NEW.status_message END);
+  ${FINISHED_EVENT}
 END`,
   },
   {
     // A run that ended before its row was written: the row is created finished (NewTask.endedBy), its end recorded.
     name: 'tasks_history_finished_at_creation',
     sql: `AFTER INSERT ON tasks WHEN NEW.status IN ('completed','failed','cancelled') BEGIN
-  INSERT INTO task_events (task_id, at, kind, actor, detail)
-  VALUES (NEW.task_id, NEW.updated_at, NEW.status, NEW.owner,
-    CASE WHEN NEW.status = 'failed' THEN json_extract(NEW.error, '$.message') ELSE NEW.status_message END);
+  ${FINISHED_EVENT}
 END`,
   },
   {
