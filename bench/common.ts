@@ -53,6 +53,20 @@ export function legacyWire(method: string, params: Record<string, unknown>): Wir
   };
 }
 
+/** A session on a stateful 2025-11-25 server (initialize, then initialized): the headers its client sends from then on. */
+export async function openSession(url: string, capabilities: Record<string, unknown> = {}): Promise<Record<string, string>> {
+  const init = legacyWire('initialize', { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'outlast-bench', version: '0.0.0' } });
+  const res = await fetch(url, { method: 'POST', headers: init.headers, body: init.body });
+  const session = res.headers.get('mcp-session-id');
+  const text = await res.text();
+  if (!res.ok || !session) throw new Error(`initialize on ${url}: HTTP ${res.status}, session ${session}: ${text.slice(0, 300)}`);
+  const headers = { ...init.headers, 'mcp-session-id': session };
+  const done = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+  await done.text();
+  if (done.status !== 202) throw new Error(`notifications/initialized on ${url}: HTTP ${done.status}`);
+  return headers;
+}
+
 /** One line of the report: a figure, its baseline from the same run, and the target. */
 export interface BenchRow {
   id: string;

@@ -20,7 +20,7 @@
  * Each server is its own process; the sides of a row run in one rotation of rounds (run.ts `alternate`).
  */
 import { join } from 'node:path';
-import { legacyWire, round, send, tasksGet, toolCall, type BenchRow, type Child, type WireRequest } from './common.js';
+import { legacyWire, openSession, round, send, tasksGet, toolCall, type BenchRow, type Child, type WireRequest } from './common.js';
 import { row, type PollingSide } from './polling.js';
 
 export type FrontSide = PollingSide;
@@ -53,22 +53,10 @@ async function parkTasks(url: string, request: WireRequest, legacy: boolean): Pr
   return ids.map(get);
 }
 
-/** Opens `n` sessions on a stateful 2025-11-25 server (initialize, then initialized) and returns `request` once per
- *  session, each naming its own: the load generator cycles through them, so every client keeps to its session. */
+/** `request` once per session of `n` opened on a stateful 2025-11-25 server, each naming its own (clients are pinned). */
 async function inSessions(url: string, request: WireRequest, n: number): Promise<WireRequest[]> {
   const out: WireRequest[] = [];
-  const init = legacyWire('initialize', { protocolVersion: '2025-11-25', capabilities: { tasks: { requests: { tools: { call: {} } } } }, clientInfo: { name: 'outlast-bench', version: '0.0.0' } });
-  for (let i = 0; i < n; i++) {
-    const res = await fetch(url, { method: 'POST', headers: init.headers, body: init.body });
-    const session = res.headers.get('mcp-session-id');
-    const text = await res.text();
-    if (res.status !== 200 || !session) throw new Error(`initialize on ${url}: ${res.status} ${text.slice(0, 300)}`);
-    const headers = { ...request.headers, 'mcp-session-id': session };
-    const initialized = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
-    await initialized.text();
-    if (initialized.status !== 202) throw new Error(`notifications/initialized on ${url}: ${initialized.status}`);
-    out.push({ headers, body: request.body });
-  }
+  for (let i = 0; i < n; i++) out.push({ headers: { ...request.headers, ...(await openSession(url, { tasks: { requests: { tools: { call: {} } } } })) }, body: request.body });
   return out;
 }
 

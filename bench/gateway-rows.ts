@@ -32,6 +32,7 @@ import {
   benchFile,
   childPids,
   legacyWire,
+  openSession,
   send,
   startCli,
   tasksGet,
@@ -90,19 +91,6 @@ async function everythingHttp(): Promise<{ url: string; pid: number; stop(): voi
     await new Promise((r) => setTimeout(r, 100));
   }
   return { url, pid: proc.pid!, stop: () => proc.kill('SIGTERM') };
-}
-
-/** A session of the upstream's own (initialize, initialized): the headers a client sends it from then on. */
-async function upstreamSession(url: string): Promise<Record<string, string>> {
-  const init = legacyWire('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '0' } });
-  const res = await fetch(url, { method: 'POST', headers: init.headers, body: init.body });
-  const session = res.headers.get('mcp-session-id');
-  await res.text();
-  if (!res.ok || !session) throw new Error(`initialize on ${url}: HTTP ${res.status}, session ${session}`);
-  const headers = { ...init.headers, 'mcp-session-id': session };
-  const done = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
-  await done.text();
-  return headers;
 }
 
 async function check(url: string, r: WireRequest, want: (j: any) => boolean, label: string): Promise<any> {
@@ -173,7 +161,7 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
       stops.push(peer.stop);
       // One session per concurrent client, as each of them would open (each is an upstream process of its own).
       const sessions: WireRequest[] = [];
-      for (let i = 0; i < env.concurrency; i++) sessions.push({ headers: { ...echo.headers, ...(await upstreamSession(peer.url)) }, body: echo.body });
+      for (let i = 0; i < env.concurrency; i++) sessions.push({ headers: { ...echo.headers, ...(await openSession(peer.url)) }, body: echo.body });
       await check(gw.url, echo, echoed, 'echo through the gateway (stdio upstream)');
       await check(peer.url, sessions[0]!, echoed, 'echo through supergateway');
       adPeer = [
@@ -185,7 +173,7 @@ export async function gatewayRows(env: GatewayEnv): Promise<BenchRow[]> {
     if (AD) {
       const upstream = await everythingHttp();
       stops.push(upstream.stop);
-      const direct = { headers: { ...echo.headers, ...(await upstreamSession(upstream.url)) }, body: echo.body };
+      const direct = { headers: { ...echo.headers, ...(await openSession(upstream.url)) }, body: echo.body };
       const gwHttp = await cli(['gateway', '--http', upstream.url, '--name', 'everything', ...poolFlag, ...front('ad-http.db')]);
       stops.push(() => gwHttp.stop());
       const gwStdio = await cli(['gateway', '--stdio', stdioUpstream, '--name', 'everything', ...poolFlag, ...front('ad-stdio.db')]);
