@@ -126,6 +126,11 @@ describe('outlast call / resume / tasks / cancel', () => {
       assert.equal(code, 2, `${args.join(' ')}: ${r.stderr()}`);
       assert.match(r.stderr(), re);
     }
+    // An id that begins with "-" stays the first argument: the answers after it are not taken for the id.
+    const dashedAnswer = runCli(['answer', '-Dtask-id-with-a-dash', '{"confirm": true}', '--url', server.url, '--journal', journal]);
+    await dashedAnswer.exited;
+    assert.match(dashedAnswer.stderr(), /-Dtask-id-with-a-dash/);
+    assert.doesNotMatch(dashedAnswer.stderr(), /ANSWERS_JSON/);
     const unknownTool = runCli(['call', server.url, 'no_such_tool', '{}', '--journal', journal]);
     assert.equal((await unknownTool.exited).code, 1);
     assert.match(unknownTool.stderr(), /Tool no_such_tool not found/);

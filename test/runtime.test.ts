@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { TaskRuntime, type RuntimeAlert, type RuntimeOptions } from '../src/runtime/runtime.js';
 import { PollGovernor, advertisedPollInterval, DEFAULT_POLL_POLICY } from '../src/runtime/poll.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
+import { newTaskId } from '../src/runtime/ids.js';
 import { sleep, tempDir, until } from './helpers.js';
 
 /** The task once it is no longer working (on a loaded machine its outcome is written late, not within a fixed sleep). */
@@ -142,6 +143,15 @@ describe('runtime', () => {
     assert.throws(() => rt.defineTool('a', { handler: () => ({ content: [] }) }), /already defined/);
     assert.throws(() => rt.defineTool('b', { policy: 'sometimes' as never, handler: () => ({ content: [] }) }), /policy must be/);
     assert.throws(() => new TaskRuntime({ store: new SqliteTaskStore(':memory:'), defaultTtlMs: -5 }), /defaultTtlMs must be a positive integer/);
+  });
+});
+
+describe('task ids', () => {
+  it('are 22 base64url characters, distinct, and never begin with "-" (a shell would take the id for a flag)', () => {
+    const ids = Array.from({ length: 20_000 }, newTaskId); // 1 in 64 random draws begins with "-"
+    for (const id of ids) assert.match(id, /^[A-Za-z0-9_][A-Za-z0-9_-]{21}$/);
+    assert.equal(new Set(ids).size, ids.length);
+    assert.ok(ids.some((id) => id.startsWith('_')), 'the other 63 first characters are all still drawn');
   });
 });
 

@@ -149,7 +149,9 @@ describe('PostgreSQL faults between replicas and the database (lease 3 s, heartb
     await sleep(LEASE_MS / 3);
     c.set('pass');
     const ends = await Promise.all(ids.map((id) => waitForTask(c.replicas[0]!.url, id, undefined, { timeoutMs: 30_000 })));
-    assert.deepEqual(ends.map((x) => x.status), ids.map(() => 'completed'), 'every task completed');
+    // A task that did not complete says why (its status message), with the replicas' last words on it.
+    const why = ends.flatMap((x, i) => (x.status === 'completed' ? [] : [`${ids[i]}: ${x.status} "${x.statusMessage ?? ''}"`]));
+    assert.deepEqual(ends.map((x) => x.status), ids.map(() => 'completed'), `every task completed; ${why.join('; ')}; stderr: ${c.replicas.map((r) => r.stderr().slice(-1500)).join('\n---\n')}`);
     for (let i = 0; i < 3; i++) {
       for (const k of [`e-unsafe-${i}`, `e-safe-${i}`]) {
         assert.equal(starts(c, k).length, 1, `${k} ran once`);

@@ -94,7 +94,7 @@ function err(line: string): void {
 }
 
 export function parse(argv: string[], command: string, allowed: string[] = []) {
-  const r = parseAll(argv, command);
+  const r = parseKeepingDashIds(argv, command);
   for (const only of ['detach', 'url', 'notify', 'notify-secret', 'follow', 'after', 'stdio', 'cwd', 'env'] as const) {
     if (r.values[only] !== undefined && !allowed.includes(only)) throw new UsageError(`--${only} is not an option of outlast ${command}`);
   }
@@ -107,17 +107,26 @@ export function parse(argv: string[], command: string, allowed: string[] = []) {
 
 const STRING_OPTIONS = new Set(['--bearer', '--journal', '--answers', '--url', '--notify', '--notify-secret', '--after', ...OAUTH_STRING_OPTIONS, ...STDIO_STRING_OPTIONS]);
 
-/** Task ids are base64url and may start with "-": a lone-dash token that is no option's value is a positional. */
-function positionalDashes(argv: string[]): string[] {
-  const keep: string[] = [];
-  const ids: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === '--') return [...keep, ...argv.slice(i), ...ids];
-    if (a.startsWith('-') && !a.startsWith('--') && a.length > 2 && !STRING_OPTIONS.has(argv[i - 1] ?? '')) ids.push(a);
-    else keep.push(a);
+/**
+ * Task ids are base64url and may start with "-": a lone-dash token that is no option's value is a positional, kept in
+ * its place among the others (`outlast answer -Xy… '{…}'` has the id first). It is parsed as a stand-in that cannot be
+ * an option, then put back.
+ */
+function parseKeepingDashIds(argv: string[], command: string) {
+  const dashed = new Map<string, string>();
+  const args = argv.slice();
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === '--') break;
+    if (a.startsWith('-') && !a.startsWith('--') && a.length > 2 && !STRING_OPTIONS.has(args[i - 1] ?? '')) {
+      const standIn = `\u0000${dashed.size}`;
+      dashed.set(standIn, a);
+      args[i] = standIn;
+    }
   }
-  return ids.length ? [...keep, '--', ...ids] : keep;
+  const parsed = parseCommand(command, args, CLIENT_OPTIONS);
+  if (dashed.size) parsed.positionals = parsed.positionals.map((p) => dashed.get(p) ?? p);
+  return parsed;
 }
 
 const CLIENT_OPTIONS = {
@@ -136,10 +145,6 @@ const CLIENT_OPTIONS = {
   ...OAUTH_OPTIONS,
   ...STDIO_OPTIONS,
 } as const;
-
-function parseAll(argv: string[], command: string) {
-  return parseCommand(command, positionalDashes(argv), CLIENT_OPTIONS);
-}
 
 function openJournal(path: string | undefined): Journal {
   try {

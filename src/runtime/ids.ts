@@ -2,17 +2,23 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { JsonObject } from '../protocol/index.js';
 
-/** Task ids: 128 random bits, base64url. The random bytes are drawn 4 KiB at a time (one call per 256 ids). */
+/**
+ * Task ids: 128 random bits, base64url. The random bytes are drawn 4 KiB at a time (one call per 256 ids). An id never
+ * begins with "-" (a draw whose first character would be "-" is skipped, 1 in 64), so no command line takes it for a flag.
+ */
 let idPool = Buffer.alloc(0);
 let idOffset = 0;
+const DASH_FIRST = 62; // base64url's "-" as the first character: the first byte's top six bits
 export function newTaskId(): string {
-  if (idOffset + 16 > idPool.length) {
-    idPool = randomBytes(4096);
-    idOffset = 0;
+  for (;;) {
+    if (idOffset + 16 > idPool.length) {
+      idPool = randomBytes(4096);
+      idOffset = 0;
+    }
+    const at = idOffset;
+    idOffset += 16;
+    if (idPool[at]! >> 2 !== DASH_FIRST) return idPool.toString('base64url', at, at + 16);
   }
-  const id = idPool.toString('base64url', idOffset, idOffset + 16);
-  idOffset += 16;
-  return id;
 }
 
 function stableStringify(v: unknown): string {
