@@ -25,7 +25,7 @@ const text = (t: string) => ({ content: [{ type: 'text' as const, text: t }] });
 
 describe('a creation on SQLite', () => {
   it('a run that ends before its row is written is stored finished in that write: result, error and history', async () => {
-    const { rt, store } = await runtime();
+    const { rt, store, path } = await runtime();
     rt.defineTool('quick', { policy: 'always', handler: async ({ n }) => text(`done ${String(n)}`) });
     rt.defineTool('broken', { policy: 'always', handler: async () => Promise.reject(Object.assign(new Error('disk full'), { code: -32603 })) });
     await rt.start();
@@ -48,8 +48,47 @@ describe('a creation on SQLite', () => {
       assert.deepEqual((await store.ops.history(ok.task.taskId, 10)).map((e) => e.kind), ['created', 'completed']);
       assert.deepEqual((await store.ops.history(bad.task.taskId, 10)).map((e) => e.kind), ['created', 'failed']);
       assert.equal((await store.ops.history(bad.task.taskId, 10))[1]!.detail, 'disk full');
+      // ...read from its row: the creation wrote no history row of its own.
+      const file = new Database(path, { readonly: true });
+      try {
+        assert.equal((file.prepare('SELECT count(*) AS n FROM task_events').get() as { n: number }).n, 0);
+      } finally {
+        file.close();
+      }
     } finally {
       await rt.stop();
+    }
+  });
+
+  it('a file from the release that wrote an event for a task created finished: the end is told once, and the trigger goes', async () => {
+    const { rt, path } = await runtime();
+    rt.defineTool('quick', { policy: 'always', handler: async () => text('done') });
+    await rt.start();
+    let taskId: string;
+    try {
+      const ok = await rt.call('quick', {}, DECLARED);
+      assert.ok(ok.kind === 'task');
+      taskId = ok.task.taskId;
+    } finally {
+      await rt.stop();
+    }
+    // What that release left: its trigger, and the event row it wrote for such a task.
+    const file = new Database(path);
+    file.exec(`CREATE TRIGGER tasks_history_finished_at_creation AFTER INSERT ON tasks WHEN NEW.status = 'completed' BEGIN SELECT 1; END`);
+    file.prepare(`INSERT INTO task_events (task_id, at, kind, actor, detail) SELECT task_id, updated_at, status, owner, NULL FROM tasks WHERE task_id = ?`).run(taskId);
+    file.close();
+    const again = new SqliteTaskStore(path);
+    await again.init();
+    try {
+      assert.deepEqual((await again.ops.history(taskId, 10)).map((e) => e.kind), ['created', 'completed']);
+      const check = new Database(path, { readonly: true });
+      try {
+        assert.equal(check.prepare(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'tasks_history_finished_at_creation'`).pluck().get(), 0);
+      } finally {
+        check.close();
+      }
+    } finally {
+      await again.close();
     }
   });
 

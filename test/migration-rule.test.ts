@@ -56,13 +56,16 @@ describe('migrations are additive for one release (expand, then contract a relea
       assert.ok(why, `refused: ${sql}`);
       assert.ok(why.startsWith(`PostgreSQL migration ${newest + 1} is not additive (${sql}): add what is new now`), why);
     }
-    // What only adds passes: a nullable column, a NOT NULL one with a default, tables, indexes, replaced functions and triggers.
+    // What only adds passes: a nullable column, a NOT NULL one with a default, tables, indexes, replaced functions,
+    // triggers and indexes (dropped and created again by the same name: an older build's INDEXED BY still finds it).
     const fine = `ALTER TABLE tasks ADD COLUMN region text, ADD COLUMN weight integer NOT NULL DEFAULT 1;
 CREATE TABLE sessions (id text PRIMARY KEY, data text NOT NULL);
 CREATE INDEX sessions_by_data ON sessions (data);
 CREATE OR REPLACE FUNCTION outlast_now_ms() RETURNS bigint LANGUAGE sql AS $$ SELECT 1; DROP TABLE nothing $$;
 DROP TRIGGER IF EXISTS tasks_history_changed ON tasks;
-CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION outlast_history_changed();`;
+CREATE TRIGGER tasks_history_changed AFTER UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION outlast_history_changed();
+DROP INDEX tasks_ops_waiting;
+CREATE INDEX tasks_ops_waiting ON tasks (input_since);`;
     assert.deepEqual(breaches('PostgreSQL', [...PG, bad(fine)]), []);
     // A contract migration says which builds may serve it, and passes.
     assert.deepEqual(breaches('PostgreSQL', [...PG, { ...bad('ALTER TABLE tasks DROP COLUMN retrieved_at'), compatibleFrom: newest }]), []);

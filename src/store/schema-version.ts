@@ -64,28 +64,28 @@ export const ADDITIVE_RULE_FROM = 15;
 /**
  * The statements of a migration's SQL that remove or change what an older build's statements use (so the build of
  * the release before would fail on a schema this was applied to): dropping a table, column, function, view, type,
- * index (SQLite statements name indexes) or a trigger that the migration does not create again, renaming anything,
+ * or an index (SQLite statements name indexes) or a trigger that the migration does not create again (by the same name), renaming anything,
  * changing a column's type, making a column NOT NULL, or adding a NOT NULL column without a default (an older
  * build's INSERT would fail). A migration with any of these is a contract step: it must say `compatibleFrom`.
  */
 export function contractStatements(sql: string): string[] {
   // Function bodies ($$ … $$) are code, not schema changes; comments are not statements.
   const text = sql.replace(/\$(\w*)\$[\s\S]*?\$\1\$/g, '$$').replace(/--[^\n]*/g, '');
-  const recreated = new Set([...text.matchAll(/\bCREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+(\w+)/gi)].map((m) => m[1]!.toLowerCase()));
+  const recreated = new Set([...text.matchAll(/\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:UNIQUE\s+)?(?:TRIGGER|INDEX)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)/gi)].map((m) => m[1]!.toLowerCase()));
   const found: string[] = [];
   for (const raw of text.split(';')) {
     const st = raw.replace(/\s+/g, ' ').trim();
     if (!st) continue;
-    const dropTrigger = /\bDROP TRIGGER (?:IF EXISTS )?(\w+)/i.exec(st);
+    const dropped = /\bDROP (?:TRIGGER|INDEX) (?:IF EXISTS )?(\w+)/i.exec(st);
     const addsNotNull = [...st.matchAll(/\bADD (?:COLUMN )?(?:IF NOT EXISTS )?\w+ [^,]*/gi)].some((m) => /\bNOT NULL\b/i.test(m[0]) && !/\bDEFAULT\b/i.test(m[0]));
     if (
-      /\bDROP (?:TABLE|COLUMN|FUNCTION|PROCEDURE|VIEW|TYPE|SCHEMA|INDEX|SEQUENCE)\b/i.test(st) ||
+      /\bDROP (?:TABLE|COLUMN|FUNCTION|PROCEDURE|VIEW|TYPE|SCHEMA|SEQUENCE)\b/i.test(st) ||
       (/\bALTER TABLE\b[^]*\bDROP (?!CONSTRAINT\b|TRIGGER\b|DEFAULT\b|NOT NULL\b)\w+/i.test(st)) ||
       /\bRENAME\b/i.test(st) ||
       /\bALTER (?:COLUMN )?\w+ (?:SET DATA )?TYPE\b/i.test(st) ||
       /\bSET NOT NULL\b/i.test(st) ||
       addsNotNull ||
-      (dropTrigger && !recreated.has(dropTrigger[1]!.toLowerCase()))
+      (dropped && !recreated.has(dropped[1]!.toLowerCase()))
     ) {
       found.push(st.length > 160 ? `${st.slice(0, 157)}...` : st);
     }

@@ -45,6 +45,9 @@ export function openSqlite(path: string, o: OpenSqliteOptions): Database.Databas
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${o.durability === 'process' ? 'NORMAL' : 'FULL'}`);
   db.pragma(`busy_timeout = ${o.busyTimeoutMs ?? 5000}`);
+  // A checkpoint copies each page in the WAL once however often it changed: at 4,000 pages (16 MiB) rather than
+  // SQLite's 1,000, the pages every creation touches (each index's newest leaf) are copied a quarter as often.
+  db.pragma('wal_autocheckpoint = 4000');
   // Statement journals and savepoint journals in memory: a group commit's savepoints and every statement whose
   // triggers write keep the pages they change until they end, and past 64 KiB SQLite spilled them to a temporary
   // file, two pwrite() per page, more than the WAL itself. Recovery never reads them (the WAL is what it replays).

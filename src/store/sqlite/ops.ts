@@ -5,7 +5,7 @@
  */
 import type Database from 'better-sqlite3';
 import { ALERT_READ_COLUMNS, IDLE_COLUMNS, QUEUED_WHERE, toIdle, type IdleRow, newAlertId, unreadFailureAlert, OPS_ROW_COLUMNS, SCAN_BOUND, UNREAD_FAILURE, contradicts, countsFrom, listingPage, listingQuery, listingValues, toAlert, toEvent, toOpsRow, toolStatsQuery, toToolStats, type AlertRow, type EventRow, type OpsRow, type ToolStatsDbRow } from '../ops-rows.js';
-import { HISTORY_TRIGGERS } from './schema.js';
+import { finishedDetail, HISTORY_TRIGGERS, RETIRED_TRIGGERS } from './schema.js';
 import type {
   AlertRecord,
   ListCursor,
@@ -29,6 +29,7 @@ export function applyHistorySetting(db: Database.Database, on: boolean): void {
     for (const t of HISTORY_TRIGGERS) {
       db.exec(on ? `CREATE TRIGGER IF NOT EXISTS ${t.name} ${t.sql};` : `DROP TRIGGER IF EXISTS ${t.name};`);
     }
+    for (const name of RETIRED_TRIGGERS) db.exec(`DROP TRIGGER IF EXISTS ${name};`);
   }).immediate();
 }
 
@@ -60,10 +61,16 @@ export function sqliteOps(db: Database.Database, write: Write, get: (taskId: str
     // INDEXED BY: the covering partial index of finished tasks (a range of it, never the table).
     toolStats: db.prepare(toolStatsQuery((i) => (i === 1 ? '@since' : '@cap')).replace(/FROM tasks WHERE/, 'FROM tasks INDEXED BY tasks_ops_finished WHERE')),
     opsColumns: db.prepare(`SELECT acknowledged_at, acknowledged_by, cancelled_by, cancel_reason FROM tasks WHERE task_id = ?`),
-    // The creation comes from the row itself (no event is written for it: creations are the hot path).
-    history: db.prepare(`SELECT event_id, task_id, at, kind, actor, detail FROM (SELECT 0 AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
+    // The creation comes from the row itself (no event is written for it: creations are the hot path), and so does
+    // the end of a task created finished (NewTask.endedBy: version 1 and terminal; a row an earlier release gave an
+    // event for is not told twice).
+    history: db.prepare(`SELECT event_id, task_id, at, kind, actor, detail FROM (
+        SELECT 0 AS ord, 0 AS event_id, task_id, created_at AS at, 'created' AS kind, principal AS actor, 'through ' || origin AS detail
         FROM tasks WHERE task_id = @id
-      UNION ALL SELECT event_id, task_id, at, kind, actor, detail FROM task_events WHERE task_id = @id) ORDER BY event_id LIMIT @limit`),
+      UNION ALL SELECT 1, 0, task_id, updated_at, status, owner, ${finishedDetail()} FROM tasks t
+        WHERE task_id = @id AND version = 1 AND status IN ('completed','failed','cancelled')
+          AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.task_id AND e.kind = t.status)
+      UNION ALL SELECT 2, event_id, task_id, at, kind, actor, detail FROM task_events WHERE task_id = @id) ORDER BY ord, event_id LIMIT @limit`),
     cancel: db.prepare(`UPDATE tasks SET cancel_requested_at = ?, cancelled_by = ?, cancel_reason = ?, version = version + 1
       WHERE task_id = ? AND status IN ('working','input_required') AND cancel_requested_at IS NULL`),
     ack: db.prepare(`UPDATE tasks SET acknowledged_at = ?, acknowledged_by = ? WHERE task_id = ? AND status = 'failed' AND acknowledged_at IS NULL`),
