@@ -277,6 +277,10 @@ export class PostgresTaskStore implements TaskStore {
   /** The heartbeat lane: replica rows and pings on connections of their own, so a backlog of task queries never
    *  makes a live replica miss its heartbeat. */
   private control: pg.Pool | undefined;
+  /** The heartbeats' own connections: a probe, a listing or a heartbeat still hanging from an outage (each bounded by
+   *  the connect deadline) never holds the slot the first heartbeat after the outage needs; at most three heartbeats
+   *  are in flight (./recovery.ts), and one more slot is spare. */
+  private beats: pg.Pool | undefined;
   readonly timeouts: PgTimeouts;
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   readonly ops: OperatorStore;
@@ -412,6 +416,8 @@ export class PostgresTaskStore implements TaskStore {
     // A heartbeat is a one-row update: it gets as long as a connect, not as long as a task query.
     this.control = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
     this.control.on('error', () => undefined);
+    this.beats = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
+    this.beats.on('error', () => undefined);
   }
 
   /**
@@ -454,11 +460,12 @@ export class PostgresTaskStore implements TaskStore {
   async close(): Promise<void> {
     this.clock?.stop();
     const pool = this.pool;
-    const control = this.control;
+    const lanes = [this.control, this.beats];
     this.pool = undefined;
     this.control = undefined;
+    this.beats = undefined;
     this.opening = undefined;
-    await control?.end().catch(() => undefined);
+    await Promise.all(lanes.map((lane) => lane?.end().catch(() => undefined)));
     if (pool) await pool.end();
   }
 
@@ -661,7 +668,7 @@ export class PostgresTaskStore implements TaskStore {
   }
 
   async heartbeat(replicaId: string, now: number): Promise<boolean> {
-    return ((await this.q('heartbeat', [replicaId, now - Date.now()], this.control)).rowCount ?? 0) > 0;
+    return ((await this.q('heartbeat', [replicaId, now - Date.now()], this.beats)).rowCount ?? 0) > 0;
   }
 
   async removeReplica(replicaId: string): Promise<void> {
