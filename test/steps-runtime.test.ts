@@ -492,6 +492,29 @@ describe('parked waits in-process', () => {
     }
   });
 
+  it('a run that loses its task while it waits for input leaves memory and frees its slot (its wait never settles now)', async () => {
+    const f = onFile();
+    const rt = f.runtime({
+      job: durable(async (_a, ctx) => {
+        await ctx.step('prepare', () => ({ at: Date.now() }));
+        const r = await ctx.elicit('Go?', FORM, { key: 'go', timeoutMs: 3_600_000 });
+        return text(String(r.action));
+      }),
+    }, { parkAfterMs: 3_600_000 });
+    await rt.start();
+    try {
+      const taskId = await taskOf(rt, 'job');
+      await until('the run waits for input', async () => (await rt.getTask(taskId, 'p')).status, (s) => s === 'input_required');
+      assert.equal(rt.executions.size, 1);
+      // What a takeover elsewhere (or this replica's self-fencing) does to the run here.
+      for (const e of rt.executions) (e as unknown as { lostOwnership(): void }).lostOwnership();
+      assert.equal(rt.executions.size, 0, 'the run is gone from memory');
+      assert.equal(rt.running.size, 0, 'and from the runs of this replica');
+    } finally {
+      await rt.stop(0);
+    }
+  });
+
   it('a durable sleep parks and wakes at its recorded time; a sleep past the TTL is refused at once', async () => {
     const f = onFile();
     const rt = f.runtime({

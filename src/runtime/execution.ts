@@ -340,9 +340,14 @@ export class Execution implements TaskContext {
     if (this.abandoned) return;
     this.rt.log.warn(why, { taskId: this.taskId ?? null });
     this.abandoned = true;
-    this.waitsOfRun?.close();
+    const stranded = this.waitsOfRun?.abandon() ?? false;
     this.span?.lost();
     this.abort(new TaskCancelledError('taken-over'));
+    // A handler held in a wait is never woken now: its registry entry and slot go, as a parked run's do.
+    if (stranded) {
+      this.rt.untrack(this);
+      this.noteHandlerEnd();
+    }
   }
 
   abort(reason: TaskCancelledError): void {

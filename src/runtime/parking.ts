@@ -117,6 +117,19 @@ export class Waits {
     for (const s of settle) s();
   }
 
+  /**
+   * The run lost its task: no more parking, and the waits pending now never settle (close() drops their settling),
+   * so they are detached. Returns whether the handler was waiting: then nothing will ever end it.
+   */
+  abandon(): boolean {
+    this.close();
+    const waiting = this.pending.size > 0;
+    for (const w of this.pending) w.detach();
+    this.pending.clear();
+    this.deferred = [];
+    return waiting;
+  }
+
   /** The run ended (or was parked): no more parking. */
   close(): void {
     this.done = true;
