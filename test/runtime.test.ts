@@ -50,6 +50,34 @@ describe('runtime', () => {
     }
   });
 
+  it('a waiter on the replica that ran a task gets its end from the finishing write, without reading the row back', async () => {
+    const store = new SqliteTaskStore(join(tempDir(), 'rt.db'));
+    const rt = new TaskRuntime({ store });
+    const g = gate();
+    rt.defineTool('slow', { policy: 'always', handler: async () => (await g.p, { content: [{ type: 'text', text: 'built' }] }) });
+    await rt.start();
+    try {
+      const created = await rt.call('slow', {}, DECLARED);
+      assert.ok(created.kind === 'task');
+      const view = store.view.bind(store);
+      let reads = 0;
+      store.view = (id) => (reads++, view(id));
+      const ended = rt.untilTerminal(created.task.taskId, 'p', 10_000);
+      await until('the waiter watches', async () => reads === 1);
+      g.open();
+      const v = await ended;
+      assert.equal(v?.status, 'completed');
+      assert.deepEqual(v?.result, { content: [{ type: 'text', text: 'built' }], resultType: 'complete' });
+      assert.equal(reads, 1, 'one read when the wait began, none after the finish');
+      // What it got is what reading the row gives (the row stays the truth; another replica reads it).
+      const row = await view(created.task.taskId);
+      assert.ok(row.state === 'found');
+      assert.deepEqual(Object.fromEntries(Object.entries(v!).filter(([k]) => k in row.record)), row.record);
+    } finally {
+      await rt.stop(1000);
+    }
+  });
+
   it('a handler can promote itself, and statusMessage given before promotion is kept', async () => {
     const { rt } = await runtime({ inlineBudgetMs: 10_000 });
     const g = gate();

@@ -47,6 +47,8 @@ export interface ExecutionHost {
   /** Answer pages are on (set by the server glue): a handle caller's person can write a sampling reply there. */
   readonly samplingOnPages: boolean;
   publish(taskId: string, kind?: SignalKind): void;
+  /** The task's finishing write returned this (terminal) row: watchers here take it instead of reading it back. */
+  finishedHere(record: TaskRecord): void;
   /** A task this replica parked becomes due at `t` (wake for it on time). */
   wakeDueAt(t: number): void;
   /** The handler started / settled (every execution, inline or task). */
@@ -660,6 +662,7 @@ export class Execution implements TaskContext {
         const finished = await this.rt.store.finish(taskId, this.owner, outcome, message, this.rt.store.now(), this.epoch);
         // A failure its caller got inline was read: no alert for an unread failure.
         if (answeredInline && outcome.status === 'failed') this.rt.noteRetrieved(finished);
+        this.rt.finishedHere(finished);
         this.rt.publish(taskId);
         this.rt.taskFinished(this);
         return;

@@ -36,6 +36,7 @@ import { StoreHealth, gatedStore } from './store-health.js';
 import { boundedTexts } from './text-bounds.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, Slot, ToolSpec } from './types.js';
 import { silentLogger } from './types.js';
+import { FinishedViews } from './finished-views.js';
 import { watchView } from './watch.js';
 import { RuntimeTelemetry } from './telemetry.js';
 import { checkTaskId, createResult, decodeCursor, detailedTask, encodeCursor, owned } from './wire.js';
@@ -95,6 +96,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   readonly maxResultBytes: number;
   readonly outputBounds: OutputBounds;
   readonly watchRecheckMs: number;
+  /** Views of the tasks this process finished lately, for its watchers (./finished-views.ts). */
+  private readonly finishedViews = new FinishedViews();
   /** Period of the claim attempt that covers lost queue signals, ms. */
   readonly queuePollMs: number;
   readonly log: Logger;
@@ -232,6 +235,10 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
 
   publish(taskId: string, kind: SignalKind = 'changed'): void {
     this.bus.publish({ taskId, kind });
+  }
+
+  finishedHere(record: TaskRecord): void {
+    this.finishedViews.remember(record);
   }
 
   get isStopping(): boolean {
@@ -755,7 +762,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Calls `listener` with the stored view now and after every change, until unsubscribed. */
   async watchViews(taskId: unknown, principal: string, listener: (view: TaskView) => void): Promise<() => void> {
     const rec = owned(await this.store.view(checkTaskId(taskId)), principal);
-    const unwatch = watchView({ store: this.store, bus: this.bus, recheckMs: this.watchRecheckMs }, rec, listener);
+    const unwatch = watchView({ store: this.store, bus: this.bus, recheckMs: this.watchRecheckMs, finishedHere: (id) => this.finishedViews.get(id) }, rec, listener);
     const t = this.telemetry;
     if (!t) return unwatch;
     t.watchesOpen++;

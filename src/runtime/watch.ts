@@ -8,6 +8,8 @@ export interface WatchSource {
   bus: SignalBus;
   /** Period of the re-read that covers change signals that never arrived. */
   recheckMs: number;
+  /** The view of a task this process finished lately (final: nothing changes a finished task), if it has one. */
+  finishedHere?(taskId: string): TaskView | undefined;
 }
 
 /** Calls `listener` with `first` now and with each new version of the row; returns the unsubscribe function. */
@@ -21,6 +23,8 @@ export function watchView(src: WatchSource, first: TaskView, listener: (view: Ta
     listener(r);
   };
   const reread = coalesced(async () => {
+    const finished = src.finishedHere?.(taskId);
+    if (finished) return void (closed || emit(finished));
     const l = await src.store.view(taskId);
     if (closed) return;
     if (l.state === 'found') emit(l.record);

@@ -76,6 +76,9 @@ export interface TaskRecord {
   /** The trace context of the call that created the task (null: none was traced), so a run started from the row
    *  (a queue claim, a re-run after a takeover) is tied to it. */
   traceContext: TraceCarrier | null;
+  /** The task's latest output sequence number as its row says (a record read or returned from the row; a record
+   *  built before its row was written has none). */
+  outputSeq?: number;
 }
 
 /** W3C Trace Context as it travels in `_meta` (SEP-414) and is kept with a task: `traceparent` and `tracestate`. */

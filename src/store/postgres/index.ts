@@ -181,6 +181,7 @@ function toRecord(r: Row): TaskRecord {
     origin: r.origin,
     progressToken: r.progress_token,
     traceContext: r.trace_context,
+    outputSeq: r.output_seq,
   };
 }
 

@@ -153,6 +153,7 @@ function toRecord(r: Row): TaskRecord {
     version: r.version,
     retrievedAt: r.retrieved_at,
     traceContext: r.trace_context === null ? null : JSON.parse(r.trace_context),
+    outputSeq: r.output_seq,
   };
 }
 
