@@ -25,6 +25,13 @@ const CRASH = { handOff: false };
 
 /** A durable tool that always runs as a task. */
 const durable = (handler: ToolSpec['handler'], more: Partial<ToolSpec> = {}): ToolSpec => ({ policy: 'always', durable: true, handler, ...more });
+/** A durable tool that takes one step, then waits an hour for an answer. */
+const stepThenQuestion = () =>
+  durable(async (_a, ctx) => {
+    await ctx.step('prepare', () => ({ at: Date.now() }));
+    const r = await ctx.elicit('Go?', FORM, { key: 'go', timeoutMs: 3_600_000 });
+    return text(String(r.action));
+  });
 
 /** Warnings a runtime logged (step-divergence among them). */
 function capture() {
@@ -429,11 +436,7 @@ describe('parked waits in-process', () => {
     const gc = runInNewContext('gc') as () => void;
     const f = onFile();
     const rt = f.runtime({
-      job: durable(async (_a, ctx) => {
-        await ctx.step('prepare', () => ({ at: Date.now() }));
-        const r = await ctx.elicit('Go?', FORM, { key: 'go', timeoutMs: 3_600_000 });
-        return text(String(r.action));
-      }),
+      job: stepThenQuestion(),
     }, { parkAfterMs: 0, pollLimit: false });
     await rt.start();
     try {
@@ -495,11 +498,7 @@ describe('parked waits in-process', () => {
   it('a run that loses its task while it waits for input leaves memory and frees its slot (its wait never settles now)', async () => {
     const f = onFile();
     const rt = f.runtime({
-      job: durable(async (_a, ctx) => {
-        await ctx.step('prepare', () => ({ at: Date.now() }));
-        const r = await ctx.elicit('Go?', FORM, { key: 'go', timeoutMs: 3_600_000 });
-        return text(String(r.action));
-      }),
+      job: stepThenQuestion(),
     }, { parkAfterMs: 3_600_000 });
     await rt.start();
     try {
