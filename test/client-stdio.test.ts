@@ -192,7 +192,8 @@ describe('outlast call --stdio / resume', pairs, () => {
   test('a CLI killed mid-task: `outlast resume` starts the server again and gets the result from its store, without running the tool twice', async () => {
     const server = fixtureServer();
     const journal = join(tempDir(), 'journal.db');
-    const first = runCli(['call', '--stdio', server.line, 'sleep', '{"seconds": 2}', '--journal', journal, '--env', 'OUTLAST_TEST_SECRET=s3cr3t-env']);
+    // 6 s: still working through both listings below on a loaded machine (the table lists unfinished calls only).
+    const first = runCli(['call', '--stdio', server.line, 'sleep', '{"seconds": 6}', '--journal', journal, '--env', 'OUTLAST_TEST_SECRET=s3cr3t-env']);
     const [, taskId] = await first.waitFor(/task (\S+) created/, 30_000);
     const [firstServer] = childrenOf(first);
     assert.ok(firstServer, 'the CLI started the server');
@@ -220,7 +221,7 @@ describe('outlast call --stdio / resume', pairs, () => {
     const [out] = JSON.parse(resumed.stdout());
     assert.equal(out.taskId, taskId);
     assert.equal(out.status, 'completed');
-    assert.match(out.result.content[0].text, /^Slept 2 s \(attempt 1\)$/);
+    assert.match(out.result.content[0].text, /^Slept 6 s \(attempt 1\)$/);
     assert.equal(serverTaskCount(server.db, 'sleep'), 1, 'one task: resume did not call the tool again');
     // The first server finished its task (its client gone) and exited; the second was stopped by the CLI.
     await until('both servers are gone', () => !alive(firstServer) && !alive(secondServer), 10_000);

@@ -167,7 +167,9 @@ for (const stack of STACKS) {
       const calls = await Promise.all(Array.from({ length: 40 }, (_, i) => callTool(app.url, 'sleep', { seconds: 120 + i }, { caps: TASKS_CAPS })));
       const accepted = calls.filter((c) => c.result.resultType === 'task');
       assert.equal(accepted.length, 38, `6 running + 32 queued: ${calls.map((c) => c.status).join(',')}`);
-      assert.deepEqual(calls.filter((c) => c.status === 503).map((c) => c.error!.data.reason), ['queue_full', 'queue_full']);
+      // Refused as the later calls below are: 503, or in-band when the queue is found full only while handling.
+      const burstRefused = calls.filter((c) => c.result?.resultType !== 'task');
+      assert.deepEqual(burstRefused.map((c) => [c.error?.data.reason, c.status === 503 || c.status === 200]), [['queue_full', true], ['queue_full', true]]);
       for (let i = 0; i < 3; i++) {
         const refused = await callTool(app.url, 'sleep', { seconds: 1 }, { caps: TASKS_CAPS });
         assert.equal(refused.error?.code, -31503, JSON.stringify(refused.message));
