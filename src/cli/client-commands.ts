@@ -390,7 +390,9 @@ function onInterrupt(calls: () => TaskCall[], client: () => TaskClient[], cancel
   let count = 0;
   const handler = () => {
     count++;
-    const live = calls().filter((c) => !c.done);
+    // A task still working on the server is detached even when its connection ended first (the group's Ctrl-C
+    // reached a stdio server too): its user still needs the way back.
+    const live = calls().filter((c) => !c.done || (c.taskId !== undefined && (c.status === 'working' || c.status === 'input_required')));
     if (cancel && count === 1 && live.some((c) => c.taskId)) {
       status.say('Ctrl-C: cancelling (Ctrl-C again to detach instead)');
       for (const c of live) void c.cancel().catch((e) => status.say(`cancel failed: ${(e as Error).message}`));
