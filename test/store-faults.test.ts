@@ -138,7 +138,7 @@ describe('PostgreSQL faults between replicas and the database (lease 3 s, heartb
     await untilServing(c, [0, 1, 2], Date.now(), `ready-${Math.random().toString(36).slice(2, 8)}`);
   });
 
-  it('an outage shorter than the lease (1 s black hole, every replica) fails nothing', async (t) => {
+  it('an outage shorter than the lease (0.5 s black hole, every replica) fails nothing', async (t) => {
     const ids: string[] = [];
     for (const [i, r] of c.replicas.entries()) {
       ids.push(await startTask(r, 'hold', `e-unsafe-${i}`, 4000));
@@ -146,7 +146,9 @@ describe('PostgreSQL faults between replicas and the database (lease 3 s, heartb
     }
     await waitFor('every run started', () => (c.events().filter((e) => e.key.startsWith('e-') && e.event === 'start').length === 6 ? true : undefined));
     c.set('drop');
-    await sleep(LEASE_MS / 3);
+    // Within what docs/faults-store.md promises (lease − 2.5 heartbeats − a new connection): the first heartbeat after
+    // the heal opens a connection, which took up to 1.05 s here with six test files running beside this one.
+    await sleep(500);
     c.set('pass');
     const ends = await Promise.all(ids.map((id) => waitForTask(c.replicas[0]!.url, id, undefined, { timeoutMs: 30_000 })));
     // A task that did not complete says why (its status message), with the replicas' last words on it.

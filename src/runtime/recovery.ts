@@ -147,9 +147,13 @@ export class Recovery {
     this.beating++;
     const sentAt = performance.now();
     let alive: boolean;
+    const beat = this.host.store.heartbeat(this.host.replicaId, Date.now());
     try {
-      alive = await withDeadline(this.host.store.heartbeat(this.host.replicaId, Date.now()), this.opts.heartbeatDeadlineMs, 'heartbeat');
+      alive = await withDeadline(beat, this.opts.heartbeatDeadlineMs, 'heartbeat');
     } catch (e) {
+      // Answered after its deadline, it still reached the store, and no earlier than it was sent: it renews the lease
+      // from then (a loaded store may take longer than the deadline to open a connection after an outage).
+      if (e instanceof DeadlineMissed) void beat.then(() => this.lateBeatArrived(sentAt), () => undefined);
       // A miss counts unless a heartbeat sent after it has reached the store meanwhile. A late one counts only when the
       // store answered nothing else within the deadline either: a store busy with a burst of requests is not gone (the
       // lease is still only renewed by heartbeats that arrive, so self-fencing stays on time).
@@ -164,6 +168,11 @@ export class Recovery {
     this.beatSucceeded(sentAt);
     // The lease work may take longer than a heartbeat; it never delays the next one.
     this.afterBeat ??= this.leaseWork(alive).finally(() => (this.afterBeat = undefined));
+  }
+
+  private lateBeatArrived(sentAt: number): void {
+    if (this.ended || (this.host.health.lastBeatSentAt ?? -Infinity) >= sentAt) return;
+    this.beatSucceeded(sentAt);
   }
 
   private async leaseWork(alive: boolean): Promise<void> {
