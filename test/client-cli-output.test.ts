@@ -50,22 +50,23 @@ describe('task output in the CLI', () => {
   });
 
   test('outlast logs prints what exists and exits; --after N skips; --follow prints until the task ends', async () => {
-    const c = await callTool(server.url, 'emit_output', { count: 60, intervalMs: 100 });
+    // 12 s of output: a CLI started on a loaded machine still finds the task writing.
+    const c = await callTool(server.url, 'emit_output', { count: 40, intervalMs: 300 });
     const taskId = c.result.taskId as string;
     const follow = runCli(['logs', taskId, '--follow', '--url', server.url, '--journal', join(tempDir(), 'j.db')]);
     await follow.waitFor(/line 3\n/); // three lines exist: what `logs` without --follow prints is at least those
     const now = runCli(['logs', taskId, '--url', server.url, '--journal', join(tempDir(), 'j.db')]);
     assert.equal((await now.exited).code, 0, now.stderr());
     const some = linesOf(now.stdout());
-    assert.ok(some.length >= 3 && some.length < 60, `only what existed (${some.length} lines)`);
+    assert.ok(some.length >= 3 && some.length < 40, `only what existed (${some.length} lines)`);
     assert.deepEqual(some, expected(1, some.length));
     assert.equal((await follow.exited).code, 0, follow.stderr());
-    assert.equal(follow.stdout(), expected(1, 60).join('\n') + '\n');
+    assert.equal(follow.stdout(), expected(1, 40).join('\n') + '\n');
     assert.match(follow.stderr(), new RegExp(`^task ${taskId} completed`, 'm'), 'the final state, on stderr');
     await waitForTask(server.url, taskId, (t) => t.status === 'completed');
     const tail = runCli(['logs', taskId, '--after', '20', '--url', server.url, '--journal', join(tempDir(), 'j.db')]);
     assert.equal((await tail.exited).code, 0, tail.stderr());
-    assert.equal(tail.stdout(), expected(21, 60).join('\n') + '\n');
+    assert.equal(tail.stdout(), expected(21, 40).join('\n') + '\n');
   });
 
   test('outlast logs --follow of a task cancelled meanwhile prints the cancel as its last line and exits 1', async () => {
