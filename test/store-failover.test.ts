@@ -202,12 +202,18 @@ function mixedLoadUnderOutage(title: string, makeOutage: () => Promise<Outage>, 
     /** Polls until the task is terminal (a retryable refusal while the store comes back is waited out, as a client does). */
     async function end(taskId: string, timeoutMs = 90_000): Promise<Record<string, any>> {
       const deadline = Date.now() + timeoutMs;
+      let last: unknown;
       for (let i = 0; ; i++) {
         const r = await getTask(replicas[i % 3]!.url, taskId).catch(() => undefined);
         const busy = !r || (r.error && (r.error.code === STORE_UNAVAILABLE_CODE || r.status === 429));
         if (r?.error && !busy) throw new Error(`tasks/get failed: ${JSON.stringify(r.error)}`);
         if (!busy && ['completed', 'failed', 'cancelled'].includes(r!.result.status)) return r!.result;
-        if (Date.now() > deadline) throw new Error(`task ${taskId} not terminal after ${timeoutMs} ms`);
+        last = r?.error ?? r?.result ?? last;
+        if (Date.now() > deadline) {
+          // What the task said last, and every line the replicas logged about it: enough to tell where it stuck.
+          const lines = replicas.flatMap((x, n) => x.stderr().split('\n').filter((l) => l.includes(taskId)).map((l) => `[replica ${n}] ${l}`));
+          throw new Error(`task ${taskId} not terminal after ${timeoutMs} ms; last read ${JSON.stringify(last)}; the replicas on it:\n${lines.join('\n')}`);
+        }
         await sleep(250);
       }
     }
