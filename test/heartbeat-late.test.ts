@@ -65,6 +65,18 @@ describe('heartbeats answered after their deadline', () => {
     }
   });
 
+  it('a late heartbeat that finds this replica\'s row gone (its peers judged it dead) is handled as one in time: the replica checks its tasks and registers again', async () => {
+    const { rt, store, logs } = await replica();
+    try {
+      store.delayMs = DEADLINE_MS * 2.5;
+      await store.removeReplica(rt.replicaId);
+      await until('the replica learns it was presumed dead', () => logs.some((l) => /presumed dead/.test(l)) || undefined, 10_000);
+      await until('its row is back', async () => (await store.listReplicas()).some((r) => r.replicaId === rt.replicaId) || undefined, 10_000);
+    } finally {
+      await rt.stop();
+    }
+  });
+
   it('a heartbeat that never lands still fences the replica within its lease, and one landing late brings it back', async () => {
     const { rt, store, logs } = await replica();
     try {

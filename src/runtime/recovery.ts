@@ -153,7 +153,7 @@ export class Recovery {
     } catch (e) {
       // Answered after its deadline, it still reached the store, and no earlier than it was sent: it renews the lease
       // from then (a loaded store may take longer than the deadline to open a connection after an outage).
-      if (e instanceof DeadlineMissed) void beat.then(() => this.lateBeatArrived(sentAt), () => undefined);
+      if (e instanceof DeadlineMissed) void beat.then((late) => this.arrived(sentAt, late), () => undefined);
       // A miss counts unless a heartbeat sent after it has reached the store meanwhile. A late one counts only when the
       // store answered nothing else within the deadline either: a store busy with a burst of requests is not gone (the
       // lease is still only renewed by heartbeats that arrive, so self-fencing stays on time).
@@ -164,15 +164,15 @@ export class Recovery {
     } finally {
       this.beating--;
     }
-    if ((this.host.health.lastBeatSentAt ?? -Infinity) > sentAt) return; // a later one already counted
+    this.arrived(sentAt, alive);
+  }
+
+  /** A heartbeat sent at `sentAt` reached the store, in time or late; `alive`: this replica's row was still there. */
+  private arrived(sentAt: number, alive: boolean): void {
+    if (this.ended || (this.host.health.lastBeatSentAt ?? -Infinity) > sentAt) return; // a later one already counted
     this.beatSucceeded(sentAt);
     // The lease work may take longer than a heartbeat; it never delays the next one.
     this.afterBeat ??= this.leaseWork(alive).finally(() => (this.afterBeat = undefined));
-  }
-
-  private lateBeatArrived(sentAt: number): void {
-    if (this.ended || (this.host.health.lastBeatSentAt ?? -Infinity) >= sentAt) return;
-    this.beatSucceeded(sentAt);
   }
 
   private async leaseWork(alive: boolean): Promise<void> {
