@@ -174,8 +174,9 @@ export interface RuntimeOptions {
    *  heartbeats when only heartbeatMs is given. Must exceed heartbeatMs by a margin (at least twice). Given alone,
    *  the heartbeat is derived from it (a sixth, at most 5 s). */
   leaseMs?: number;
-  /** A heartbeat not answered within this is a store failure (requests fail fast until one is). Default: the
-   *  longer of the heartbeat period and a third of the lease capped at 2 s. */
+  /** A heartbeat not answered within this is a store failure (requests fail fast until one is); answered later, it
+   *  still renews the lease from when it was sent. Default: the longer of the heartbeat period and a third of the
+   *  lease capped at 2 s. */
   heartbeatDeadlineMs?: number;
   /** Default for ToolSpec.maxAttempts. Default 3. */
   maxAttempts?: number;
