@@ -79,6 +79,26 @@ describe('security: the HTTP front, as it starts by default', () => {
     assert.ok(Array.isArray(list.result.events));
   });
 
+  it("http: an idle kept-alive connection outlives Node's 5 s (65 s, advertised to the client): a client polling every few seconds is not raced by the server's close", async () => {
+    const kept = rawSocket(s.current.url);
+    await kept.opened;
+    let text = '';
+    kept.socket.on('data', (d: string) => (text += d));
+    const answers = () => text.match(/HTTP\/1\.1 200 /g)?.length ?? 0;
+    const get = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+    try {
+      kept.socket.write(get);
+      await until('the first answer', () => answers() === 1);
+      assert.match(text, /^keep-alive: timeout=65$/im, 'the idle timeout is advertised (fetch keeps a socket for it less 1 s)');
+      await sleep(6000);
+      assert.equal(kept.socket.destroyed || kept.socket.readyState !== 'open', false, 'still open after 6 s idle');
+      kept.socket.write(get);
+      await until('the second answer on the same connection', () => answers() === 2);
+    } finally {
+      kept.socket.destroy();
+    }
+  });
+
   it("http: by default a client that sends its headers slowly is cut within 15 s (Node's own default: 60 s)", async () => {
     const start = performance.now(); // before the connect: the server's header clock starts when it accepts
     const slow = rawSocket(s.current.url);

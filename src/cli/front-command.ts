@@ -117,7 +117,7 @@ export const FRONT_HELP = `  --port N                 HTTP port (default 3000, o
   --headers-timeout-ms N   a request's headers must arrive within N ms, else 408 and the socket closes (default 15000)
   --request-timeout-ms N   a whole request (headers and body) must arrive within N ms (default 30000); answers that
                            stream (listen, tasks/stream, events/stream, a held call) are not cut by it
-  --keep-alive-timeout-ms N  an idle kept-alive connection closes after N ms (default 5000; behind a load
+  --keep-alive-timeout-ms N  an idle kept-alive connection closes after N ms (default 65000; behind a load
                            balancer, longer than its idle timeout)
   --max-connections N      open connections past which a new one is closed at once (default 10000)
   --no-poll-limit          do not refuse over-polling

@@ -11,14 +11,16 @@ export interface HttpLimits {
   headersTimeoutMs?: number;
   /** A request (headers and body) must arrive within this, ms; at least `headersTimeoutMs`. Default 30 000. */
   requestTimeoutMs?: number;
-  /** An idle kept-alive connection is closed after this, ms. Default 5 000 (behind a load balancer: longer than
-   *  its idle timeout). */
+  /** An idle kept-alive connection is closed after this, ms. Default 65 000: longer than the idle timeout of the
+   *  clients and balancers in front (fetch keeps a socket for the server's advertised timeout less 1 s, on timers of
+   *  about a second; with Node's 5 s, a client polling every few seconds on a busy machine sent requests on sockets
+   *  the server had just closed). */
   keepAliveTimeoutMs?: number;
   /** Open connections past which a new one is closed at once. Default 10 000. */
   maxConnections?: number;
 }
 
-export const DEFAULT_HTTP_LIMITS: Required<HttpLimits> = { headersTimeoutMs: 15_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxConnections: 10_000 };
+export const DEFAULT_HTTP_LIMITS: Required<HttpLimits> = { headersTimeoutMs: 15_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000, maxConnections: 10_000 };
 
 /** The limits with their defaults, checked (a RangeError says which is wrong). */
 export function resolveHttpLimits(limits: HttpLimits = {}): Required<HttpLimits> {
