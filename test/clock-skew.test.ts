@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { callTool, freshSchema, getTask, pgStoreUrl, sleep, startServer, waitForTask, type ServerProcess } from './helpers.js';
+import { callTool, freshSchema, getTask, pgStoreUrl, sleep, startServer, startTogether, waitForTask, type ServerProcess } from './helpers.js';
 
 const CLOCK_MODULE = new URL('./clock-module.js', import.meta.url).pathname;
 /** Debian's libfaketime (the `faketime` package), or the one OUTLAST_LIBFAKETIME names. */
@@ -36,7 +36,7 @@ for (const skew of ['+5m', '-5m']) {
       assert.ok(existsSync(LIBFAKETIME), `libfaketime is installed (apt-get install faketime): ${LIBFAKETIME}`);
       const store = ['--store', pgStoreUrl(freshSchema('clock'))];
       replicas.push(await startServer([...store, ...ARGS], { module: CLOCK_MODULE }));
-      replicas.push(...(await Promise.all([
+      replicas.push(...(await startTogether([
         startServer([...store, ...ARGS], { module: CLOCK_MODULE }),
         startServer([...store, ...ARGS], { module: CLOCK_MODULE, env: faketimeEnv(skew) }),
       ])));

@@ -162,7 +162,12 @@ export async function startServer(args: string[], opts: { module?: string; env?:
     }),
   );
   const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`server did not start in 15 s:\n${err}`)), 15_000);
+    // Not started in time: killed, so a failed start leaves no process behind (its pipes would keep the test file's
+    // process alive after its tests, and the run waiting for it).
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      rej(new Error(`server did not start in 30 s (killed):\n${err}`));
+    }, 30_000);
     proc.stdout!.on('data', (d) => {
       out += d;
       const m = ready.exec(out);
@@ -187,6 +192,19 @@ export async function startServer(args: string[], opts: { module?: string; env?:
       return exited;
     },
   };
+}
+
+/**
+ * Servers started together: if one fails to start, the ones that did (and `alsoStop`, started before) are killed
+ * before the failure is thrown, since the caller never gets them to stop.
+ */
+export async function startTogether(starts: Array<Promise<ServerProcess>>, alsoStop: ServerProcess[] = []): Promise<ServerProcess[]> {
+  const settled = await Promise.allSettled(starts);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (!failed) return settled.map((s) => (s as PromiseFulfilledResult<ServerProcess>).value);
+  const started = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  await Promise.all([...alsoStop, ...started].map((s) => s.stop('SIGKILL')));
+  throw failed.reason;
 }
 
 /** A server started before the tests of the enclosing suite (on a fresh SQLite file unless --store is given) and stopped after them. */

@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import type { TaskStore } from '../src/store/types.js';
 import { connectV1 } from './generations.js';
-import { ROOT, freePort, freshSchema, pgStoreUrl, startServer, textOf, type ServerProcess } from './helpers.js';
+import { ROOT, freePort, freshSchema, pgStoreUrl, startServer, startTogether, textOf, type ServerProcess } from './helpers.js';
 import { parkedApproval, until } from './questions-helpers.js';
 
 const DEMO = join(ROOT, 'dist', 'demo', 'server.js');
@@ -29,7 +29,7 @@ describe('questions over three PostgreSQL replicas', () => {
       startServer(['--store', storeUrl, '--bearer', `${TOKEN}=person`, '--port', String(port), '--public-url', `http://127.0.0.1:${ports[1]}`, '--park-after-ms', '300', '--handle-after-ms', '800',
         '--heartbeat-ms', '300', '--lease-ms', '2000', '--queue-poll-ms', '200'], { module: DEMO });
     replicas.push(await start(ports[0]!));
-    replicas.push(...(await Promise.all([start(ports[1]!), start(ports[2]!)])));
+    replicas.push(...(await startTogether([start(ports[1]!), start(ports[2]!)])));
     store = postgresStoreFromUrl(storeUrl);
     await store.init();
   });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { after, before } from 'node:test';
 import { existsSync, readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
-import { ROOT, callTool, freshSchema, pgStoreUrl, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { ROOT, callTool, freshSchema, pgStoreUrl, sleep, startServer, startTogether, tempDir, type ServerProcess } from './helpers.js';
 import { startRoundRobin, type RoundRobin } from '../fixtures/round-robin.js';
 
 export const REPLICA_MODULE = join(ROOT, 'dist', 'test', 'replica-module.js');
@@ -27,7 +27,7 @@ export async function startCluster(n: number, args: string[] = [], opts: { modul
     startServer(['--store', storeUrl, ...args], { module: opts.module ?? REPLICA_MODULE, env: { OUTLAST_RUN_LOG: runLog, ...opts.env }, drain: opts.drain });
   // The first one applies the migrations; the others start together.
   const replicas = [await start()];
-  replicas.push(...(await Promise.all(Array.from({ length: n - 1 }, start))));
+  replicas.push(...(await startTogether(Array.from({ length: n - 1 }, start), replicas)));
   const front = await startRoundRobin(replicas.map((r) => r.url));
   return {
     replicas,

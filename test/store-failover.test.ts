@@ -12,7 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { STORE_UNAVAILABLE_CODE } from '../src/protocol/index.js';
-import { PG_URL, ROOT, callTool, freshSchema, getTask, sleep, startServer, tempDir, until, type ServerProcess } from './helpers.js';
+import { PG_URL, ROOT, callTool, freshSchema, getTask, sleep, startServer, startTogether, tempDir, until, type ServerProcess } from './helpers.js';
 import { startFaultProxy, type FaultMode, type FaultProxy } from './fault-proxy.js';
 import { startPrivatePostgres, type PrivatePostgres } from './pg-private.js';
 import { pgBouncerLoginDeadlines, startPgBouncer } from './pgbouncer.js';
@@ -171,7 +171,7 @@ function mixedLoadUnderOutage(title: string, makeOutage: () => Promise<Outage>, 
 
     before(async () => {
       db = await makeOutage();
-      replicas.push(...(await Promise.all([0, 1, 2].map((i) =>
+      replicas.push(...(await startTogether([0, 1, 2].map((i) =>
         startServer(['--store', db.storeUrl(i), ...(db.args ?? []), '--lease-ms', String(LEASE_MS), '--heartbeat-ms', String(HEARTBEAT_MS)], { module: MODULE, env: { OUTLAST_RUN_LOG: runLog } })))));
       // Lease judgement starts a lease after a replica first reached the store: let that pass once.
       await sleep(LEASE_MS + HEARTBEAT_MS);

@@ -10,7 +10,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { TaskClient } from '../src/client/index.js';
 import { STORE_UNAVAILABLE_CODE } from '../src/protocol/index.js';
 import { newTaskId } from '../src/runtime/ids.js';
-import { PG_URL, ROOT, callTool, freshSchema, getTask, sleep, startServer, tempDir, type ServerProcess } from './helpers.js';
+import { PG_URL, ROOT, callTool, freshSchema, getTask, sleep, startServer, startTogether, tempDir, type ServerProcess } from './helpers.js';
 import { startFaultProxy, type FaultMode, type FaultProxy } from './fault-proxy.js';
 
 const LEASE_MS = 3000;
@@ -46,7 +46,7 @@ async function startFaultCluster(n: number): Promise<FaultCluster> {
       env: { OUTLAST_RUN_LOG: runLog },
     });
   const replicas = [await start(0)];
-  replicas.push(...(await Promise.all(Array.from({ length: n - 1 }, (_, i) => start(i + 1)))));
+  replicas.push(...(await startTogether(Array.from({ length: n - 1 }, (_, i) => start(i + 1)), replicas)));
   return {
     replicas,
     proxies,
