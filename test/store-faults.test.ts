@@ -147,7 +147,7 @@ describe('PostgreSQL faults between replicas and the database (lease 3 s, heartb
     await waitFor('every run started', () => (c.events().filter((e) => e.key.startsWith('e-') && e.event === 'start').length === 6 ? true : undefined));
     c.set('drop');
     // Within what docs/faults-store.md promises (lease − 2.5 heartbeats − a new connection): the first heartbeat after
-    // the heal opens a connection, which took up to 1.05 s here with six test files running beside this one.
+    // the heal opens a connection, which took up to 1.05 s here beside busy loops and a pgbench connection storm.
     await sleep(500);
     c.set('pass');
     const ends = await Promise.all(ids.map((id) => waitForTask(c.replicas[0]!.url, id, undefined, { timeoutMs: 30_000 })));
