@@ -50,7 +50,7 @@ describe('runtime', () => {
     }
   });
 
-  it('a waiter on the replica that ran a task gets its end from the finishing write, without reading the row back', async () => {
+  it('a waiter on the replica that runs a task gets its end from the finishing write, reading nothing', async () => {
     const store = new SqliteTaskStore(join(tempDir(), 'rt.db'));
     const rt = new TaskRuntime({ store });
     const g = gate();
@@ -63,17 +63,46 @@ describe('runtime', () => {
       let reads = 0;
       store.view = (id) => (reads++, view(id));
       const ended = rt.untilTerminal(created.task.taskId, 'p', 10_000);
-      await until('the waiter watches', async () => reads === 1);
       g.open();
       const v = await ended;
       assert.equal(v?.status, 'completed');
       assert.deepEqual(v?.result, { content: [{ type: 'text', text: 'built' }], resultType: 'complete' });
-      assert.equal(reads, 1, 'one read when the wait began, none after the finish');
+      assert.equal(reads, 0, 'the run is here: no read when the wait began, none after the finish');
       // What it got is what reading the row gives (the row stays the truth; another replica reads it).
       const row = await view(created.task.taskId);
       assert.ok(row.state === 'found');
       assert.deepEqual(Object.fromEntries(Object.entries(v!).filter(([k]) => k in row.record)), row.record);
     } finally {
+      await rt.stop(1000);
+    }
+  });
+
+  it('a wait on a task running here: another principal is told it does not exist, an end written elsewhere is seen, one ended at creation answers at once', async () => {
+    const store = new SqliteTaskStore(join(tempDir(), 'rt.db'));
+    const rt = new TaskRuntime({ store, watchRecheckMs: 3000 });
+    const g = gate();
+    rt.defineTool('slow', { policy: 'always', handler: async () => (await g.p, { content: [] }) });
+    rt.defineTool('quick', { policy: 'always', handler: async () => ({ content: [{ type: 'text', text: 'at once' }] }) });
+    await rt.start();
+    try {
+      const created = await rt.call('slow', {}, DECLARED);
+      assert.ok(created.kind === 'task');
+      const id = created.task.taskId;
+      const unknown = await rt.untilTerminal(newTaskId(), 'p', 1000).then(() => 'answered', (e: Error) => e.message);
+      assert.match(unknown, /not found/i);
+      assert.equal(await rt.untilTerminal(id, 'somebody-else', 1000).then(() => 'answered', (e: Error) => e.message), unknown, 'the same answer as for a task that does not exist');
+      // An end this process did not write nor signal (another replica's, its signal lost): the wait's re-read finds it.
+      const ended = rt.untilTerminal(id, 'p', 10_000);
+      await store.finish(id, null, { status: 'cancelled' }, 'ended by another replica', store.now());
+      assert.equal((await ended)?.status, 'cancelled');
+      // Written finished in its creation: no signal will follow, and the wait answers from the row.
+      const quick = await rt.call('quick', {}, DECLARED);
+      assert.ok(quick.kind === 'task');
+      const t0 = Date.now();
+      assert.equal((await rt.untilTerminal(quick.task.taskId, 'p', 10_000))?.status, 'completed');
+      assert.ok(Date.now() - t0 < 2500, `answered after ${Date.now() - t0} ms: not left to the re-read`);
+    } finally {
+      g.open();
       await rt.stop(1000);
     }
   });

@@ -37,7 +37,7 @@ import { boundedTexts } from './text-bounds.js';
 import type { CallContext, CallOutcome, Logger, RegisteredTool, RuntimeAlert, RuntimeOptions, Slot, ToolSpec } from './types.js';
 import { silentLogger } from './types.js';
 import { FinishedViews } from './finished-views.js';
-import { watchView } from './watch.js';
+import { watchView, type WatchSource } from './watch.js';
 import { RuntimeTelemetry } from './telemetry.js';
 import { checkTaskId, createResult, decodeCursor, detailedTask, encodeCursor, owned } from './wire.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_OUTPUT_ITEMS, type OutputBounds } from '../store/output.js';
@@ -703,7 +703,8 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   async untilTerminal(taskId: string, principal: string, timeoutMs: number, signal?: AbortSignal): Promise<TaskView | undefined> {
     let resolve!: (v: TaskView | undefined) => void;
     const ended = new Promise<TaskView | undefined>((r) => (resolve = r));
-    const unwatch = await this.watchViews(taskId, principal, (v) => isTerminal(v.status) && resolve(v));
+    const onView = (v: TaskView) => void (isTerminal(v.status) && resolve(v));
+    const unwatch = this.watchEndHere(taskId, principal, onView) ?? (await this.watchViews(taskId, principal, onView));
     const timer = setTimeout(() => resolve(undefined), timeoutMs);
     const onAbort = () => resolve(undefined);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -762,7 +763,27 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
   /** Calls `listener` with the stored view now and after every change, until unsubscribed. */
   async watchViews(taskId: unknown, principal: string, listener: (view: TaskView) => void): Promise<() => void> {
     const rec = owned(await this.store.view(checkTaskId(taskId)), principal);
-    const unwatch = watchView({ store: this.store, bus: this.bus, recheckMs: this.watchRecheckMs, finishedHere: (id) => this.finishedViews.get(id) }, rec, listener);
+    return this.counted(watchView(this.watchSource, rec, listener));
+  }
+
+  /**
+   * Waits for the end of a task of `principal` that runs in this process, without reading it first (undefined: it
+   * does not run here, or has ended). Its end is written here and signalled here after the run leaves `running`
+   * (settle untracks it before its write), so a watch begun while it is there hears it; an end written elsewhere
+   * meanwhile (after a takeover) is seen by the watch's re-read, as a lost signal is.
+   */
+  private watchEndHere(taskId: unknown, principal: string, listener: (view: TaskView) => void): (() => void) | undefined {
+    const rec = typeof taskId === 'string' ? this.running.get(taskId)?.record : undefined;
+    if (!rec || rec.taskId !== taskId || rec.principal !== principal || isTerminal(rec.status)) return undefined;
+    return this.counted(watchView(this.watchSource, rec.taskId, listener));
+  }
+
+  private get watchSource(): WatchSource {
+    return { store: this.store, bus: this.bus, recheckMs: this.watchRecheckMs, finishedHere: (id) => this.finishedViews.get(id) };
+  }
+
+  /** `unwatch`, counted in the open watches while it is open. */
+  private counted(unwatch: () => void): () => void {
     const t = this.telemetry;
     if (!t) return unwatch;
     t.watchesOpen++;

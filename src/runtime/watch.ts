@@ -12,9 +12,10 @@ export interface WatchSource {
   finishedHere?(taskId: string): TaskView | undefined;
 }
 
-/** Calls `listener` with `first` now and with each new version of the row; returns the unsubscribe function. */
-export function watchView(src: WatchSource, first: TaskView, listener: (view: TaskView) => void): () => void {
-  const taskId = first.taskId;
+/** Calls `listener` with `first` now and with each new version of the row; returns the unsubscribe function. A task
+ *  id in place of `first`: nothing now, then each version after a change signal or a re-read. */
+export function watchView(src: WatchSource, first: TaskView | string, listener: (view: TaskView) => void): () => void {
+  const taskId = typeof first === 'string' ? first : first.taskId;
   let lastVersion = -1;
   let closed = false;
   const emit = (r: TaskView) => {
@@ -32,7 +33,7 @@ export function watchView(src: WatchSource, first: TaskView, listener: (view: Ta
   const unsubscribe = src.bus.subscribe(taskId, (s) => s.kind !== 'output' && void reread().catch(() => undefined));
   const fallback = setInterval(() => void reread().catch(() => undefined), src.recheckMs);
   fallback.unref?.();
-  emit(first);
+  if (typeof first !== 'string') emit(first);
   return () => {
     closed = true;
     clearInterval(fallback);
