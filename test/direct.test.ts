@@ -396,6 +396,7 @@ const CALLS: Array<[string, () => RawRequest, boolean]> = [
   ['2025 slow_compute, task not an object', () => legacy('tools/call', { name: 'slow_compute', arguments: { seconds: 1 }, task: 5 }), true],
   ['2025 slow_compute without a task: a handle caller', () => legacy('tools/call', { name: 'slow_compute', arguments: { seconds: 0 } }), true],
   ['2025 greet, no bearer token', () => legacy('tools/call', { name: 'greet', arguments: { name: 'Ada' } }, { token: null }), true],
+  ['2025 greet whose body also carries a result: not JSON-RPC, refused alike', () => legacy('tools/call', undefined, { body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'greet', arguments: { name: 'Ada' } }, result: {} }) }), true],
 ];
 
 describe('the direct path answers tools/call of its tools exactly as the SDK path does', () => {
