@@ -12,7 +12,8 @@ import Database from 'better-sqlite3';
 import { TASKS_CAPS, callTool, freshSchema, getTask, headersFor, metaFor, pgStoreUrl, sleep, startServer, tempDir, waitForTask, type ServerProcess } from './helpers.js';
 import { PrincipalBounds, MAX_REMEMBERED_PRINCIPALS } from '../src/runtime/principal-bounds.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
-import { PollClassifications } from '../src/server/direct/direct.js';
+import { RequestClassifications } from '../src/server/direct/direct.js';
+import { classifyInboundRequest } from '@modelcontextprotocol/server';
 
 const CLOCK_MODULE = new URL('./clock-module.js', import.meta.url).pathname;
 
@@ -168,7 +169,7 @@ describe('no request can make the server keep what it does not need', () => {
     assert.equal(bounds.remembered, MAX_REMEMBERED_PRINCIPALS);
     await store.close();
 
-    const polls = new PollClassifications();
+    const polls = new RequestClassifications();
     const classify = (body: Record<string, unknown>) =>
       polls.classify({ httpMethod: 'POST', protocolVersionHeader: '2026-07-28', mcpMethodHeader: 'tasks/get', mcpNameHeader: String((body.params as { taskId: string }).taskId), body }, body as never);
     const envelope = (i: number, extra: Record<string, unknown> = {}) => ({ jsonrpc: '2.0', id: i, method: 'tasks/get', params: { taskId: `t${i}`, ...extra, _meta: metaFor(TASKS_CAPS) } });
@@ -186,7 +187,7 @@ describe('no request can make the server keep what it does not need', () => {
     assert.equal(polls.size.bytes, big, 'a large envelope is classified, not kept');
 
     // A remembered verdict is found by the envelope's members, in any order, and never for a different envelope.
-    const fresh = new PollClassifications();
+    const fresh = new RequestClassifications();
     const modern = (meta: Record<string, unknown>, i = 1) => {
       const body = { jsonrpc: '2.0', id: i, method: 'tasks/get', params: { taskId: `t${i}`, _meta: meta } };
       return fresh.classify({ httpMethod: 'POST', protocolVersionHeader: '2026-07-28', mcpMethodHeader: 'tasks/get', mcpNameHeader: `t${i}`, body }, body as never);
@@ -205,5 +206,37 @@ describe('no request can make the server keep what it does not need', () => {
     // Many clients' envelopes under the same headers: a poll compares with at most 16 of them.
     for (let i = 0; i < 40; i++) modern({ ...meta, 'io.modelcontextprotocol/clientInfo': { name: `client-${i}`, version: '1' } }, 10 + i);
     assert.equal(fresh.size.entries, 16, JSON.stringify(fresh.size));
+  });
+
+  it("a remembered verdict on a poll or a tool call is the SDK's own for that request, whatever its id, name, arguments and task", () => {
+    const meta = metaFor(TASKS_CAPS) as Record<string, unknown>;
+    const modern = { protocolVersionHeader: '2026-07-28' };
+    const requests: Array<[string, Record<string, string | undefined>, Record<string, unknown>]> = [];
+    const add = (what: string, headers: Record<string, string | undefined>, body: Record<string, unknown>) => requests.push([what, headers, body]);
+    for (const [i, args] of [{ a: 1 }, [1, 2], 'text', null, { nested: { deep: [{ x: 1 }] } }, undefined].entries()) {
+      const params = { name: `tool_${i % 2}`, ...(args !== undefined ? { arguments: args } : {}), ...(i % 3 === 0 ? { task: { ttl: 1000 * i } } : i % 3 === 1 ? { task: 'not an object' } : {}) };
+      const id = i % 2 ? `call-${i}` : i;
+      add(`2025 call ${i}`, { protocolVersionHeader: '2025-11-25' }, { jsonrpc: '2.0', id, method: 'tools/call', params });
+      add(`2025 call ${i}, no version header`, {}, { jsonrpc: '2.0', id, method: 'tools/call', params });
+      add(`2026 call ${i}`, { ...modern, mcpMethodHeader: 'tools/call' }, { jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: meta } });
+      add(`2026 call ${i}, Mcp-Method tasks/get`, { ...modern, mcpMethodHeader: 'tasks/get' }, { jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: meta } });
+      add(`2026 poll ${i}, Mcp-Method tasks/get`, { ...modern, mcpMethodHeader: 'tasks/get' }, { jsonrpc: '2.0', id, method: 'tasks/get', params: { taskId: `t${i}`, _meta: meta } });
+      add(`2026 call ${i}, no envelope`, { ...modern, mcpMethodHeader: 'tools/call' }, { jsonrpc: '2.0', id, method: 'tools/call', params });
+      add(`2026 call ${i}, an older version claimed`, { ...modern, mcpMethodHeader: 'tools/call' }, { jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: { ...meta, 'io.modelcontextprotocol/protocolVersion': '2025-11-25' } } });
+      add(`2026 call ${i}, clientInfo not an object`, { ...modern, mcpMethodHeader: 'tools/call' }, { jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: { ...meta, 'io.modelcontextprotocol/clientInfo': 5 } } });
+      add(`2026 call ${i}, progressToken not a token`, { ...modern, mcpMethodHeader: 'tools/call' }, { jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: { ...meta, progressToken: { no: 1 } } } });
+      add(`2025 call ${i}, progressToken not a token`, { protocolVersionHeader: '2025-11-25' }, { jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: { progressToken: { no: 1 } } } });
+    }
+    const cache = new RequestClassifications();
+    const sdk = (headers: Record<string, string | undefined>, body: Record<string, unknown>) => classifyInboundRequest({ httpMethod: 'POST', ...headers, body });
+    // Twice over: the second round is answered from what the first kept.
+    for (const round of [1, 2]) {
+      for (const [what, headers, body] of requests) {
+        const got = cache.classify({ httpMethod: 'POST', ...headers, body }, body as never);
+        assert.deepEqual(got, sdk(headers, body), `round ${round}, ${what}`);
+        if (got.kind === 'modern') assert.equal(got.message, body, `${what}: the verdict carries this request`);
+      }
+    }
+    assert.ok(cache.size.entries > 0 && cache.size.entries < requests.length / 2, `verdicts are shared across ids, names, arguments and tasks: ${cache.size.entries} kept for ${requests.length} requests`);
   });
 });

@@ -243,17 +243,20 @@ function legacyEra(methods: Readonly<Record<string, TaskMethod>>): Era {
 // ---- the path ---------------------------------------------------------------------------------------------------
 
 /**
- * classifyInboundRequest, remembered for polls. Its verdict on a request depends on the two headers it reads and on
- * the body, where the request id and `params.taskId` matter only by type (a client polling many tasks sends the
- * same envelope each time), so a modern or legacy verdict is kept for a poll's shape (`jsonrpc`, `id`, `method`,
- * `params` with `taskId` and `_meta`, nothing else) and found again by comparing the `_meta` envelope member by
- * member with the one it was given for: no serialization per poll (a key of the whole body cost 2.5 µs of a poll's
- * ~45). A legacy body fails the SDK's response schemas before it is classified, which costs more than the poll's own
- * read. Bounded in entries and bytes, and only an envelope of a poll's size is kept (a caller padding its bodies
- * cannot make the server keep them); a miss costs one classification, as without it.
+ * classifyInboundRequest, remembered for polls and tool calls. Its verdict on a request depends on the two headers it
+ * reads and on the body's method and `_meta` envelope; the request id matters only by type, and the other params
+ * (`taskId`, a call's `name`, `arguments` and `task`) not at all: the JSON-RPC request schema takes any params object
+ * (a client polling many tasks, or calling tools, sends the same envelope each time). So a modern or legacy verdict
+ * is kept for a request of the usual shape (`jsonrpc`, `id`, `method`, `params`, nothing else; a poll's params
+ * `taskId` and `_meta`, a call's `name`, `arguments`, `task` and `_meta`) and found again by comparing the `_meta`
+ * envelope member by member with the one it was given for: no serialization per request (a key of the whole body
+ * cost 2.5 µs of a poll's ~45). A legacy body fails the SDK's response schemas before it is classified, which costs
+ * more than a poll's own read (and 2.6 % of a task creation's CPU). Bounded in entries and bytes, and only an envelope
+ * of a poll's size is kept (a caller padding its bodies cannot make the server keep them); a miss costs one
+ * classification, as without it.
  */
-export class PollClassifications {
-  /** Per headers and id type: the envelopes seen, newest last, at most ENVELOPES_PER_BUCKET (a poll compares with each). */
+export class RequestClassifications {
+  /** Per headers, method and id type: the envelopes seen, newest last, at most ENVELOPES_PER_BUCKET (a request compares with each). */
   private readonly verdicts = new Map<string, KnownEnvelope[]>();
   private entries = 0;
   private bytes = 0;
@@ -265,9 +268,9 @@ export class PollClassifications {
   }
 
   classify(request: Parameters<typeof classifyInboundRequest>[0], msg: JsonObject): InboundClassificationOutcome {
-    const meta = pollEnvelope(msg);
+    const meta = usualEnvelope(msg);
     if (meta === null) return classifyInboundRequest(request);
-    const bucket = `${request.protocolVersionHeader ?? '\0'}\n${request.mcpMethodHeader ?? '\0'}\n${typeof msg.id}`;
+    const bucket = `${request.protocolVersionHeader ?? '\0'}\n${request.mcpMethodHeader ?? '\0'}\n${msg.method as string}\n${typeof msg.id}`;
     const seen = this.verdicts.get(bucket);
     if (seen) {
       for (const known of seen) {
@@ -279,7 +282,7 @@ export class PollClassifications {
     const route = classifyInboundRequest(request);
     if ((route.kind === 'modern' && route.messageKind === 'request') || route.kind === 'legacy') {
       const size = meta === undefined ? 0 : JSON.stringify(meta).length;
-      // Not a poll's envelope (a poll's is a few hundred bytes): classified, never kept.
+      // Not a client's usual envelope (a few hundred bytes): classified, never kept.
       if (size > this.maxKeyBytes) return route;
       if (this.entries >= this.max || this.bytes + size > this.maxBytes) {
         this.verdicts.clear();
@@ -291,7 +294,7 @@ export class PollClassifications {
       const list = this.verdicts.get(bucket);
       if (!list) this.verdicts.set(bucket, [known]);
       else {
-        // Many distinct envelopes under one pair of headers: the oldest goes, so a poll's search stays short.
+        // Many distinct envelopes under one pair of headers: the oldest goes, so a request's search stays short.
         if (list.length >= ENVELOPES_PER_BUCKET) {
           const dropped = list.shift()!;
           this.entries--;
@@ -316,13 +319,21 @@ interface KnownEnvelope {
 /** Envelopes kept per pair of version and method headers: clients of one deployment send a handful. */
 const ENVELOPES_PER_BUCKET = 16;
 
-/** A poll's `_meta` (undefined when it has none), or null when the body is not a poll of the usual shape. */
-function pollEnvelope(msg: JsonObject): unknown {
-  if (msg.method !== 'tasks/get' || msg.jsonrpc !== '2.0') return null;
+/** Params a poll or a tool call of the usual shape may carry, besides `_meta`. */
+const USUAL_PARAMS: ReadonlyMap<unknown, ReadonlySet<string>> = new Map([
+  ['tasks/get', new Set(['taskId', '_meta'])],
+  ['tools/call', new Set(['name', 'arguments', 'task', '_meta'])],
+]);
+
+/** A poll's or tool call's `_meta` (undefined when it has none), or null when the body is not one of the usual shape. */
+function usualEnvelope(msg: JsonObject): unknown {
+  const allowed = USUAL_PARAMS.get(msg.method);
+  if (allowed === undefined || msg.jsonrpc !== '2.0') return null;
   for (const k in msg) if (k !== 'jsonrpc' && k !== 'id' && k !== 'method' && k !== 'params') return null;
   const params = msg.params as JsonObject | undefined;
-  if (params === null || typeof params !== 'object' || Array.isArray(params) || typeof params.taskId !== 'string') return null;
-  for (const k in params) if (k !== 'taskId' && k !== '_meta') return null;
+  if (params === null || typeof params !== 'object' || Array.isArray(params)) return null;
+  if (msg.method === 'tasks/get' ? typeof params.taskId !== 'string' : typeof params.name !== 'string') return null;
+  for (const k in params) if (!allowed.has(k)) return null;
   return params._meta;
 }
 
@@ -368,7 +379,7 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
   const toolCall = options.toolCall;
   if (toolCall) methods.add('tools/call');
   const report = (message: string) => options.onerror?.(new Error(message));
-  const polls = new PollClassifications();
+  const classifications = new RequestClassifications();
 
   return {
     async serve(request, body, principal, authInfo) {
@@ -381,7 +392,7 @@ export function createDirectTaskPath(runtime: TaskRuntime, options: DirectTaskPa
       if (!isJsonContentType(header(request, 'content-type'))) return undefined;
 
       const headers = { protocolVersion: header(request, 'mcp-protocol-version'), method: header(request, 'mcp-method'), name: header(request, 'mcp-name'), accept: header(request, 'accept') };
-      const route = polls.classify({ httpMethod: 'POST', protocolVersionHeader: headers.protocolVersion, mcpMethodHeader: headers.method, mcpNameHeader: headers.name, body }, msg);
+      const route = classifications.classify({ httpMethod: 'POST', protocolVersionHeader: headers.protocolVersion, mcpMethodHeader: headers.method, mcpNameHeader: headers.name, body }, msg);
       if (route.kind === 'reject') {
         report(`Rejected inbound request (${route.cell}): ${route.message}`);
         return write(refusal(route.httpStatus, id, route.code, route.message, route.data));
