@@ -48,7 +48,7 @@
  *       first 10,000 to the last; a control that builds fromJsonSchema tools per request shows what a leak looks like.
  *   (w), (x) (bench/front-rows.ts): tasks/get through outlastHandler on node:http (>= 0.9) and in Express (>= 0.7;
  *       against Express alone >= 0.9) vs node:http + one SQLite primary-key read; an inline tools/call through
- *       outlastHandler in Express vs a bare SDK server in Express (>= 0.95); task creations/s (>= 1.2) and tasks/get
+ *       outlastHandler in Express vs a bare SDK server in Express (>= 0.95); task creations/s (>= 2.0) and tasks/get
  *       req/s (>= 1.0) vs the SDK v1 experimental tasks server on the 2025-11-25 wire; (x.stateful, not in the
  *       default list) creations vs that server keeping a server per session, as it ships (>= 1.0); RSS after 10,000 finished
  *       tasks on both. Rows carry the server's CPU per request beside the rates (cpuUsPerReq, cpuRatio).
