@@ -116,7 +116,9 @@ describe('TaskClient recovery paths', () => {
     try {
       const owner = new TaskClient({ url: proxy.url, journal, status: 'poll' });
       clients.push(owner);
-      const call = await owner.start('sleep', { seconds: 4 });
+      // 8 s: seven pollers exceed the limit (4x the advertised rate after a burst of 10) by about 3 polls a second
+      // once all follow; in 4 s a loaded machine, slow to start the followers, stayed just under it (31 polls, none refused).
+      const call = await owner.start('sleep', { seconds: 8 });
       const taskId = call.taskId!;
       assert.ok(taskId);
       const notes: StatusNote[] = [];

@@ -11,7 +11,10 @@ import { TaskRuntime } from '../src/runtime/runtime.js';
 import { SqliteTaskStore } from '../src/store/sqlite/index.js';
 import { sleep, tempDir, until } from './helpers.js';
 
-const LEASE_MS = 600;
+// A lease well beyond a late answer (250 ms) and a heartbeat: a loaded machine's stalled event loop runs the fence's
+// timer before the renewal of an answer that is already due (the store's write commits a phase later), and 600 ms
+// left too little room for that beside five other test files (a CI run fenced at 550 ms).
+const LEASE_MS = 1500;
 const HEARTBEAT_MS = 100;
 const DEADLINE_MS = 100;
 
@@ -83,7 +86,8 @@ describe('heartbeats answered after their deadline', () => {
       const t0 = Date.now();
       store.delayMs = Infinity;
       await until('the replica fences itself', () => rt.health.fenced || undefined, 10_000);
-      assert.ok(Date.now() - t0 <= LEASE_MS + 5 * HEARTBEAT_MS, `fenced ${Date.now() - t0} ms after the store stopped answering`);
+      // Its lease and a second of slack for a loaded machine's timers.
+      assert.ok(Date.now() - t0 <= LEASE_MS + 1000, `fenced ${Date.now() - t0} ms after the store stopped answering`);
       assert.ok(logs.some((l) => /self-fenced/.test(l)), 'the self-fence is logged');
       store.delayMs = DEADLINE_MS * 2.5;
       await until('late heartbeats bring it back', () => !rt.health.fenced || undefined, 10_000);
