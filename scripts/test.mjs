@@ -5,8 +5,8 @@
 //   node scripts/test.mjs [--quick] [--jobs N] [FILE-OR-NAME...]
 //
 // Files start slowest first (each file's last local time, else scripts/test-times.json), JOBS at a time (default:
-// three per core, at least 2: most of a file's time is spent waiting on its servers); files in SERIAL, if any, then run
-// alone, after the rest. --quick runs only the files marked `// test:quick` (no child process, no browser), with
+// three per core, at least 2: most of a file's time is spent waiting on its servers), at most three of those marked
+// `// test:pg-replicas` at once; files in SERIAL, if any, then run alone, after the rest. --quick runs only the files marked `// test:quick` (no child process, no browser), with
 // child processes refused (scripts/no-child-process.mjs).
 // Exit code 1 when any test failed or any file ended without its summary (a crash, a timeout); nothing is retried.
 import { spawn } from 'node:child_process';
@@ -58,6 +58,15 @@ if (quick) {
 
 const times = existsSync(timesFile) ? JSON.parse(readFileSync(timesFile, 'utf8')) : {};
 const guess = (f) => times[f] ?? (f in MEASURED ? MEASURED[f] * 1000 : Infinity);
+
+// Files that start PostgreSQL replicas (marked `// test:pg-replicas` in their source) run at most this many at once:
+// a replica may hold about 20 connections (its pool of 10, control and heartbeat pools of 4, the bus's two), and
+// PostgreSQL's default max_connections is 100 (a CI run with five such files at once was refused "too many clients").
+const PG_REPLICA_FILES_AT_ONCE = 3;
+const pgReplicaFiles = new Set(files.filter((f) => {
+  const source = join(root, 'test', f.replace(/\.js$/, '.ts'));
+  return existsSync(source) && /^\/\/ test:pg-replicas\b/m.test(readFileSync(source, 'utf8'));
+}));
 const parallel = files.filter((f) => quick || !(f in SERIAL)).sort((a, b) => guess(b) - guess(a));
 const serial = files.filter((f) => !parallel.includes(f));
 
@@ -123,8 +132,30 @@ function runFile(file) {
 
 async function pool(list, width) {
   const queue = [...list];
+  let pgReplicaRunning = 0;
+  const waiting = [];
+  // The first file in order that may start now (a file of PostgreSQL replicas only below its limit).
+  const nextIndex = () => queue.findIndex((f) => !pgReplicaFiles.has(f) || pgReplicaRunning < PG_REPLICA_FILES_AT_ONCE);
   const workers = Array.from({ length: Math.min(width, queue.length) }, async () => {
-    while (queue.length > 0 && !stopping) await runFile(queue.shift());
+    while (queue.length > 0 && !stopping) {
+      const i = nextIndex();
+      if (i < 0) {
+        // Only files of replicas are left and their limit is reached: wait for one of them to end.
+        await new Promise((wake) => waiting.push(wake));
+        continue;
+      }
+      const [file] = queue.splice(i, 1);
+      const replicas = pgReplicaFiles.has(file);
+      if (replicas) pgReplicaRunning++;
+      try {
+        await runFile(file);
+      } finally {
+        if (replicas) {
+          pgReplicaRunning--;
+          for (const wake of waiting.splice(0)) wake();
+        }
+      }
+    }
   });
   await Promise.all(workers);
 }

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * The CLI reaches every replica a task may be on, with no load balancer in front: two `outlast serve` replicas on one
  * PostgreSQL schema, a call made on one, that one killed with SIGKILL. `resume` alone names the dead URL and how to give

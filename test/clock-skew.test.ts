@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * One clock decides: three real replicas on one PostgreSQL schema, one of them run under `faketime` 5 minutes ahead
  * (then behind). TTL 4 min, so a replica deciding on its own clock would sweep (ahead) or create born-expired (behind)

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * `outlast gateway` replicas on one PostgreSQL schema in front of server-everything (stdio, one pool per replica):
  * a replica killed (SIGKILL) mid-call loses nothing it may not lose. A read-only upstream call is run again on another

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * `outlast gateway` replicas on one PostgreSQL schema in front of HTTP upstreams that answer long calls with tasks of
  * their own: the replica following an upstream task is killed (SIGKILL), and another replica follows the same upstream

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * Answers as a person gives them: several seconds after the question, once the wait is parked (no process holds
  * it), on both wires (2025-11-25 through SDK v1's callToolStream, 2026-07-28 through TaskClient) and for both input

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * Every client generation through a round-robin front (no affinity) over three fixture-server replicas on one
  * PostgreSQL schema: the 2025-11-25 wire is as stateless as the 2026 one, so any replica answers any request,

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * Task output over two PostgreSQL replicas (real `outlast serve` processes on one schema): output written on replica
  * A is streamed in order, without gap, by a client of replica B; and when the replica running a durable tool is

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * A PostgreSQL crash and restart under load, with three replicas and a round-robin front: no acknowledged task is
  * lost, and every one of them still reaches its end.

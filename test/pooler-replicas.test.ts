@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * Three replicas of the replica fixture through Debian's PgBouncer 1.18 in transaction mode with its default
  * settings (design 19), signals on `--bus` (direct PostgreSQL, or a Redis the test started): any replica answers

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * The rest of the multi-replica suites (test/replica-suites.ts) through Debian's PgBouncer 1.18 in transaction mode
  * with its default settings, signals on `--bus` direct PostgreSQL and on `--bus` Redis (a Redis the test started): a

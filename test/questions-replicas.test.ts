@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * Over three PostgreSQL replicas: the demo's migrate asks its question on one replica (the one the client called),
  * the answer page is served by another (the link's host), and the answer is posted to a third, which records it;

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * Several real `outlast serve` processes on one PostgreSQL schema: any replica answers anything, signals cross
  * processes, and a replica killed (SIGKILL) or paused (SIGSTOP) past its lease loses nothing.

@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * Work that outlasts its process, with real server processes and real signals: durable steps across kill -9 (a
  * restarted SQLite server, and three PostgreSQL replicas), a paused owner (SIGSTOP past its lease, then SIGCONT) that

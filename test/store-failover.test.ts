@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * An outage of the whole database is not a crash of the work (issue 27, design semantics 17): three `outlast serve`
  * replicas, lease and heartbeat scaled down as in store-faults.test.ts, under the mixed load of failover-module.ts (a

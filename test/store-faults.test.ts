@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * A database that stops answering is a failure, not a wait (issue 17): three `outlast serve` replicas, each behind
  * its own fault-injecting TCP proxy to PostgreSQL (fault-proxy.ts), with a short lease (3 s, heartbeat 500 ms) and

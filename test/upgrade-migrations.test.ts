@@ -1,3 +1,4 @@
+// test:pg-replicas: starts PostgreSQL replicas (scripts/test.mjs runs at most three such files at once).
 /**
  * Rolling upgrades on one PostgreSQL schema (issue 42, item 8): a migration applied under replicas that are serving
  * must not break them. Every statement names its columns, so a column added to every table changes no statement's
