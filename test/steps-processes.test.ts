@@ -271,7 +271,8 @@ describe('parked waits and durable time on three PostgreSQL replicas (park after
       await sleep(Math.max(0, createdAt + 2000 + 50 - Date.now()));
       const modern = await Promise.all(replicas.map((r) => getTask(r.url, taskId, asCaller)));
       const legacy = await Promise.all(clients.map((x) => x.client.experimental.tasks.getTask(taskId).then(() => 'found', (e: Error) => e.message)));
-      assert.ok(Date.now() - createdAt < 2000 + 1000, 'read right after the TTL');
+      // Soon after the TTL, against a sweep every 30 s per replica (a loaded CI machine took over 950 ms for these six reads).
+      assert.ok(Date.now() - createdAt < 2000 + 3000, `read ${Date.now() - createdAt - 2000} ms after the TTL`);
       for (const g of modern) {
         assert.equal(g.error?.code, -32602);
         assert.match(g.error?.message ?? '', /Task has expired/);
