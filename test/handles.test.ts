@@ -91,14 +91,15 @@ describe('handles for clients without task support (fixture server)', () => {
   });
 
   it('a 2026-07-28 request without the extension gets a handle; with it, a task (never a handle)', async () => {
-    const plain = await callTool(server.url, 'sleep', { seconds: 1 }, { token: ALICE, caps: {} });
+    // 3 s against the 1 s inline budget: a 1 s sleep raced the budget's timer, and a loaded CI run answered it inline.
+    const plain = await callTool(server.url, 'sleep', { seconds: 3 }, { token: ALICE, caps: {} });
     assert.equal(plain.result.resultType, 'complete');
     assert.equal(plain.result.structuredContent.status, 'working');
-    const declared = await callTool(server.url, 'sleep', { seconds: 1 }, { token: ALICE });
+    const declared = await callTool(server.url, 'sleep', { seconds: 3 }, { token: ALICE });
     assert.equal(declared.result.resultType, 'task');
     assert.equal(declared.result.structuredContent, undefined);
     const followed = await callTool(server.url, 'outlast_task_status', { taskId: plain.result.structuredContent.taskId }, { token: ALICE, caps: {} });
-    assert.match(textOf(followed.result), /^Slept 1 s/);
+    assert.match(textOf(followed.result), /^Slept 3 s/);
     // A tool that asks a handle caller that declared elicitation: the question comes back as MRTR input_required.
     const ask = await callTool(server.url, 'ask', { message: 'Hello?' }, { token: ALICE, caps: { elicitation: {} } });
     assert.equal(ask.result?.resultType, 'input_required', JSON.stringify(ask).slice(0, 300));
