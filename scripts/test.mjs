@@ -6,8 +6,8 @@
 //
 // Files start slowest first (each file's last local time, else scripts/test-times.json), JOBS at a time (default:
 // three per core, at least 2: most of a file's time is spent waiting on its servers), at most three of those marked
-// `// test:pg-replicas` at once; files in SERIAL, if any, then run alone, after the rest. --quick runs only the files marked `// test:quick` (no child process, no browser), with
-// child processes refused (scripts/no-child-process.mjs).
+// `// test:pg-replicas` at once; files in SERIAL, if any, then run alone, after the rest. --quick runs only the files
+// marked `// test:quick` (no child process, no browser), with child processes refused (scripts/no-child-process.mjs).
 // Exit code 1 when any test failed or any file ended without its summary (a crash, a timeout); nothing is retried.
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';

@@ -774,7 +774,7 @@ export class TaskRuntime extends EventEmitter implements ExecutionHost, Recovery
    */
   private watchEndHere(taskId: unknown, principal: string, listener: (view: TaskView) => void): (() => void) | undefined {
     const rec = typeof taskId === 'string' ? this.running.get(taskId)?.record : undefined;
-    if (!rec || rec.taskId !== taskId || rec.principal !== principal || isTerminal(rec.status)) return undefined;
+    if (!rec || rec.principal !== principal || isTerminal(rec.status)) return undefined;
     return this.counted(watchView(this.watchSource, rec.taskId, listener));
   }
 

@@ -316,24 +316,24 @@ interface KnownEnvelope {
   size: number;
 }
 
-/** Envelopes kept per pair of version and method headers: clients of one deployment send a handful. */
+/** Envelopes kept per bucket (headers, method, id type): clients of one deployment send a handful. */
 const ENVELOPES_PER_BUCKET = 16;
 
-/** Params a poll or a tool call of the usual shape may carry, besides `_meta`. */
-const USUAL_PARAMS: ReadonlyMap<unknown, ReadonlySet<string>> = new Map([
-  ['tasks/get', new Set(['taskId', '_meta'])],
-  ['tools/call', new Set(['name', 'arguments', 'task', '_meta'])],
+/** The params a poll or a tool call of the usual shape may carry, and the one it must carry as a string. */
+const USUAL_PARAMS: ReadonlyMap<unknown, { named: string; allowed: ReadonlySet<string> }> = new Map([
+  ['tasks/get', { named: 'taskId', allowed: new Set(['taskId', '_meta']) }],
+  ['tools/call', { named: 'name', allowed: new Set(['name', 'arguments', 'task', '_meta']) }],
 ]);
 
 /** A poll's or tool call's `_meta` (undefined when it has none), or null when the body is not one of the usual shape. */
 function usualEnvelope(msg: JsonObject): unknown {
-  const allowed = USUAL_PARAMS.get(msg.method);
-  if (allowed === undefined || msg.jsonrpc !== '2.0') return null;
+  const usual = USUAL_PARAMS.get(msg.method);
+  if (usual === undefined || msg.jsonrpc !== '2.0') return null;
   for (const k in msg) if (k !== 'jsonrpc' && k !== 'id' && k !== 'method' && k !== 'params') return null;
   const params = msg.params as JsonObject | undefined;
   if (params === null || typeof params !== 'object' || Array.isArray(params)) return null;
-  if (msg.method === 'tasks/get' ? typeof params.taskId !== 'string' : typeof params.name !== 'string') return null;
-  for (const k in params) if (!allowed.has(k)) return null;
+  if (typeof params[usual.named] !== 'string') return null;
+  for (const k in params) if (!usual.allowed.has(k)) return null;
   return params._meta;
 }
 
