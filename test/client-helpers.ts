@@ -10,6 +10,7 @@ import { createServer, request as httpRequest, type IncomingHttpHeaders, type In
 import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import { BIN, ROOT } from './helpers.js';
+import { endToEndHeaders } from './http-tap.js';
 
 export interface Seen {
   method: string;
@@ -83,7 +84,7 @@ export async function startProxy(target: string): Promise<Proxy> {
       const drop = di >= 0;
       if (drop) drops.splice(di, 1);
       const up = httpRequest(
-        { host: t.hostname, port: t.port, path: req.url, method: req.method, headers: { ...req.headers, host: t.host } },
+        { host: t.hostname, port: t.port, path: req.url, method: req.method, headers: { ...endToEndHeaders(req.headers), host: t.host } },
         (ur: IncomingMessage) => {
           s.status = ur.statusCode;
           const isStream = (ur.headers['content-type'] ?? '').includes('text/event-stream');
@@ -96,7 +97,7 @@ export async function startProxy(target: string): Promise<Proxy> {
             });
             return;
           }
-          res.writeHead(ur.statusCode ?? 502, ur.headers);
+          res.writeHead(ur.statusCode ?? 502, endToEndHeaders(ur.headers));
           let text = '';
           ur.on('data', (c: Buffer) => {
             if (!isStream || s.method !== 'subscriptions/listen') text += c.toString('utf8');
