@@ -1,5 +1,6 @@
 // test:quick: starts no process and no browser (npm run test:quick).
 import assert from 'node:assert/strict';
+import pg from 'pg';
 import { MIGRATIONS } from '../src/store/postgres/schema.js';
 import { describe, it } from 'node:test';
 import { PgSignalBus, PostgresTaskStore, postgresStoreFromUrl } from '../src/store/postgres/index.js';
@@ -153,6 +154,69 @@ describe('postgres signal bus', () => {
     await until(() => seen === ids.length, 5000);
     await a.close();
     await b.close();
+  });
+
+  it('a bus no other process listens with sends nothing on the wire; a newcomer\'s hello makes it send again at once', async () => {
+    const ch = channel();
+    // What crosses the wire, seen by a plain LISTEN (not a bus: it says nothing, so it does not count as a listener).
+    const wire: string[] = [];
+    const observer = new pg.Client(connection);
+    await observer.connect();
+    observer.on('notification', (n) => void (n.channel === ch && wire.push(n.payload ?? '')));
+    await observer.query(`LISTEN "${ch}"`);
+    const a = new PgSignalBus({ connection, channel: ch, pingMs: 300 });
+    await a.start();
+    try {
+      // Its hello, with its presence period: the sender id of everything it sends.
+      await until(() => wire.some((w) => / !300$/.test(w)), 3000);
+      const sender = wire.find((w) => / !300$/.test(w))!.split(' ')[0]!;
+      const fromA = () => wire.filter((p) => p.split(' ')[0] === sender);
+      a.publish({ taskId: 'early', kind: 'changed' });
+      await until(() => fromA().some((p) => p.endsWith(' cearly')), 3000);
+      await until(() => a.alone, 5000);
+      const before = fromA().length;
+      a.publish({ taskId: 'lonely', kind: 'changed' });
+      assert.equal(a.unsentAlone, 1);
+      // Its next presence (every 300 ms) is on the wire after anything the publish would have sent.
+      await until(() => fromA().slice(before).some((p) => / \.300$/.test(p)), 3000);
+      assert.deepEqual(fromA().filter((p) => p.includes('lonely')), [], 'nothing sent for nobody');
+
+      const b = new PgSignalBus({ connection, channel: ch });
+      await b.start();
+      try {
+        const atB = collect(b, 'heard');
+        await until(() => !a.alone, 3000);
+        a.publish({ taskId: 'heard', kind: 'input' });
+        await until(() => atB.length === 1, 3000);
+        assert.deepEqual(atB, [{ taskId: 'heard', kind: 'input' }]);
+      } finally {
+        await b.close();
+      }
+    } finally {
+      await a.close();
+      await observer.end();
+    }
+  });
+
+  it('a bus told of another listener (a registered replica of an earlier version, silent) keeps sending', async () => {
+    const ch = channel();
+    const a = new PgSignalBus({ connection, channel: ch, pingMs: 300 });
+    await a.start();
+    try {
+      await until(() => a.alone, 5000);
+      a.notePeers(60_000);
+      assert.equal(a.alone, false);
+      const silent = new pg.Client(connection);
+      await silent.connect();
+      const heard: string[] = [];
+      silent.on('notification', (n) => void heard.push(n.payload ?? ''));
+      await silent.query(`LISTEN "${ch}"`);
+      a.publish({ taskId: 'told', kind: 'cancel' });
+      await until(() => heard.some((p) => p.endsWith(' xtold')), 3000);
+      await silent.end();
+    } finally {
+      await a.close();
+    }
   });
 
   it('reconnects after its connection is killed and makes every subscriber re-read', async () => {

@@ -23,6 +23,7 @@ import { hostname } from 'node:os';
 import { ErrorCode, isTerminal, type JsonRpcErrorObject } from '../protocol/index.js';
 import { TaskWriteRefused, type NewAlert, type Outcome, type ReplicaInfo, type StepWrite, type TaskRecord, type TaskStore } from '../store/types.js';
 import { newAlertId } from '../store/ops-rows.js';
+import type { SignalBus } from '../store/local-bus.js';
 import type { Execution } from './execution.js';
 import type { StoreHealth } from './store-health.js';
 import type { Logger, RegisteredTool, RuntimeAlert } from './types.js';
@@ -57,6 +58,8 @@ export interface RecoveryHost {
   readonly store: TaskStore;
   readonly log: Logger;
   readonly replicaId: string;
+  /** Told of the other replicas registered (a bus sends nothing while no other process listens). */
+  readonly bus: SignalBus;
   /** Whether the heartbeats reach the store (this module keeps it). */
   readonly health: StoreHealth;
   readonly isStopping: boolean;
@@ -324,6 +327,8 @@ export class Recovery {
       } else live.push(r.replicaId);
     }
     if (!live.includes(replicaId)) live.push(replicaId);
+    // Replicas of an earlier version listen without saying so: the registry keeps this one's signals going to them.
+    if (live.length > 1) this.host.bus.notePeers?.(3 * heartbeatMs);
     for (;;) {
       const orphans = await store.listOrphans(live, 100);
       if (orphans.length === 0) break;

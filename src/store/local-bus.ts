@@ -19,6 +19,9 @@ export interface SignalBus {
    *  processes checks that a signal it sends comes back, and throws saying what to do when it does not. */
   start?(): Promise<void>;
   publish(signal: TaskSignal): void;
+  /** Another process listens for at least `forMs` more (a bus that crosses processes and sends nothing while no
+   *  other process listens; the runtime says so of replicas it sees registered). */
+  notePeers?(forMs: number): void;
   /** Listens to every signal for one task; returns the unsubscribe function. */
   subscribe(taskId: string, listener: (signal: TaskSignal) => void): () => void;
   /** Listens to every signal of every task; returns the unsubscribe function. */

@@ -12,6 +12,12 @@
  * - `roundTrip()` sends a probe that only this process acts on and waits for it to come back through the carrier:
  *   the start-up check that signals can arrive at all (LISTEN through a transaction-mode pooler cannot).
  * - Signals reach this process's own subscribers at once, without the round trip; a process ignores its own.
+ * - A process that no other process listens with sends no signals: a lone replica (the usual deployment) would pay a
+ *   NOTIFY per task change for nobody. Every bus says hello when it starts listening (the others answer at once) and
+ *   that it is there with every ping; one that heard from no other process for three of their periods (and at least
+ *   10 s), nor was told of one by `notePeers` (a replica of an earlier version, registered but silent), stops sending
+ *   until it does.
+ *   What a newcomer misses before its hello is heard is what any missed signal is: caught by re-reads.
  */
 import { randomBytes } from 'node:crypto';
 import { LocalSignalBus, type SignalBus, type SignalKind, type TaskSignal } from './local-bus.js';
@@ -41,10 +47,23 @@ export interface RemoteSignalBusOptions {
   onError?: (message: string) => void;
 }
 
+/** Longest presence period believed from another process, ms (a bad number must not keep signals flowing for ever). */
+const MAX_PRESENCE_MS = 60_000;
+/** Another process, once heard from, is counted as listening at least this long, ms (three of its presence periods
+ *  if longer): a late timer on a loaded machine must not make a peer look gone. */
+const PEER_MEMORY_MS = 10_000;
+/** How long a bus listens before it may find itself alone, ms: the others answer its hello at once, and replicas are
+ *  known sooner from their registry (the runtime's start reads it). */
+const HELLO_ANSWERS_MS = 1_000;
+
 const KIND_CODE: Record<SignalKind, string> = { changed: 'c', cancel: 'x', input: 'i', queue: 'q', output: 'o' };
 const CODE_KIND: Record<string, SignalKind> = { c: 'changed', x: 'cancel', i: 'input', q: 'queue', o: 'output' };
 /** A probe's code: other processes skip it (no kind has it). */
 const PROBE = '?';
+/** "Who is there?", sent on listening (with the sender's presence period, ms): every other process answers PRESENT. */
+const HELLO = '!';
+/** "I am here, and will say so again within this many ms". */
+const PRESENT = '.';
 
 export class RemoteSignalBus implements SignalBus {
   private readonly local = new LocalSignalBus();
@@ -65,6 +84,12 @@ export class RemoteSignalBus implements SignalBus {
   /** While the listening connection is down: the fallback re-reads. */
   private gapTimer: NodeJS.Timeout | undefined;
   private readonly probes = new Map<string, () => void>();
+  /** When the listening connection last came up (performance.now()); undefined while it is down. */
+  private listeningSince: number | undefined;
+  /** Until when another process is known to listen (performance.now()): heard from, or told of by notePeers. */
+  private peersUntil = -Infinity;
+  /** Signals published while no other process listened (heard here only). */
+  unsentAlone = 0;
   /** Times the listening connection was (re)established; 1 after start. */
   connections = 0;
 
@@ -104,6 +129,7 @@ export class RemoteSignalBus implements SignalBus {
       if (lost) return;
       lost = true;
       this.listening = false;
+      this.listeningSince = undefined;
       this.stopPing();
       void this.transport.dropListener();
       if (this.closed) return;
@@ -117,10 +143,13 @@ export class RemoteSignalBus implements SignalBus {
       return;
     }
     this.listening = true;
+    this.listeningSince = performance.now();
     this.connections++;
     this.reconnectDelay = 50;
     this.stopGapPoll();
     this.startPing(onLost);
+    // Before start()'s probe, on the same sending connection: the others have it by the time the probe is back.
+    await this.announce(HELLO);
   }
 
   /** A ping that is not answered before the next one is due means the connection is gone, whatever TCP says. */
@@ -129,6 +158,7 @@ export class RemoteSignalBus implements SignalBus {
     let inFlight = false;
     this.pingTimer = setInterval(() => {
       if (inFlight) return onLost(`no answer to a ping within ${this.opts.pingMs} ms`);
+      void this.announce(PRESENT);
       inFlight = true;
       this.transport.ping().then(
         () => (inFlight = false),
@@ -188,6 +218,11 @@ export class RemoteSignalBus implements SignalBus {
       if (parts[1]?.[0] === PROBE) this.probes.get(parts[1].slice(1))?.();
       return;
     }
+    // Anything from another process says it listens: for its own presence period (a hello's or presence's number)
+    // or, from one that names none (a signal; a process of an earlier version), for this bus's own.
+    const said = parts[1]?.[0] === HELLO || parts[1]?.[0] === PRESENT ? Number(parts[1].slice(1)) : NaN;
+    this.notePeers(Math.max(PEER_MEMORY_MS, 3 * (Number.isFinite(said) && said > 0 ? Math.min(said, MAX_PRESENCE_MS) : this.opts.pingMs)));
+    if (parts[1]?.[0] === HELLO) void this.announce(PRESENT);
     for (let i = 1; i < parts.length; i++) {
       const p = parts[i]!;
       const kind = CODE_KIND[p[0]!];
@@ -220,9 +255,34 @@ export class RemoteSignalBus implements SignalBus {
     }
   }
 
+  /** Another process listens for at least `forMs` more (heard from here, or registered as a replica). */
+  notePeers(forMs: number): void {
+    this.peersUntil = Math.max(this.peersUntil, performance.now() + forMs);
+  }
+
+  /**
+   * No other process listens: this one has listened without a break long enough for its hello's answers and heard
+   * of no other since. While the listening connection is down nothing is known, so signals are sent.
+   */
+  get alone(): boolean {
+    if (!this.listening || this.listeningSince === undefined) return false;
+    const now = performance.now();
+    return now - this.listeningSince >= HELLO_ANSWERS_MS && now >= this.peersUntil;
+  }
+
+  /** Says hello or that this process is there, with its presence period; a send that fails is the carrier's outage,
+   *  reported by the signals' own sends. */
+  private async announce(code: typeof HELLO | typeof PRESENT): Promise<void> {
+    await this.transport.send([`${this.sender} ${code}${this.opts.pingMs}`]).catch(() => undefined);
+  }
+
   publish(signal: TaskSignal): void {
     this.local.publish(signal);
     if (this.closed) return;
+    if (this.alone) {
+      this.unsentAlone++;
+      return;
+    }
     this.pending.add(KIND_CODE[signal.kind] + signal.taskId);
     if (!this.scheduled && !this.sending) {
       this.scheduled = true;
