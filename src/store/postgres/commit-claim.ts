@@ -54,6 +54,28 @@ END $$;
 `,
 };
 
+/**
+ * Migration 17: the trigger logs a change with its own two INSERTs, the same rows as before (the deliveries unclaimed),
+ * instead of through outlast_event_log, whose claim window and JSON answer it threw away: that was half the trigger's
+ * time, paid by every status change (0.18-0.22 ms of it against 0.09 ms, measured with EXPLAIN ANALYZE on this machine).
+ */
+export const POSTGRES_LEAN_EVENT_LOG_MIGRATION = {
+  version: 17,
+  sql: `
+CREATE OR REPLACE FUNCTION outlast_event_logged() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE v_seq bigint;
+BEGIN
+  IF current_setting('outlast.event_logged', true) = NEW.task_id || ' ' || NEW.status THEN RETURN NULL; END IF;
+  INSERT INTO event_log (principal, task_id, tool, status, status_message, at)
+    VALUES (NEW.principal, NEW.task_id, NEW.tool, NEW.status, NEW.status_message, NEW.updated_at) RETURNING seq INTO v_seq;
+  INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
+    SELECT e.sub_id, v_seq, NEW.updated_at FROM event_subscriptions e
+    WHERE ${subscriptionsMatching({ principal: 'NEW.principal', taskId: 'NEW.task_id', tool: 'NEW.tool', status: 'NEW.status', at: 'NEW.updated_at' })};
+  RETURN NULL;
+END $$;
+`,
+};
+
 /** The finishing statement (`UPDATE tasks … RETURNING` its columns) that also logs its change claiming for $9 until
  *  $10, at most $11 deliveries: the answer's `event_claims` column. */
 export function claimingFinish(finish: string): string {

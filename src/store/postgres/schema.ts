@@ -76,7 +76,7 @@ import { POSTGRES_ASKS_MIGRATION } from './asks.js';
 import { POSTGRES_OUTPUT_MIGRATION } from './output.js';
 import { POSTGRES_OUTPUT_EVENTS_MIGRATION } from './output-events.js';
 import { POSTGRES_OPERATOR_SESSIONS_MIGRATION } from './operator-sessions.js';
-import { POSTGRES_COMMIT_CLAIM_MIGRATION } from './commit-claim.js';
+import { POSTGRES_COMMIT_CLAIM_MIGRATION, POSTGRES_LEAN_EVENT_LOG_MIGRATION } from './commit-claim.js';
 
 export const MIGRATIONS: ReadonlyArray<Migration> = [
   {
@@ -349,6 +349,7 @@ ${CLAIM_FUNCTION}`,
   POSTGRES_OUTPUT_EVENTS_MIGRATION,
   POSTGRES_COMMIT_CLAIM_MIGRATION,
   POSTGRES_OPERATOR_SESSIONS_MIGRATION,
+  POSTGRES_LEAN_EVENT_LOG_MIGRATION,
 ];
 
 /** The history trigger, switched on or off at start-up (`ALTER TABLE … ENABLE/DISABLE TRIGGER`). */
