@@ -11,7 +11,7 @@
  */
 import { COMMIT_CLAIM_MIGRATION, type ClaimedDelivery, type CommitClaimer, type EventName } from '../events.js';
 import type { TaskRecord } from '../types.js';
-import { subscriptionsMatching } from './events.js';
+import { loggedFunction, subscriptionsMatching } from './events.js';
 
 const PARAMS = 'p_principal text, p_task_id text, p_tool text, p_status text, p_status_message text, p_at bigint, p_replica text, p_until bigint, p_room integer';
 const ARGS = 'p_principal, p_task_id, p_tool, p_status, p_status_message, p_at, p_replica, p_until, p_room';
@@ -61,19 +61,8 @@ END $$;
  */
 export const POSTGRES_LEAN_EVENT_LOG_MIGRATION = {
   version: 17,
-  sql: `
-CREATE OR REPLACE FUNCTION outlast_event_logged() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE v_seq bigint;
-BEGIN
-  IF current_setting('outlast.event_logged', true) = NEW.task_id || ' ' || NEW.status THEN RETURN NULL; END IF;
-  INSERT INTO event_log (principal, task_id, tool, status, status_message, at)
-    VALUES (NEW.principal, NEW.task_id, NEW.tool, NEW.status, NEW.status_message, NEW.updated_at) RETURNING seq INTO v_seq;
-  INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
-    SELECT e.sub_id, v_seq, NEW.updated_at FROM event_subscriptions e
-    WHERE ${subscriptionsMatching({ principal: 'NEW.principal', taskId: 'NEW.task_id', tool: 'NEW.tool', status: 'NEW.status', at: 'NEW.updated_at' })};
-  RETURN NULL;
-END $$;
-`,
+  sql: loggedFunction(`
+  IF current_setting('outlast.event_logged', true) = NEW.task_id || ' ' || NEW.status THEN RETURN NULL; END IF;`),
 };
 
 /** The finishing statement (`UPDATE tasks … RETURNING` its columns) that also logs its change claiming for $9 until

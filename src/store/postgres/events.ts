@@ -33,10 +33,12 @@ export function subscriptionsMatching(c: { principal: string; taskId: string; to
 }
 
 /** A change is logged and fanned out to the owner's live subscriptions it matches, in the change's transaction.
- *  Migration 13 replaces it (output subscriptions match no change), and 14 (./commit-claim.ts). */
-export const LOGGED_FUNCTION = `CREATE OR REPLACE FUNCTION outlast_event_logged() RETURNS trigger LANGUAGE plpgsql AS $$
+ *  Migration 13 replaces it (output subscriptions match no change), 14 (./commit-claim.ts), and 17 with this text again
+ *  after `guard`: the statement that skips a change its own statement logged (14's commit claim). */
+export function loggedFunction(guard = ''): string {
+  return `CREATE OR REPLACE FUNCTION outlast_event_logged() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE s bigint;
-BEGIN
+BEGIN${guard}
   INSERT INTO event_log (principal, task_id, tool, status, status_message, at)
     VALUES (NEW.principal, NEW.task_id, NEW.tool, NEW.status, NEW.status_message, NEW.updated_at) RETURNING seq INTO s;
   INSERT INTO event_deliveries (sub_id, seq, next_attempt_at)
@@ -44,6 +46,8 @@ BEGIN
     WHERE ${subscriptionsMatching({ principal: 'NEW.principal', taskId: 'NEW.task_id', tool: 'NEW.tool', status: 'NEW.status', at: 'NEW.updated_at' })};
   RETURN NULL;
 END $$;`;
+}
+export const LOGGED_FUNCTION = loggedFunction();
 
 export const POSTGRES_EVENTS_MIGRATION = {
   version: EVENTS_MIGRATION,
