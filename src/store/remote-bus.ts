@@ -70,7 +70,6 @@ export class RemoteSignalBus implements SignalBus {
   private readonly resyncListeners = new Set<() => void>();
   private readonly sender = randomBytes(6).toString('base64url');
   private readonly opts: Required<Omit<RemoteSignalBusOptions, 'onError'>> & Pick<RemoteSignalBusOptions, 'onError'>;
-  private listening = false;
   /** Pending signals, deduplicated: kind code + task id. */
   private pending = new Set<string>();
   private sending = false;
@@ -84,7 +83,7 @@ export class RemoteSignalBus implements SignalBus {
   /** While the listening connection is down: the fallback re-reads. */
   private gapTimer: NodeJS.Timeout | undefined;
   private readonly probes = new Map<string, () => void>();
-  /** When the listening connection last came up (performance.now()); undefined while it is down. */
+  /** When the listening connection last came up (performance.now()); undefined while it is down (or not yet up). */
   private listeningSince: number | undefined;
   /** Until when another process is known to listen (performance.now()): heard from, or told of by notePeers. */
   private peersUntil = -Infinity;
@@ -120,7 +119,7 @@ export class RemoteSignalBus implements SignalBus {
 
   /** Whether the receiving connection is up now. */
   get connected(): boolean {
-    return this.listening;
+    return this.listeningSince !== undefined;
   }
 
   private async listen(): Promise<void> {
@@ -128,7 +127,6 @@ export class RemoteSignalBus implements SignalBus {
     const onLost = (why: string) => {
       if (lost) return;
       lost = true;
-      this.listening = false;
       this.listeningSince = undefined;
       this.stopPing();
       void this.transport.dropListener();
@@ -142,7 +140,6 @@ export class RemoteSignalBus implements SignalBus {
       await this.transport.dropListener();
       return;
     }
-    this.listening = true;
     this.listeningSince = performance.now();
     this.connections++;
     this.reconnectDelay = 50;
@@ -220,9 +217,10 @@ export class RemoteSignalBus implements SignalBus {
     }
     // Anything from another process says it listens: for its own presence period (a hello's or presence's number)
     // or, from one that names none (a signal; a process of an earlier version), for this bus's own.
-    const said = parts[1]?.[0] === HELLO || parts[1]?.[0] === PRESENT ? Number(parts[1].slice(1)) : NaN;
+    const code = parts[1]?.[0];
+    const said = code === HELLO || code === PRESENT ? Number(parts[1]!.slice(1)) : NaN;
     this.notePeers(Math.max(PEER_MEMORY_MS, 3 * (Number.isFinite(said) && said > 0 ? Math.min(said, MAX_PRESENCE_MS) : this.opts.pingMs)));
-    if (parts[1]?.[0] === HELLO) void this.announce(PRESENT);
+    if (code === HELLO) void this.announce(PRESENT);
     for (let i = 1; i < parts.length; i++) {
       const p = parts[i]!;
       const kind = CODE_KIND[p[0]!];
@@ -265,7 +263,7 @@ export class RemoteSignalBus implements SignalBus {
    * of no other since. While the listening connection is down nothing is known, so signals are sent.
    */
   get alone(): boolean {
-    if (!this.listening || this.listeningSince === undefined) return false;
+    if (this.listeningSince === undefined) return false;
     const now = performance.now();
     return now - this.listeningSince >= HELLO_ANSWERS_MS && now >= this.peersUntil;
   }
@@ -343,7 +341,7 @@ export class RemoteSignalBus implements SignalBus {
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     this.stopPing();
     this.stopGapPoll();
-    this.listening = false;
+    this.listeningSince = undefined;
     await this.transport.dropListener();
     await this.transport.close();
     await this.local.close();

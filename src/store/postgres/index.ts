@@ -530,18 +530,15 @@ export class PostgresTaskStore implements TaskStore {
   private async insertBatch(batch: PendingCreate[]): Promise<void> {
     // The rows as they will be written; each is also the record its caller gets once the INSERT commits.
     const records = batch.map((p) => newRecord(p.t));
-    const cols: unknown[][] = Array.from({ length: 20 }, () => new Array(batch.length));
-    records.forEach((r, i) => {
-      const row = [
-        r.taskId, r.principal, r.tool, JSON.stringify(r.args), r.status, r.statusMessage, r.createdAt, r.ttlMs, r.expiresAt,
-        r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities),
-        r.origin, r.progressToken === null ? null : JSON.stringify(r.progressToken), r.queuedAt, r.traceContext === null ? null : JSON.stringify(r.traceContext),
-      ];
-      for (let c = 0; c < 20; c++) cols[c]![i] = row[c];
-    });
+    const rows = records.map((r) => [
+      r.taskId, r.principal, r.tool, JSON.stringify(r.args), r.status, r.statusMessage, r.createdAt, r.ttlMs, r.expiresAt,
+      r.inputSince, r.pollIntervalMs, r.owner, r.retrySafe, r.idempotencyKey, r.requestHash, JSON.stringify(r.clientCapabilities),
+      r.origin, r.progressToken === null ? null : JSON.stringify(r.progressToken), r.queuedAt, r.traceContext === null ? null : JSON.stringify(r.traceContext),
+    ]);
     let inserted: Set<string>;
     try {
-      const answer = batch.length === 1 ? this.q<{ task_id: string }>('insertOne', cols.map((c) => c[0])) : this.q<{ task_id: string }>('insertMany', cols);
+      // Alone, the row's values as they are; together, one array per column.
+      const answer = rows.length === 1 ? this.q<{ task_id: string }>('insertOne', rows[0]!) : this.q<{ task_id: string }>('insertMany', rows[0]!.map((_, c) => rows.map((row) => row[c])));
       inserted = new Set((await answer).rows.map((r) => r.task_id));
     } catch (e) {
       if (batch.length === 1) return batch[0]!.reject(e);
