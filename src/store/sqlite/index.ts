@@ -161,6 +161,9 @@ const UNFINISHED = `status IN ('working','input_required')`;
 
 interface PendingWrite {
   op: () => unknown;
+  /** The op writes with one statement at most (a read after it may explain a refusal): SQLite makes that statement
+   *  atomic by itself, so it needs no transaction of its own when alone, nor a savepoint inside a group. */
+  oneStatement: boolean;
   resolve: (v: never) => void;
   reject: (e: unknown) => void;
 }
@@ -218,6 +221,15 @@ export class SqliteTaskStore implements TaskStore {
     this.runOne = db.transaction((op: () => unknown) => op());
     this.runBatch = db.transaction((batch: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>) => {
       batch.forEach((p, i) => {
+        if (p.oneStatement) {
+          // A statement that fails undoes its own changes; the transaction goes on.
+          try {
+            outcomes[i] = { ok: true, value: p.op() };
+          } catch (error) {
+            outcomes[i] = { ok: false, value: error };
+          }
+          return;
+        }
         this.s.savepoint.run();
         try {
           outcomes[i] = { ok: true, value: p.op() };
@@ -324,10 +336,10 @@ export class SqliteTaskStore implements TaskStore {
    * Queues a write. Every write queued in one event-loop turn runs in one IMMEDIATE transaction (each inside
    * its own savepoint, so one refused write does not undo the others); callers are answered after COMMIT.
    */
-  private write<T>(op: () => T): Promise<T> {
+  private write<T>(op: () => T, oneStatement = false): Promise<T> {
     this.ensureOpen();
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ op, resolve: resolve as (v: never) => void, reject });
+      this.queue.push({ op, oneStatement, resolve: resolve as (v: never) => void, reject });
       if (!this.options.groupCommit) return this.flush();
       if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -346,7 +358,8 @@ export class SqliteTaskStore implements TaskStore {
       const p = batch[0]!;
       let value: unknown;
       try {
-        value = this.runOne.immediate(p.op);
+        // A write statement takes the write lock before it reads (as BEGIN IMMEDIATE does) and commits alone.
+        value = p.oneStatement ? p.op() : this.runOne.immediate(p.op);
       } catch (error) {
         return p.reject(error);
       }
@@ -652,15 +665,15 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   writeStep(taskId: string, fence: WriteFence, step: StepWrite): Promise<void> {
-    return this.write(() => this.steps.write(taskId, fence, step));
+    return this.write(() => this.steps.write(taskId, fence, step), true);
   }
 
   markAsked(taskId: string, key: string, asker: string, now: number): Promise<boolean> {
-    return this.write(() => this.asks.mark.run({ taskId, key, asker, now }).changes > 0);
+    return this.write(() => this.asks.mark.run({ taskId, key, asker, now }).changes > 0, true);
   }
 
   unmarkAsked(taskId: string, key: string, asker: string): Promise<boolean> {
-    return this.write(() => this.asks.unmark.run(taskId, key, asker).changes > 0);
+    return this.write(() => this.asks.unmark.run(taskId, key, asker).changes > 0, true);
   }
 
   async sharedSecret(name: string, generate: () => string): Promise<string> {
