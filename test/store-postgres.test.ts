@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { PgSignalBus, PostgresTaskStore, postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import type { TaskSignal } from '../src/store/local-bus.js';
 import { newTask, runSignalBusKit, runStoreTestKit } from '../src/store/testkit/index.js';
-import { PG_URL, freshSchema, sleep, withPgClient } from './helpers.js';
+import { PG_URL, freshSchema, sleep, until, withPgClient } from './helpers.js';
 
 const connection = { connectionString: PG_URL };
 
@@ -94,6 +94,31 @@ describe('postgres store specifics', () => {
       }
       assert.equal((await store.count()).tasks, 29);
     });
+  });
+
+  it('the connection kept between statements: dropped when killed while idle, and handed on to whoever waits for a pool of one', async () => {
+    const schema = freshSchema('kept');
+    const store = new PostgresTaskStore({ connection, schema, poolSize: 1 });
+    await store.init();
+    try {
+      const { record } = await store.create(newTask());
+      // The pool's one connection, idle and kept, its last statement the creation.
+      const kept = await admin(async (c) => (await c.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE state = 'idle' AND position($1 IN query) > 0 AND query LIKE 'INSERT INTO%'`, [`"${schema}".tasks`])).rows);
+      assert.equal(kept.length, 1);
+      await admin(async (c) => {
+        await c.query('SELECT pg_terminate_backend($1)', [kept[0]!.pid]);
+        await until('the killed backend gone', async () => (await c.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [kept[0]!.pid])).rowCount === 0, 5000);
+      });
+      // The next statement runs on a new connection: nothing fails for the one that died.
+      assert.equal((await store.get(record.taskId)).state, 'found');
+      // Forty statements at once on a pool of one: the kept connection goes back to the pool while anyone waits there.
+      const all = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? store.get(record.taskId).then((l) => l.state) : store.create(newTask()).then((r) => String(r.created)))));
+      assert.deepEqual(new Set(all), new Set(['found', 'true']));
+      assert.equal((await store.count()).tasks, 21);
+    } finally {
+      await store.close();
+    }
   });
 
   it('bad store URLs get a clear error', async () => {

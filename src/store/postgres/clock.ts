@@ -6,6 +6,11 @@
  */
 import type pg from 'pg';
 
+/** Where the samples are read (the store's pool). */
+interface Sampled {
+  query<R extends pg.QueryResultRow>(text: string): Promise<pg.QueryResult<R>>;
+}
+
 const SAMPLE = 'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS t';
 
 export interface ClockSample {
@@ -14,7 +19,7 @@ export interface ClockSample {
 }
 
 /** One reading: the database's time minus the midpoint of the round trip on this process's clock. */
-export async function sampleOffset(pool: pg.Pool): Promise<ClockSample> {
+export async function sampleOffset(pool: Sampled): Promise<ClockSample> {
   const t0 = Date.now();
   const r = await pool.query<{ t: number }>(SAMPLE);
   const t1 = Date.now();
@@ -25,7 +30,7 @@ export class StoreClock {
   private offsetMs = 0;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly pool: pg.Pool, private readonly resampleMs = 10_000) {}
+  constructor(private readonly pool: Sampled, private readonly resampleMs = 10_000) {}
 
   /** Takes the best of `n` samples, then keeps the offset fresh in the background. */
   async start(n = 3): Promise<void> {

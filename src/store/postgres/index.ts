@@ -61,6 +61,7 @@ import type { OutputStore } from '../output.js';
 import type { EventStore } from '../events.js';
 import type { OperatorStore } from '../types.js';
 import { QualifiedStatements, beginInSchema, pinFunctionsSql, qualify, unpinnedFunctionsSql } from './schema-names.js';
+import { KeptPool } from './kept-pool.js';
 import { DatabaseAnswers, PREPARED_MODES, poolerRefusal, reachesServerDirectly, runStatement, runTransaction, type PreparedMode } from './statements.js';
 
 export { PgSignalBus } from './bus.js';
@@ -283,14 +284,14 @@ export class PostgresTaskStore implements TaskStore {
   private readonly connection: pg.ClientConfig;
   private readonly poolSize: number;
   private readonly history: boolean;
-  private pool: pg.Pool | undefined;
+  private pool: KeptPool | undefined;
   /** The heartbeat lane: replica rows and pings on connections of their own, so a backlog of task queries never
    *  makes a live replica miss its heartbeat. */
-  private control: pg.Pool | undefined;
+  private control: KeptPool | undefined;
   /** The heartbeats' own connections: a probe, a listing or a heartbeat still hanging from an outage (each bounded by
    *  the connect deadline) never holds the slot the first heartbeat after the outage needs; at most three heartbeats
    *  are in flight (./recovery.ts), and one more slot is spare. */
-  private beats: pg.Pool | undefined;
+  private beats: KeptPool | undefined;
   readonly timeouts: PgTimeouts;
   /** The operator side (dashboard, alerts); see ./ops.ts. */
   readonly ops: OperatorStore;
@@ -419,15 +420,19 @@ export class PostgresTaskStore implements TaskStore {
       throw e;
     }
     client.release();
-    const clock = new StoreClock(pool);
+    const kept = new KeptPool(pool);
+    const clock = new StoreClock(kept);
     await clock.start();
     this.clock = clock;
-    this.pool = pool;
+    this.pool = kept;
     // A heartbeat is a one-row update: it gets as long as a connect, not as long as a task query.
-    this.control = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
-    this.control.on('error', () => undefined);
-    this.beats = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
-    this.beats.on('error', () => undefined);
+    const lane = () => {
+      const p = new pg.Pool({ ...withTimeouts(this.clientConfig(), this.timeouts, this.timeouts.connectTimeoutMs), max: 4 });
+      p.on('error', () => undefined);
+      return new KeptPool(p);
+    };
+    this.control = lane();
+    this.beats = lane();
   }
 
   /**
@@ -479,7 +484,7 @@ export class PostgresTaskStore implements TaskStore {
     if (pool) await pool.end();
   }
 
-  private async q<R extends pg.QueryResultRow = Row>(name: QueryName, values: unknown[], lane: pg.Pool | undefined = this.pool): Promise<pg.QueryResult<R>> {
+  private async q<R extends pg.QueryResultRow = Row>(name: QueryName, values: unknown[], lane: KeptPool | undefined = this.pool): Promise<pg.QueryResult<R>> {
     if (!lane) throw new Error('PostgresTaskStore is not open: call init() first (or it was closed)');
     try {
       const text = this.sql[name];

@@ -22,6 +22,7 @@
 import { createConnection } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
+import type { KeptPool } from './kept-pool.js';
 import { sqlStateOf } from './timeouts.js';
 import { beginInSchema } from './schema-names.js';
 
@@ -94,8 +95,8 @@ export class DatabaseAnswers {
  * `answers` says the database answers; without it, at once). Errors drop the connection, as `pool.query` does (a
  * timed-out one may be in any state), and so does a cancel sent.
  */
-export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, config: pg.QueryConfig, deadlineMs: number, answers?: DatabaseAnswers): Promise<pg.QueryResult<R>> {
-  const client = await pool.connect();
+export async function runStatement<R extends pg.QueryResultRow>(pool: KeptPool, config: pg.QueryConfig, deadlineMs: number, answers?: DatabaseAnswers): Promise<pg.QueryResult<R>> {
+  const client = pool.take() ?? (await pool.connect());
   let timer: NodeJS.Timeout | undefined;
   let failed: Error | undefined;
   // A connection that dies while checked out emits 'error' (the pooler or the database went away): the query
@@ -141,7 +142,7 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: pg.Pool, c
     if (timer) clearTimeout(timer);
     client.removeListener('error', onError);
     // A cancel on its way may land on whatever this connection runs next: it is not reused.
-    client.release(failed ?? (cancelSent ? new Error('a cancel request was sent on this connection') : stalePlans ? STALE_PLANS : undefined));
+    pool.release(client, failed ?? (cancelSent ? new Error('a cancel request was sent on this connection') : stalePlans ? STALE_PLANS : undefined));
   }
 }
 
@@ -157,7 +158,7 @@ export function planInvalidated(e: unknown): boolean {
  * A statement of it refused because a migration changed its result under its plan makes the transaction the thing
  * retried: rolled back, and run once more on another connection (nothing of the first committed).
  */
-export async function runTransaction<T>(pool: pg.Pool, schema: string, statementTimeoutMs: number, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function runTransaction<T>(pool: KeptPool, schema: string, statementTimeoutMs: number, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     const c = await pool.connect();
     let lost: Error | undefined;
@@ -174,7 +175,7 @@ export async function runTransaction<T>(pool: pg.Pool, schema: string, statement
       if (attempt > 1 || !planInvalidated(e)) throw e;
     } finally {
       c.removeListener('error', onError);
-      c.release(lost);
+      pool.release(c, lost);
     }
   }
 }
