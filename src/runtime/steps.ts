@@ -95,6 +95,8 @@ interface StepRecording {
   id: { name: string; key: string };
   idempotent: boolean;
   seq: number;
+  /** No row for the step exists yet (none replayed, no `started` written): its end is the key's first write. */
+  firstWrite: boolean;
 }
 
 export class StepRunner {
@@ -231,9 +233,9 @@ export class StepRunner {
         }
         tries = row.tries + 1;
       } else if (!idempotent) {
-        await this.record(target, this.write(id, id.seq, 'started', false, 1, null, 0));
+        await this.record(target, this.write(id, id.seq, 'started', false, 1, null, 0, true));
       }
-      return await this.run(id.key, fn, tries, retries, limit, { target, id, idempotent, seq: row?.seq ?? id.seq });
+      return await this.run(id.key, fn, tries, retries, limit, { target, id, idempotent, seq: row?.seq ?? id.seq, firstWrite: !row && idempotent });
     } finally {
       this.inFlight--;
       if (unsafe) this.unsafeInFlight--;
@@ -241,9 +243,9 @@ export class StepRunner {
     }
   }
 
-  private write(id: { name: string; key: string }, seq: number, state: StepWrite['state'], idempotent: boolean, tries: number, result: string | null, bytes: number): StepWrite {
+  private write(id: { name: string; key: string }, seq: number, state: StepWrite['state'], idempotent: boolean, tries: number, result: string | null, bytes: number, firstWrite = false): StepWrite {
     const now = this.host.store.now();
-    return { key: id.key, name: id.name, kind: 'step', seq, state, tries, idempotent, result, error: null, bytes, startedAt: now, finishedAt: state === 'started' ? null : now };
+    return { key: id.key, name: id.name, kind: 'step', seq, state, tries, idempotent, result, error: null, bytes, startedAt: now, finishedAt: state === 'started' ? null : now, firstWrite };
   }
 
   /** Runs the function (with its retries) and records how it ended; returns the stored value, parsed. */
@@ -294,14 +296,14 @@ export class StepRunner {
     if (this.storedBytes + size > MAX_TASK_STEP_BYTES) {
       return this.fail(rec, tries, valueError(key, 'step_data_too_large', `The steps of this task would hold more than ${MAX_TASK_STEP_BYTES} bytes; step "${key}" ran, but its value was not stored`, { limit: MAX_TASK_STEP_BYTES }));
     }
-    await this.record(rec.target, this.write(rec.id, rec.seq, 'completed', rec.idempotent, tries, text ?? null, size));
+    await this.record(rec.target, this.write(rec.id, rec.seq, 'completed', rec.idempotent, tries, text ?? null, size, rec.firstWrite));
     this.storedBytes += size;
     return (text === undefined ? undefined : JSON.parse(text)) as T;
   }
 
   /** Records the step failed (replacing a `started` row) and throws the error every replay will throw. */
   private async fail(rec: StepRecording, tries: number, error: StoredError): Promise<never> {
-    await this.record(rec.target, { ...this.write(rec.id, rec.seq, 'failed', rec.idempotent, tries, null, 0), error });
+    await this.record(rec.target, { ...this.write(rec.id, rec.seq, 'failed', rec.idempotent, tries, null, 0, rec.firstWrite), error });
     throw new StepFailedError(rec.id.key, error);
   }
 
@@ -325,7 +327,7 @@ export class StepRunner {
     }
     const wakeAt = await wakeAtFor(this.host.store.now(), target.expiresAt);
     const text = JSON.stringify({ wakeAt });
-    const write: StepWrite = { ...this.write(id, id.seq, 'completed', true, 1, text, utf8Bytes(text)), kind: 'sleep' };
+    const write: StepWrite = { ...this.write(id, id.seq, 'completed', true, 1, text, utf8Bytes(text), true), kind: 'sleep' };
     await this.record(target, write);
     return wakeAt;
   }

@@ -144,7 +144,11 @@ export interface StepRecord {
 }
 
 /** What a step write sets (the row for `key` is created or replaced). */
-export type StepWrite = Omit<StepRecord, 'taskId' | 'epoch'>;
+export type StepWrite = Omit<StepRecord, 'taskId' | 'epoch'> & {
+  /** No row for `key` was read or written by the run that writes: a store may insert without looking for one
+   *  first (a row found anyway is replaced, as for any write). A hint: leaving it out is always right. */
+  firstWrite?: boolean;
+};
 
 /** A wait to park: when the task must run again without an answer, and the input keys it waits for (if any). */
 export interface ParkRequest {

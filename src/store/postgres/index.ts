@@ -33,7 +33,7 @@ import {
   type WriteFence,
   StoreUnavailableError,
 } from '../types.js';
-import { DEFAULT_PG_TIMEOUTS, checkTimeouts, isUnreachable, takeTimeoutParams, withTimeouts, type PgTimeouts } from './timeouts.js';
+import { DEFAULT_PG_TIMEOUTS, checkTimeouts, isUnreachable, sqlStateOf, takeTimeoutParams, withTimeouts, type PgTimeouts } from './timeouts.js';
 import { LISTING_QUERIES } from './listing.js';
 import { toSummary, type SummaryRow } from '../summary.js';
 import { TASK_COLUMNS, VIEW_COLUMNS } from '../task-columns.js';
@@ -201,6 +201,9 @@ const FINISH = `UPDATE tasks SET status = $3, result = $4, error = $5, status_me
     WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND epoch = COALESCE($8::int, epoch) AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`;
 
 /** The columns a creation writes, in the order of its 20 values (created_at given twice: it is updated_at too). */
+/** SQLSTATE of a duplicate key. */
+const UNIQUE_VIOLATION = '23505';
+
 const NEW_TASK_COLUMNS = `task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
       input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at, trace_context`;
 
@@ -779,7 +782,10 @@ export class PostgresTaskStore implements TaskStore {
 
   private readonly stepWrites = new StepWriteGroups({
     one: async (taskId, fence, step) => {
-      const r = await this.q('writeStep', [taskId, fence.owner, fence.epoch, ...stepValues(step)]);
+      const values = [taskId, fence.owner, fence.epoch, ...stepValues(step)];
+      // A key's first write skips ON CONFLICT's look for a row (its speculative insertion costs about 10 µs of a
+      // statement); the row there anyway (a write whose answer was lost, carried over) makes it the upsert.
+      const r = step.firstWrite ? await this.q('insertStep', values).catch((e: unknown) => (sqlStateOf(e) === UNIQUE_VIOLATION ? this.q('writeStep', values) : Promise.reject(e))) : await this.q('writeStep', values);
       if ((r.rowCount ?? 0) === 0) throw await this.refusal(taskId, fence.owner, fence.epoch);
     },
     many: async (cols) => (await this.q<{ task_id: string; step_key: string }>('writeSteps', cols)).rows,

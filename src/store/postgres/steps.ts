@@ -8,9 +8,7 @@
  */
 import { STEP_COLUMNS } from '../step-row.js';
 
-export const STEPS_QUERIES = {
-  listSteps: `SELECT ${STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY seq, step_key`,
-  writeStep: `WITH holder AS (
+const INSERT_STEP = `WITH holder AS (
       SELECT task_id, epoch FROM tasks
       WHERE task_id = $1 AND owner = $2 AND epoch = $3 AND status IN ('working','input_required')
         AND ($8::text <> 'started' OR cancel_requested_at IS NULL)
@@ -18,10 +16,17 @@ export const STEPS_QUERIES = {
     )
     INSERT INTO task_steps (task_id, epoch, step_key, name, kind, seq, state, tries, idempotent, result, error, bytes, started_at, finished_at)
     SELECT task_id, epoch, $4::text, $5::text, $6::text, $7::int, $8::text, $9::int, $10::boolean, $11::text, $12::text, $13::int, $14::bigint, $15::bigint
-    FROM holder
-    ON CONFLICT (task_id, step_key) DO UPDATE SET epoch = excluded.epoch, name = excluded.name, kind = excluded.kind, seq = excluded.seq,
+    FROM holder`;
+const REPLACE_STEP = `ON CONFLICT (task_id, step_key) DO UPDATE SET epoch = excluded.epoch, name = excluded.name, kind = excluded.kind, seq = excluded.seq,
       state = excluded.state, tries = excluded.tries, idempotent = excluded.idempotent, result = excluded.result, error = excluded.error,
-      bytes = excluded.bytes, started_at = excluded.started_at, finished_at = excluded.finished_at`,
+      bytes = excluded.bytes, started_at = excluded.started_at, finished_at = excluded.finished_at`;
+
+export const STEPS_QUERIES = {
+  listSteps: `SELECT ${STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY seq, step_key`,
+  writeStep: `${INSERT_STEP}
+    ${REPLACE_STEP}`,
+  // A key's first write (StepWrite.firstWrite): no look for a row to replace; one found anyway fails with 23505.
+  insertStep: INSERT_STEP,
   // The grouped form (./step-batch.ts): one array per column, each row with its own fence, checked as above.
   writeSteps: `WITH w AS (
       SELECT task_id, owner, epoch, step_key, name, kind, seq, state, tries, idempotent, result, error, bytes, started_at, finished_at FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::int[],

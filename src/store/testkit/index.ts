@@ -542,6 +542,37 @@ export function runStoreTestKit(name: string, kit: StoreKitOptions): void {
       assert.equal((await store.listSteps(id)).length, 4);
     });
 
+    it("a step's first write (firstWrite) is a hint: a row there anyway is replaced, and a refused write is refused for the same reason", async () => {
+      const { store } = await open();
+      const { record } = await store.create(newTask({ owner: 'a' }));
+      const id = record.taskId;
+      const a1 = { owner: 'a', epoch: 1 };
+      await store.writeStep(id, a1, { ...step('s#1', 1, 'started', null), firstWrite: true });
+      // The end written as a first write too (say the answer to the first was lost): the row is replaced, once.
+      await store.writeStep(id, a1, { ...step('s#1', 1, 'completed', '"v"'), firstWrite: true });
+      assert.deepEqual((await store.listSteps(id)).map((r) => [r.key, r.state, r.result]), [['s#1', 'completed', '"v"']]);
+      await store.takeOver(id, 'a', 'b', Date.now());
+      assert.equal(await refusal(store.writeStep(id, a1, { ...step('t#1', 2, 'completed', '1'), firstWrite: true })), 'fenced');
+      assert.equal(await refusal(store.writeStep(id, a1, { ...step('s#1', 1, 'failed', null), firstWrite: true })), 'fenced');
+      await store.requestCancel(id, Date.now());
+      assert.equal(await refusal(store.writeStep(id, { owner: 'b', epoch: 2 }, { ...step('u#1', 3, 'started', null), firstWrite: true })), 'cancelled');
+      assert.deepEqual((await store.listSteps(id)).map((r) => [r.key, r.state, r.epoch]), [['s#1', 'completed', 1]]);
+    });
+
+    it('a step write the database refuses (a value its table forbids) fails alone among the writes of its turn', async () => {
+      const { store } = await open();
+      const ids = await Promise.all([1, 2].map(async () => (await store.create(newTask({ owner: 'a' }))).record.taskId));
+      const a1 = { owner: 'a', epoch: 1 };
+      const results = await Promise.allSettled([
+        store.writeStep(ids[0]!, a1, step('a#1', 1, 'completed', '1')),
+        store.writeStep(ids[0]!, a1, { ...step('b#1', 2, 'completed', '2'), state: 'bogus' as StepWrite['state'] }),
+        store.writeStep(ids[1]!, a1, { ...step('c#1', 1, 'started', null), firstWrite: true }),
+      ]);
+      assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+      assert.deepEqual((await store.listSteps(ids[0]!)).map((r) => r.key), ['a#1']);
+      assert.deepEqual((await store.listSteps(ids[1]!)).map((r) => [r.key, r.state]), [['c#1', 'started']]);
+    });
+
     it('steps written in the same turn by many runs (grouped into one commit where the store groups): each is fenced on its own and answered on its own', async () => {
       const { store } = await open();
       const runs = await Promise.all(Array.from({ length: 8 }, () => store.create(newTask({ owner: 'a' }))));
