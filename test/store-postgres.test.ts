@@ -121,6 +121,34 @@ describe('postgres store specifics', () => {
     }
   });
 
+  it('a statement the server refuses alone (a duplicate key) keeps its connection; one that ends the session does not', async () => {
+    const schema = freshSchema('kept');
+    const store = new PostgresTaskStore({ connection, schema, poolSize: 1 });
+    await store.init();
+    const backends = () => admin(async (c) => (await c.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE position($1 IN query) > 0 AND pid <> pg_backend_pid()`, [`"${schema}".`])).rows.map((r) => r.pid));
+    try {
+      const { record } = await store.create(newTask({ owner: 'a' }));
+      const step = { key: 's#1', name: 's', kind: 'step' as const, seq: 1, state: 'completed' as const, tries: 1, idempotent: true, result: '1', error: null, bytes: 1, startedAt: 0, finishedAt: 0, firstWrite: true };
+      await store.writeStep(record.taskId, { owner: 'a', epoch: 1 }, step);
+      const before = await backends();
+      assert.equal(before.length, 1);
+      // The key's row is there: the first write's INSERT is refused (23505) and the upsert replaces the row.
+      await store.writeStep(record.taskId, { owner: 'a', epoch: 1 }, { ...step, result: '2' });
+      assert.deepEqual((await store.listSteps(record.taskId)).map((r) => r.result), ['2']);
+      assert.deepEqual(await backends(), before);
+      // A session ended by the server (FATAL) is not kept: the next statement opens another.
+      await admin((c) => c.query('SELECT pg_terminate_backend($1)', [before[0]]));
+      await until('the killed backend gone', async () => !(await backends()).includes(before[0]!), 5000);
+      assert.equal((await store.get(record.taskId)).state, 'found');
+      const after = await backends();
+      assert.equal(after.length, 1);
+      assert.notEqual(after[0], before[0]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('bad store URLs get a clear error', async () => {
     assert.throws(() => postgresStoreFromUrl('postgres://h/db?schema=bad-name;drop'), /Invalid schema name/);
     assert.throws(() => postgresStoreFromUrl('postgres://h/db?pool=0'), /pool must be an integer/);

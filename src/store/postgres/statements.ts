@@ -93,7 +93,8 @@ export class DatabaseAnswers {
 /**
  * Runs one statement on a connection of `pool`; past `deadlineMs` (0: none) it is cancelled on the server (once
  * `answers` says the database answers; without it, at once). Errors drop the connection, as `pool.query` does (a
- * timed-out one may be in any state), and so does a cancel sent.
+ * timed-out one may be in any state), and so does a cancel sent; only the server's refusal of the statement alone
+ * (severity ERROR: a duplicate key, a check) leaves the session as it was, and keeps it.
  */
 export async function runStatement<R extends pg.QueryResultRow>(pool: KeptPool, config: pg.QueryConfig, deadlineMs: number, answers?: DatabaseAnswers): Promise<pg.QueryResult<R>> {
   const client = pool.take() ?? (await pool.connect());
@@ -142,11 +143,16 @@ export async function runStatement<R extends pg.QueryResultRow>(pool: KeptPool, 
     if (timer) clearTimeout(timer);
     client.removeListener('error', onError);
     // A cancel on its way may land on whatever this connection runs next: it is not reused.
-    pool.release(client, failed ?? (cancelSent ? new Error('a cancel request was sent on this connection') : stalePlans ? STALE_PLANS : undefined));
+    pool.release(client, cancelSent ? new Error('a cancel request was sent on this connection') : stalePlans ? STALE_PLANS : failed && !refusedAlone(failed) ? failed : undefined);
   }
 }
 
 const STALE_PLANS = new Error('this connection prepared statements before a migration changed their results');
+
+/** The server refused the statement and nothing else: its session goes on (FATAL and PANIC end it). */
+function refusedAlone(e: Error): boolean {
+  return (e as { severity?: unknown }).severity === 'ERROR' && sqlStateOf(e) !== undefined;
+}
 
 /** PostgreSQL refused to run a prepared statement whose result a migration changed (nothing of it ran). */
 export function planInvalidated(e: unknown): boolean {
