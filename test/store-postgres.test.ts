@@ -5,6 +5,7 @@ import { MIGRATIONS } from '../src/store/postgres/schema.js';
 import { describe, it } from 'node:test';
 import { PgSignalBus, PostgresTaskStore, postgresStoreFromUrl } from '../src/store/postgres/index.js';
 import type { TaskSignal } from '../src/store/local-bus.js';
+import { KeptPool } from '../src/store/postgres/kept-pool.js';
 import { newTask, runSignalBusKit, runStoreTestKit } from '../src/store/testkit/index.js';
 import { PG_URL, freshSchema, sleep, until, withPgClient } from './helpers.js';
 
@@ -146,6 +147,25 @@ describe('postgres store specifics', () => {
       assert.notEqual(after[0], before[0]);
     } finally {
       await store.close();
+    }
+  });
+
+  it('the kept connection: a healthy one is kept after its statement, one that is closing never is', async () => {
+    const pool = new KeptPool(new pg.Pool({ connectionString: PG_URL, max: 2 }));
+    try {
+      const closing = await pool.connect();
+      const ended = closing.end();
+      pool.release(closing);
+      assert.equal(pool.take(), undefined);
+      await ended;
+      const healthy = await pool.connect();
+      assert.equal((await healthy.query<{ n: number }>('SELECT 1 AS n')).rows[0]!.n, 1);
+      pool.release(healthy);
+      const again = pool.take();
+      assert.equal(again, healthy);
+      pool.release(again!);
+    } finally {
+      await pool.end();
     }
   });
 

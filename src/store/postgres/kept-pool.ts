@@ -8,6 +8,12 @@
  */
 import type pg from 'pg';
 
+/** Whether a client may run another statement; pg-pool reads the same two fields before it keeps one idle. */
+function queryable(c: pg.PoolClient): boolean {
+  const state = c as unknown as { _queryable?: boolean; _ending?: boolean };
+  return state._queryable !== false && state._ending !== true;
+}
+
 export class KeptPool {
   private kept: pg.PoolClient | undefined;
   private ended = false;
@@ -42,7 +48,7 @@ export class KeptPool {
    * (the connection failed, or may be in any state) it is dropped, as pg-pool's `release(error)` does.
    */
   release(c: pg.PoolClient, error?: Error): void {
-    if (error || this.kept || this.ended || this.pool.waitingCount > 0) return c.release(error);
+    if (error || this.kept || this.ended || this.pool.waitingCount > 0 || !queryable(c)) return c.release(error);
     c.on('error', this.keptFailed);
     this.kept = c;
   }
