@@ -200,10 +200,10 @@ const FINISH = `UPDATE tasks SET status = $3, result = $4, error = $5, status_me
       updated_at = $7, version = version + 1
     WHERE task_id = $1 AND ($2::text IS NULL OR owner = $2) AND epoch = COALESCE($8::int, epoch) AND ${UNFINISHED} RETURNING ${TASK_COLUMNS}`;
 
-/** The columns a creation writes, in the order of its 20 values (created_at given twice: it is updated_at too). */
 /** SQLSTATE of a duplicate key. */
 const UNIQUE_VIOLATION = '23505';
 
+/** The columns a creation writes, in the order of its 20 values (created_at given twice: it is updated_at too). */
 const NEW_TASK_COLUMNS = `task_id, principal, tool, args, status, status_message, created_at, updated_at, ttl_ms, expires_at,
       input_since, poll_interval_ms, owner, retry_safe, idem_key, request_hash, client_capabilities, origin, progress_token, queued_at, trace_context`;
 

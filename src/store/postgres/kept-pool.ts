@@ -18,13 +18,7 @@ export class KeptPool {
   private kept: pg.PoolClient | undefined;
   private ended = false;
   /** A kept connection that dies while idle (the server restarted, a pooler closed it) is dropped, not kept. */
-  private readonly keptFailed = (e: Error): void => {
-    const c = this.kept;
-    if (!c) return;
-    this.kept = undefined;
-    c.removeListener('error', this.keptFailed);
-    c.release(e);
-  };
+  private readonly keptFailed = (e: Error): void => this.take()?.release(e);
 
   constructor(readonly pool: pg.Pool) {}
 

@@ -334,7 +334,8 @@ export class SqliteTaskStore implements TaskStore {
 
   /**
    * Queues a write. Every write queued in one event-loop turn runs in one IMMEDIATE transaction (each inside
-   * its own savepoint, so one refused write does not undo the others); callers are answered after COMMIT.
+   * its own savepoint, or as one statement, so one refused write does not undo the others); callers are answered
+   * after COMMIT. A `oneStatement` write alone in its turn is that statement, committed by itself.
    */
   private write<T>(op: () => T, oneStatement = false): Promise<T> {
     this.ensureOpen();
